@@ -1,0 +1,297 @@
+"""A small raw-dict client for the Kubernetes API, on top of the ``kubernetes`` package.
+
+The suite talks to two API server versions in one run and uses DRA objects at several API
+versions (v1, v1beta2, v1beta1, v1alpha3); typed models would pin us to the client's idea of each
+shape. Plain dicts at explicit paths say exactly what goes over the wire, and the ``kubernetes``
+package still does what it is good at: kubeconfig loading, TLS, auth, and exec streams.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import urllib.parse
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import tenacity
+
+from e2e_dra.errors import E2EDRAError
+
+T = TypeVar("T")
+
+_PATCH_TYPES = {
+    "merge": "application/merge-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "json": "application/json-patch+json",
+    "apply": "application/apply-patch+yaml",
+}
+
+
+class KubeError(E2EDRAError):
+    """An API request that the server answered with an error status (or never answered)."""
+
+    def __init__(self, status: int, reason: str, message: str, *, method: str = "", path: str = ""):
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.method = method
+        self.path = path
+        super().__init__(f"{method} {path}: {status} {reason}: {message}".strip())
+
+
+class NotFound(KubeError):
+    pass
+
+
+class Conflict(KubeError):
+    pass
+
+
+def path(
+    api_version: str,
+    plural: str,
+    name: str | None = None,
+    *,
+    namespace: str | None = None,
+    subresource: str | None = None,
+) -> str:
+    """The REST path of a collection or object: ``path("v1", "pods", "p", namespace="ns")``."""
+    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    parts = [base]
+    if namespace:
+        parts.append(f"namespaces/{namespace}")
+    parts.append(plural)
+    if name:
+        parts.append(name)
+    if subresource:
+        parts.append(subresource)
+    return "/".join(parts)
+
+
+class Kube:
+    """One identity talking to one API server."""
+
+    def __init__(
+        self,
+        configuration: Any,
+        *,
+        user_agent: str = "e2e-dra",
+        headers: Mapping[str, str] | None = None,
+    ):
+        from kubernetes import client
+
+        self._configuration = configuration
+        self._user_agent = user_agent
+        self._headers = dict(headers or {})
+        self.api_client = client.ApiClient(configuration)
+        self.api_client.user_agent = user_agent
+        for key, value in self._headers.items():
+            self.api_client.set_default_header(key, value)
+        self._served: dict[str, bool] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_kubeconfig(cls, kubeconfig: Path | str, *, user_agent: str = "e2e-dra") -> Kube:
+        from kubernetes import client, config
+
+        configuration = client.Configuration()
+        config.load_kube_config(
+            config_file=os.fspath(kubeconfig),
+            client_configuration=configuration,
+            persist_config=False,
+        )
+        return cls(configuration, user_agent=user_agent)
+
+    def impersonating(
+        self, user: str, *, group: str | None = None, extra: Mapping[str, str] | None = None
+    ) -> Kube:
+        """The same server, acting as someone else (RBAC and admission see that identity).
+
+        One value per header: the client library sends headers as a dict. That is enough for us:
+        for a service account user the server adds the service-account groups itself when no
+        group is named, and the node-name extra has a single value.
+        """
+        headers = {"Impersonate-User": user}
+        if group:
+            headers["Impersonate-Group"] = group
+        for key, value in (extra or {}).items():
+            headers[f"Impersonate-Extra-{urllib.parse.quote(key, safe='')}"] = value
+        return Kube(self._configuration, user_agent=self._user_agent, headers=headers)
+
+    def fresh(self) -> Kube:
+        """Same identity, new connections: the old ones may point at a restarted server."""
+        return Kube(self._configuration, user_agent=self._user_agent, headers=self._headers)
+
+    def close(self) -> None:
+        self.api_client.close()
+
+    # --- requests -----------------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        url_path: str,
+        *,
+        body: Any = None,
+        query: Mapping[str, Any] | None = None,
+        content_type: str | None = None,
+        timeout: float | tuple[float, float] = 60,
+        stream: bool = False,
+    ) -> Any:
+        """One request; the decoded JSON answer, or the raw response when ``stream``."""
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        elif body is not None:
+            headers["Content-Type"] = "application/json"
+        query_params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
+        serialized = self.api_client.param_serialize(
+            method,
+            url_path,
+            query_params=query_params,
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = self.api_client.call_api(*serialized, _request_timeout=timeout)
+        except Exception as exc:  # urllib3 errors: the server did not answer
+            raise KubeError(0, type(exc).__name__, str(exc), method=method, path=url_path) from exc
+        if not 200 <= response.status < 300:
+            raise _error(method, url_path, response.status, response.reason, response.read())
+        if stream:
+            return response.response
+        data = response.read()
+        return json.loads(data) if data else None
+
+    def get(self, url_path: str, **query: Any) -> dict:
+        return self.request("GET", url_path, query=query)
+
+    def list(self, url_path: str, **query: Any) -> list[dict]:
+        return self.request("GET", url_path, query=query).get("items") or []
+
+    def create(self, url_path: str, body: dict, **query: Any) -> dict:
+        return self.request("POST", url_path, body=body, query=query)
+
+    def update(self, url_path: str, body: dict, **query: Any) -> dict:
+        return self.request("PUT", url_path, body=body, query=query)
+
+    def patch(self, url_path: str, body: Any, *, kind: str = "merge", **query: Any) -> dict:
+        if kind not in _PATCH_TYPES:
+            raise ValueError(f"unknown patch kind {kind!r}; use one of {sorted(_PATCH_TYPES)}")
+        return self.request(
+            "PATCH", url_path, body=body, query=query, content_type=_PATCH_TYPES[kind]
+        )
+
+    def delete(self, url_path: str, **query: Any) -> dict | None:
+        """Delete; an object that is already gone is not an error."""
+        try:
+            return self.request("DELETE", url_path, query=query)
+        except NotFound:
+            return None
+
+    def watch(
+        self,
+        url_path: str,
+        *,
+        resource_version: str | None = None,
+        timeout_seconds: int = 300,
+        **query: Any,
+    ) -> Iterator[dict]:
+        """Watch events (``{"type", "object"}``) until the server ends the watch."""
+        query.update(watch="true", timeoutSeconds=timeout_seconds, allowWatchBookmarks="true")
+        if resource_version:
+            query["resourceVersion"] = resource_version
+        response = self.request(
+            "GET", url_path, query=query, stream=True, timeout=(10, timeout_seconds + 30)
+        )
+        try:
+            buffer = b""
+            for chunk in response.stream(4096, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+        finally:
+            response.release_conn()
+
+    def served(self, group_version: str) -> bool:
+        """Whether the server serves ``group/version`` (cached per client)."""
+        with self._lock:
+            if group_version not in self._served:
+                url_path = f"/apis/{group_version}" if "/" in group_version else "/api/v1"
+                try:
+                    self.request("GET", url_path)
+                    self._served[group_version] = True
+                except NotFound:
+                    self._served[group_version] = False
+            return self._served[group_version]
+
+    def server_version(self) -> str:
+        return self.get("/version")["gitVersion"]
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _error(method: str, url_path: str, status: int, reason: str, data: bytes) -> KubeError:
+    message = ""
+    try:
+        decoded = json.loads(data)
+        message = decoded.get("message", "")
+        reason = decoded.get("reason", reason) or reason
+    except (ValueError, AttributeError):
+        message = data.decode(errors="replace")[:500] if data else ""
+    cls = {404: NotFound, 409: Conflict}.get(status, KubeError)
+    return cls(status, reason, message, method=method, path=url_path)
+
+
+_TRANSIENT_TEXT = (
+    "EOF",
+    "connection reset",
+    "connection refused",
+    "broken pipe",
+    "ConnectionResetError",
+    "RemoteDisconnected",
+    "ProtocolError",
+    "MaxRetryError",
+    "NewConnectionError",
+    "timed out",
+    "http2: server sent GOAWAY",
+    "the server is currently unable to handle the request",
+)
+
+
+def transient(exc: BaseException) -> bool:
+    """Errors that a restarted API server produces for a while and that go away on their own.
+
+    Connection failures, 5xx, 429, and the bogus authorization errors (403/401) that stale
+    connections see right after a restart, before the authorizer caches are warm again. Real
+    failures (404, 409, 422, a 403 that persists past the retry window) are not retried forever:
+    the retry window bounds them.
+    """
+    if isinstance(exc, KubeError):
+        if exc.status == 0 or exc.status >= 500 or exc.status == 429:
+            return True
+        if exc.status in (401, 403):
+            return True
+        return any(text in exc.message for text in _TRANSIENT_TEXT)
+    text = f"{type(exc).__name__}: {exc}"
+    return any(marker in text for marker in _TRANSIENT_TEXT)
+
+
+def retrying(fn: Callable[..., T], *, timeout: float = 120) -> Callable[..., T]:
+    """Wrap ``fn`` so transient API errors are retried for up to ``timeout`` seconds."""
+    return tenacity.retry(
+        retry=tenacity.retry_if_exception(transient),
+        wait=tenacity.wait_exponential(multiplier=0.5, max=5),
+        stop=tenacity.stop_after_delay(timeout),
+        reraise=True,
+    )(fn)

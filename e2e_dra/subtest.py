@@ -1,0 +1,86 @@
+"""What a subtest is: a three-phase chain, declared by one module under ``subtests/``.
+
+A subtest's initial phase runs on the previous release and returns the callable for the phase
+after the upgrade, which returns the callable for the phase after the downgrade. A failing phase
+ends only its own chain. Each subtest gets its own driver and its own objects, so order does not
+matter (and is shuffled on purpose).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from e2e_dra.builder import Builder
+    from e2e_dra.driver import Driver, Pool
+    from e2e_dra.kube import Kube
+
+PHASES = ("after-cluster-creation", "after-cluster-upgrade", "after-cluster-downgrade")
+
+Phase = Callable[["Context"], Any]
+"""A phase takes the context and returns the next phase (or None after the last one)."""
+
+
+@dataclass(frozen=True)
+class Subtest:
+    """One upgrade/downgrade scenario; the module that defines it names it ``SUBTEST``."""
+
+    name: str
+    initial: Phase
+    # Driver resources for the given node names; None means the subtest publishes nothing through
+    # its driver and waits for its own objects itself.
+    resources: Callable[[Sequence[str]], list[Pool]] | None = None
+    # Use the admin client for the driver (cluster-wide slices are refused to a node identity).
+    privileged_client: bool = False
+    # Let the driver's ResourceSlice controller reconcile only this pool.
+    reconcile_pool: str | None = None
+    # API group/versions both releases must serve, e.g. "scheduling.k8s.io/v1beta1".
+    requires: tuple[str, ...] = ()
+    # Feature gates the cluster must enable for this subtest (merged into FEATURE_GATES).
+    feature_gates: tuple[str, ...] = ()
+
+
+@dataclass
+class Context:
+    """What a phase works with. Rebuilt after every cluster restart (fresh connections)."""
+
+    kube: Kube
+    driver: Driver
+    builder: Builder
+    nodes: list[str]
+    phase: str
+    artifacts: Path
+    namespace: str = "default"
+    log: Callable[[str], None] = field(default=print)
+
+
+def discover(package: str = "subtests") -> list[Subtest]:
+    """Every ``SUBTEST`` defined by a module of ``package``, by name.
+
+    Adding a subtest is adding a module; nothing else needs to know about it.
+    """
+    found: dict[str, Subtest] = {}
+    for module in _modules(importlib.import_module(package)):
+        subtest = getattr(module, "SUBTEST", None)
+        if subtest is None:
+            continue
+        if not isinstance(subtest, Subtest):
+            raise TypeError(f"{module.__name__}.SUBTEST is not an e2e_dra.subtest.Subtest")
+        if subtest.name in found:
+            raise ValueError(f"two subtests are named {subtest.name!r}")
+        found[subtest.name] = subtest
+    return [found[name] for name in sorted(found)]
+
+
+def _modules(package: ModuleType) -> list[ModuleType]:
+    return [
+        importlib.import_module(f"{package.__name__}.{info.name}")
+        for info in pkgutil.iter_modules(package.__path__)
+        if not info.ispkg and not info.name.startswith("_")
+    ]

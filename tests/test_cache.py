@@ -1,0 +1,89 @@
+"""The cache entry contract: complete or absent, filled once, even by racing processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from e2e_dra._cache import MARKER, CacheEntry
+
+
+def test_fill_populates_once_and_records_metadata(tmp_path: Path) -> None:
+    calls = []
+
+    def populate(target: Path) -> dict:
+        calls.append(target)
+        (target / "kube-apiserver").write_text("binary")
+        return {"version": "v1.36.5"}
+
+    entry = CacheEntry(tmp_path, "v1.36.5")
+    assert not entry.is_complete()
+    assert entry.fill(populate) == tmp_path / "v1.36.5"
+    assert entry.fill(populate) == tmp_path / "v1.36.5"
+    assert len(calls) == 1
+    assert calls[0] != entry.path  # filled elsewhere, renamed into place
+    assert (entry.path / "kube-apiserver").read_text() == "binary"
+    assert entry.metadata()["version"] == "v1.36.5"
+
+
+def test_failed_fill_leaves_nothing_that_counts_as_a_hit(tmp_path: Path) -> None:
+    def broken(target: Path) -> None:
+        (target / "kube-apiserver").write_text("half")
+        raise RuntimeError("network went away")
+
+    entry = CacheEntry(tmp_path, "v1.36.5")
+    with pytest.raises(RuntimeError):
+        entry.fill(broken)
+    assert not entry.is_complete()
+    assert not entry.path.exists()
+    assert [p.name for p in tmp_path.iterdir()] == [".locks"]
+
+
+def test_incomplete_leftovers_are_replaced(tmp_path: Path) -> None:
+    # What upstream's layout (or a crash mid-rename on another tool) could leave behind.
+    (tmp_path / "v1.36.5").mkdir()
+    (tmp_path / "v1.36.5" / "kube-apiserver").write_text("stale")
+    os.chmod(tmp_path / "v1.36.5" / "kube-apiserver", 0o555)
+    (tmp_path / ".tmp-v1.36.5-deadbeef").mkdir()
+    entry = CacheEntry(tmp_path, "v1.36.5")
+    assert not entry.is_complete()
+    entry.fill(lambda target: (target / "kube-apiserver").write_text("fresh") and None)
+    assert (entry.path / "kube-apiserver").read_text() == "fresh"
+    assert not (tmp_path / ".tmp-v1.36.5-deadbeef").exists()
+    assert (entry.path / MARKER).is_file()
+
+
+@pytest.mark.parametrize("key", ["", ".", "..", "a/b"])
+def test_bad_keys_are_refused(tmp_path: Path, key: str) -> None:
+    with pytest.raises(ValueError, match="invalid cache key"):
+        CacheEntry(tmp_path, key)
+
+
+def _slow_fill(root: str, counter: str) -> None:
+    def populate(target: Path) -> None:
+        with open(counter, "a") as handle:
+            handle.write("x")
+        time.sleep(0.3)
+        (target / "done").write_text("yes")
+
+    CacheEntry(Path(root), "shared").fill(populate)
+
+
+def test_racing_processes_fill_once(tmp_path: Path) -> None:
+    counter = tmp_path / "populate-calls"
+    ctx = multiprocessing.get_context("spawn")
+    procs = [
+        ctx.Process(target=_slow_fill, args=(str(tmp_path / "cache"), str(counter)))
+        for _ in range(3)
+    ]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(30)
+        assert proc.exitcode == 0
+    assert counter.read_text() == "x"
+    assert (tmp_path / "cache" / "shared" / "done").read_text() == "yes"

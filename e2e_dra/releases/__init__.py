@@ -7,9 +7,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from e2e_dra.releases._select import release_source
+    from e2e_dra.releases._download import DownloadSource
+    from e2e_dra.releases._gobuild import GoBuildSource
+    from e2e_dra.releases._select import release_source, versions_under_test
 
-__all__ = ["Release", "ReleaseSource", "release_source"]
+__all__ = [
+    "DownloadSource",
+    "GoBuildSource",
+    "Release",
+    "ReleaseSource",
+    "release_source",
+    "versions_under_test",
+]
+
+_LAZY = {
+    "DownloadSource": "e2e_dra.releases._download",
+    "GoBuildSource": "e2e_dra.releases._gobuild",
+    "release_source": "e2e_dra.releases._select",
+    "versions_under_test": "e2e_dra.releases._select",
+}
 
 
 @dataclass(frozen=True)
@@ -41,8 +57,8 @@ class ReleaseSource(Protocol):
 
 
 def __getattr__(name: str) -> Any:  # lazy, so that importing the types stays cheap
-    if name == "release_source":
-        from e2e_dra.releases._select import release_source
+    if name in _LAZY:
+        import importlib
 
-        return release_source
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(name)

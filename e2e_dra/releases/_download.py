@@ -1,0 +1,207 @@
+"""Release binaries from dl.k8s.io (or a mirror of it), verified, resumable and cached once.
+
+Upstream trusts whatever bytes arrive and calls a cache complete when kube-apiserver exists. Here a
+tarball is checked against the digest published next to it before anything is unpacked, a dropped
+transfer continues where it stopped (in this run or the next), and the cache entry appears only
+when it is whole (:class:`e2e_dra._cache.CacheEntry`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from e2e_dra._cache import CacheEntry
+from e2e_dra._console import say
+from e2e_dra._paths import server_cache_dir
+from e2e_dra.errors import ReleaseError, VersionError
+from e2e_dra.releases import Release
+from e2e_dra.releases._extract import extract_binaries
+from e2e_dra.versions import Minor, parse_minor, parse_version
+
+if TYPE_CHECKING:  # the network stack is imported only when it is needed: a cache hit needs none
+    import httpx
+
+__all__ = ["BASE_URL_ENV", "DEFAULT_BASE_URL", "DownloadSource", "host_platform"]
+
+DEFAULT_BASE_URL = "https://dl.k8s.io/release"
+BASE_URL_ENV = "KUBERNETES_RELEASE_URL"
+OPTIONAL_BINARIES = ("kubectl",)
+CHECKSUM_ALGORITHMS = ("sha512", "sha256")  # in order of preference
+_CHUNK = 1 << 20
+_GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+
+
+def host_platform() -> tuple[str, str]:
+    """This machine as Go names it: ``("linux", "amd64")``."""
+    machine = platform.machine().lower()
+    return platform.system().lower(), _GO_ARCH.get(machine, machine)
+
+
+class DownloadSource:
+    """Releases from ``<base>/<version>/kubernetes-server-<os>-<arch>.tar.gz``."""
+
+    name = "download"
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        cache_dir: Path | None = None,
+        os_: str | None = None,
+        arch: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.base_url = (base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else server_cache_dir()
+        native_os, native_arch = host_platform()
+        self.os = os_ or native_os
+        self.arch = arch or native_arch
+        self._native = (self.os, self.arch) == (native_os, native_arch)
+        self._transport = transport
+
+    # -- resolution ---------------------------------------------------------------------------
+
+    def resolve(self, minor: str) -> str:
+        """Newest stable release of ``minor`` (``stable-X.Y.txt``), else ``latest-X.Y.txt``."""
+        from e2e_dra.releases._http import get_small, new_client
+
+        line = parse_minor(minor)
+        with new_client(self._transport) as client:
+            stable_url = f"{self.base_url}/stable-{line}.txt"
+            response = get_small(client, stable_url)
+            if response.status_code == 404:
+                say(f"{stable_url} does not exist (no stable {line} yet): trying latest-{line}.txt")
+                latest_url = f"{self.base_url}/latest-{line}.txt"
+                return self._marker_version(latest_url, get_small(client, latest_url), line)
+            return self._marker_version(stable_url, response, line)
+
+    def latest_stable(self) -> str:
+        from e2e_dra.releases._http import get_small, new_client
+
+        url = f"{self.base_url}/stable.txt"
+        with new_client(self._transport) as client:
+            return self._marker_version(url, get_small(client, url), None)
+
+    @staticmethod
+    def _marker_version(url: str, response: httpx.Response, line: Minor | None) -> str:
+        from e2e_dra.releases._http import status_error
+
+        if response.status_code != 200:
+            raise status_error(url, response)
+        text = response.text.strip()
+        try:
+            version = parse_version(text)
+        except VersionError:
+            raise ReleaseError(f"{url} holds {text[:80]!r}, not a Kubernetes version") from None
+        if line is not None and version.release_line != line:
+            raise ReleaseError(f"{url} names {text}, which is not a {line} release")
+        return version.tag
+
+    # -- fetching -----------------------------------------------------------------------------
+
+    def tarball_url(self, version: str) -> str:
+        tag = _release_tag(version)
+        return f"{self.base_url}/{tag}/kubernetes-server-{self.os}-{self.arch}.tar.gz"
+
+    def cache_entry(self, version: str) -> CacheEntry:
+        tag = _release_tag(version)
+        key = tag if self._native else f"{tag}-{self.os}-{self.arch}"
+        return CacheEntry(self.cache_dir, key)
+
+    def fetch(self, version: str) -> Release:
+        """The binaries of ``version``; a cache hit touches neither the network nor the files."""
+        tag = _release_tag(version)
+        entry = self.cache_entry(tag)
+        if not entry.is_complete():
+            entry.fill(lambda tmp: self._populate(tag, entry, tmp))
+        return Release(version=tag, bin_dir=entry.path, source_dir=None, origin="download")
+
+    def _populate(self, tag: str, entry: CacheEntry, target: Path) -> dict[str, object]:
+        from e2e_dra.releases._http import new_client
+        from e2e_dra.releases._transfer import download
+        from localupcluster import KUBE_CLUSTER_COMPONENTS
+
+        url = self.tarball_url(tag)
+        partial_dir = self.cache_dir / ".partial" / entry.key
+        part = partial_dir / (url.rsplit("/", 1)[1] + ".part")
+        started = time.monotonic()
+        with new_client(self._transport) as client:
+            algorithm, expected = self._published_digest(client, url)
+            partial_dir.mkdir(parents=True, exist_ok=True)
+            resumed = part.exists() and part.stat().st_size > 0
+            download(client, url, part)
+        digests = _file_digests(part, {"sha512", algorithm})
+        if digests[algorithm] != expected:
+            part.unlink()
+            raise ReleaseError(
+                f"{url}: {algorithm} mismatch (published {expected}, downloaded "
+                f"{digests[algorithm]}{', resumed from an earlier run' if resumed else ''}); "
+                "the partial download was removed, run again to retry"
+            )
+        say(f"verified {algorithm} of {url.rsplit('/', 1)[1]}; unpacking the server binaries")
+        binaries = extract_binaries(
+            part, target, required=KUBE_CLUSTER_COMPONENTS, optional=OPTIONAL_BINARIES
+        )
+        size = part.stat().st_size
+        shutil.rmtree(partial_dir, ignore_errors=True)
+        say(f"{tag}: {len(binaries)} binaries in {time.monotonic() - started:.1f}s")
+        return {
+            "version": tag,
+            "url": url,
+            "size": size,
+            "sha512": digests["sha512"],
+            "verified_with": algorithm,
+            "os": self.os,
+            "arch": self.arch,
+            "binaries": sorted(binaries),
+        }
+
+    def _published_digest(self, client: httpx.Client, url: str) -> tuple[str, str]:
+        """The digest published next to the tarball: ``.sha512``, else ``.sha256``."""
+        from e2e_dra.releases._http import get_small, status_error
+
+        for algorithm in CHECKSUM_ALGORITHMS:
+            sidecar = f"{url}.{algorithm}"
+            response = get_small(client, sidecar)
+            if response.status_code == 404:
+                continue
+            if response.status_code != 200:
+                raise status_error(sidecar, response)
+            return algorithm, _parse_digest(sidecar, response.text, algorithm)
+        raise ReleaseError(
+            f"no checksum is published for {url} (.sha512 and .sha256 are both missing); "
+            "refusing to use an unverified release"
+        )
+
+
+def _release_tag(version: str) -> str:
+    parsed = parse_version(version)
+    if not parsed.is_release:
+        raise ReleaseError(
+            f"{version!r} is a build between releases; only released versions can be downloaded"
+        )
+    return parsed.tag
+
+
+def _parse_digest(url: str, text: str, algorithm: str) -> str:
+    """Sidecars hold the bare hex digest or ``<digest>  <file name>``."""
+    words = text.split()
+    length = hashlib.new(algorithm).digest_size * 2
+    digest = words[0].lower() if words else ""
+    if len(digest) != length or not all(c in "0123456789abcdef" for c in digest):
+        raise ReleaseError(f"{url} holds no {algorithm} digest: {text.strip()[:80]!r}")
+    return digest
+
+
+def _file_digests(path: Path, algorithms: set[str]) -> dict[str, str]:
+    hashers = {name: hashlib.new(name) for name in algorithms}
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            for hasher in hashers.values():
+                hasher.update(chunk)
+    return {name: hasher.hexdigest() for name, hasher in hashers.items()}

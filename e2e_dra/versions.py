@@ -1,0 +1,254 @@
+"""Which Kubernetes versions a run is about: parsing, the previous minor, the version of a tree.
+
+Kubernetes names its builds after ``git describe`` (``v1.37.0-alpha.0.812+0123abcd-dirty``), which
+is neither PEP 440 nor something ``packaging`` parses, so the grammar is spelled out here. The
+previous-minor rule carries upstream's ``-alpha.0`` exception: right after a release branch is cut,
+master already calls itself the *next* minor's ``alpha.0`` while nothing of that minor has been
+released, so "minor - 1" would point at a minor that is still being finished; going back one more
+keeps the tested skew at a known-good pair.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shlex
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from e2e_dra.errors import VersionError
+
+__all__ = [
+    "KubeVersion",
+    "Minor",
+    "parse_minor",
+    "parse_version",
+    "previous_minor",
+    "source_version",
+]
+
+_EXAMPLES = "e.g. v1.36.3, v1.37.0-rc.1 or v1.37.0-alpha.0.812+0123abcd"
+
+_VERSION_RE = re.compile(
+    r"""
+    v?(?P<major>\d+)\.(?P<minor>\d+)\.(?P<patch>\d+)
+    (?:-(?P<pre>alpha|beta|rc)\.(?P<pre_number>\d+))?
+    # commits since the tag: ".812+<hash>" after a pre-release, "-812+<hash>" after a plain tag,
+    # or raw `git describe` output "-812-g<hash>"
+    (?:[.-](?P<commits>\d+)(?:\+|-g)(?P<commit>[0-9a-f]{7,40}))?
+    (?P<dirty>-dirty)?
+    """,
+    re.VERBOSE,
+)
+_MINOR_RE = re.compile(r"v?(?P<major>\d+)\.(?P<minor>\d+)")
+_PRE_RANK = {"alpha": 0, "beta": 1, "rc": 2, None: 3}
+
+
+@dataclass(frozen=True)
+class Minor:
+    """A release line such as 1.36; ``str()`` gives ``"1.36"``, the form marker files use."""
+
+    major: int
+    minor: int
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+
+@functools.total_ordering
+@dataclass(frozen=True, eq=False)
+class KubeVersion:
+    """One parsed Kubernetes version; ``text`` keeps the string exactly as it was given."""
+
+    text: str
+    major: int
+    minor: int
+    patch: int
+    pre: str | None = None  # "alpha" | "beta" | "rc"
+    pre_number: int | None = None
+    commits: int | None = None  # commits after the tag, for builds between tags
+    commit: str | None = None
+    dirty: bool = False
+
+    @property
+    def tag(self) -> str:
+        """The release tag this build is at or after: ``v1.37.0-alpha.0``."""
+        pre = f"-{self.pre}.{self.pre_number}" if self.pre else ""
+        return f"v{self.major}.{self.minor}.{self.patch}{pre}"
+
+    @property
+    def release_line(self) -> Minor:
+        return Minor(self.major, self.minor)
+
+    @property
+    def is_release(self) -> bool:
+        """Exactly a published tag (no commits after it, no local changes)."""
+        return self.commits is None and not self.dirty
+
+    @property
+    def is_stable(self) -> bool:
+        return self.pre is None and self.is_release
+
+    def _key(self) -> tuple[int, int, int, int, int, int]:
+        return (
+            self.major,
+            self.minor,
+            self.patch,
+            _PRE_RANK[self.pre],
+            self.pre_number or 0,
+            self.commits or 0,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, KubeVersion):
+            return NotImplemented
+        return self._key() == other._key() and self.commit == other.commit
+
+    def __hash__(self) -> int:
+        return hash((self._key(), self.commit))
+
+    def __lt__(self, other: KubeVersion) -> bool:
+        return self._key() < other._key()
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_version(text: str) -> KubeVersion:
+    """Parse any version string Kubernetes produces; anything else raises :class:`VersionError`."""
+    stripped = text.strip() if isinstance(text, str) else ""
+    match = _VERSION_RE.fullmatch(stripped)
+    if not match:
+        raise VersionError(f"not a Kubernetes version: {text!r} ({_EXAMPLES})")
+    number = match.group("pre_number")
+    commits = match.group("commits")
+    return KubeVersion(
+        text=stripped,
+        major=int(match["major"]),
+        minor=int(match["minor"]),
+        patch=int(match["patch"]),
+        pre=match["pre"],
+        pre_number=int(number) if number is not None else None,
+        commits=int(commits) if commits is not None else None,
+        commit=match["commit"],
+        dirty=match["dirty"] is not None,
+    )
+
+
+def parse_minor(text: str) -> Minor:
+    """Parse ``MAJOR.MINOR`` (``1.36`` or ``v1.36``)."""
+    stripped = text.strip() if isinstance(text, str) else ""
+    match = _MINOR_RE.fullmatch(stripped)
+    if not match:
+        raise VersionError(
+            f"not a Kubernetes minor version: {text!r} (expected MAJOR.MINOR, e.g. 1.36)"
+        )
+    return Minor(int(match["major"]), int(match["minor"]))
+
+
+def previous_minor(version: str | KubeVersion) -> Minor:
+    """The release line to upgrade from: minor - 1, or minor - 2 for an ``-alpha.0`` build.
+
+    A bare ``MAJOR.MINOR`` is accepted too and simply goes back one.
+    """
+    if isinstance(version, KubeVersion):
+        parsed, text = version, version.text
+    else:
+        text = version
+        try:
+            parsed = parse_version(version)
+        except VersionError:
+            try:
+                line = parse_minor(version)
+            except VersionError:
+                raise VersionError(
+                    f"not a Kubernetes version: {version!r} ({_EXAMPLES}, or MAJOR.MINOR)"
+                ) from None
+            parsed = KubeVersion(text=version, major=line.major, minor=line.minor, patch=0)
+    back = 2 if (parsed.pre, parsed.pre_number) == ("alpha", 0) else 1
+    minor = parsed.minor - back
+    if minor < 0:
+        raise VersionError(f"{text!r} has no previous minor release to upgrade from")
+    return Minor(parsed.major, minor)
+
+
+def source_version(
+    source_dir: Path | None = None,
+    bin_dir: Path | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> KubeVersion:
+    """The version of the Kubernetes under test, from the best evidence there is.
+
+    In order: a git checkout's ``hack/print-workspace-status.sh`` (``gitVersion``), the file named
+    by ``KUBE_GIT_VERSION_FILE`` (what builds without a git tree use), and finally
+    ``<bin_dir>/kube-apiserver --version``.
+    """
+    env = dict(os.environ if environ is None else environ)
+    tried: list[str] = []
+    if source_dir is not None:
+        script = Path(source_dir) / "hack" / "print-workspace-status.sh"
+        if script.is_file() and (Path(source_dir) / ".git").exists():
+            return parse_version(_workspace_git_version(Path(source_dir), script, env))
+        tried.append(f"{script} in a git checkout")
+    version_file = env.get("KUBE_GIT_VERSION_FILE")
+    if version_file:
+        return parse_version(_version_file_git_version(Path(version_file)))
+    tried.append("KUBE_GIT_VERSION_FILE")
+    if bin_dir is not None:
+        apiserver = Path(bin_dir) / "kube-apiserver"
+        if apiserver.is_file():
+            return parse_version(_binary_version(apiserver))
+        tried.append(str(apiserver))
+    raise VersionError(
+        "cannot tell the Kubernetes version under test: found none of " + ", ".join(tried)
+    )
+
+
+def _workspace_git_version(root: Path, script: Path, env: dict[str, str]) -> str:
+    proc = _run([str(script)], cwd=root, env=env, what=str(script))
+    status = dict(
+        line.split(" ", 1) for line in proc.splitlines() if " " in line
+    )  # "<key> <value>" lines
+    version = status.get("gitVersion", "").strip()
+    if not version:
+        raise VersionError(f"{script} printed no gitVersion")
+    return version
+
+
+def _version_file_git_version(path: Path) -> str:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise VersionError(f"cannot read KUBE_GIT_VERSION_FILE {path}: {exc.strerror}") from None
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == "KUBE_GIT_VERSION":
+            words = shlex.split(value, comments=True)
+            if words:
+                return words[0]
+    raise VersionError(f"KUBE_GIT_VERSION_FILE {path} sets no KUBE_GIT_VERSION")
+
+
+def _binary_version(binary: Path) -> str:
+    output = _run([str(binary), "--version"], cwd=None, env=None, what=str(binary))
+    words = output.split()  # "Kubernetes v1.36.3"
+    if len(words) >= 2 and words[0] == "Kubernetes":
+        return words[1]
+    raise VersionError(f"{binary} --version printed {output.strip()!r}, not 'Kubernetes vX.Y.Z'")
+
+
+def _run(cmd: list[str], *, cwd: Path | None, env: dict[str, str] | None, what: str) -> str:
+    try:
+        proc = subprocess.run(
+            cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise VersionError(f"cannot run {what}: {exc}") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise VersionError(f"{what} failed (exit {proc.returncode}): {last}")
+    return proc.stdout

@@ -1,0 +1,241 @@
+"""A loopback HTTP server laid out like dl.k8s.io/release, with the faults real mirrors have.
+
+It is the one stand-in the download tests use: nothing real can be reached here, and the code under
+test talks plain HTTP to it exactly as it would to the real site. Files are bytes built by the
+tests (tarballs of small fake binaries, marker files, checksum sidecars).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import tarfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+CLUSTER_BINARIES = (
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubelet",
+    "kube-proxy",
+)
+PREFIX = "/release"
+
+
+@dataclass
+class Member:
+    """One tar member: a file with ``data``, or a symlink to ``link``."""
+
+    name: str
+    data: bytes = b""
+    link: str | None = None
+
+
+def fake_binary(name: str, size: int = 4096) -> bytes:
+    """Deterministic, incompressible-ish bytes that differ per binary."""
+    seed = hashlib.sha512(name.encode()).digest()
+    blocks = (hashlib.sha512(seed + i.to_bytes(4, "big")).digest() for i in range(size // 64 + 1))
+    return b"".join(blocks)[:size]
+
+
+def server_tarball(members: Iterable[Member]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for member in members:
+            info = tarfile.TarInfo(member.name)
+            info.mtime = 1_700_000_000
+            if member.link is not None:
+                info.type = tarfile.SYMTYPE
+                info.linkname = member.link
+                archive.addfile(info)
+            else:
+                info.size = len(member.data)
+                info.mode = 0o755
+                archive.addfile(info, io.BytesIO(member.data))
+    return buffer.getvalue()
+
+
+def release_members(binary_size: int = 4096, *, kubectl: bool = True) -> list[Member]:
+    """What a real server tarball looks like, shrunk: the binaries plus things we must skip."""
+    names = [*CLUSTER_BINARIES, *(["kubectl"] if kubectl else []), "kubeadm"]
+    members = [Member("kubernetes/server/bin/" + n, fake_binary(n, binary_size)) for n in names]
+    members.append(Member("kubernetes/server/bin/kube-apiserver.tar", b"image, not wanted"))
+    members.append(Member("kubernetes/LICENSES", b"licenses"))
+    return members
+
+
+@dataclass
+class Fault:
+    """What to do to the next ``times`` GETs of one path."""
+
+    status: int | None = None  # answer this status instead
+    drop_after: int | None = None  # send only this many body bytes, then close the connection
+    stall_after: int | None = None  # send this many body bytes, then hang until released
+    times: int = 1
+
+
+@dataclass
+class ReleaseServer:
+    files: dict[str, bytes] = field(default_factory=dict)
+    faults: dict[str, list[Fault]] = field(default_factory=dict)
+    ignore_range: bool = False
+    requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    body_bytes_sent: Counter[str] = field(default_factory=Counter)
+    release_stall: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+
+    # -- content ------------------------------------------------------------------------------
+
+    def put(self, path: str, data: bytes | str) -> None:
+        """Serve ``data`` at ``/release/<path>``."""
+        self.files[f"{PREFIX}/{path.lstrip('/')}"] = (
+            data.encode() if isinstance(data, str) else data
+        )
+
+    def add_release(
+        self,
+        version: str,
+        members: list[Member] | None = None,
+        *,
+        os_arch: str = "linux-amd64",
+        sidecars: Iterable[str] = ("sha512",),
+        sidecar_format: str = "bare",
+    ) -> bytes:
+        """Publish a server tarball of ``version`` and its checksum sidecars; return the tarball."""
+        tarball = server_tarball(members if members is not None else release_members())
+        name = f"kubernetes-server-{os_arch}.tar.gz"
+        self.put(f"{version}/{name}", tarball)
+        for algorithm in sidecars:
+            digest = hashlib.new(algorithm, tarball).hexdigest()
+            text = digest if sidecar_format == "bare" else f"{digest}  {name}\n"
+            self.put(f"{version}/{name}.{algorithm}", text)
+        return tarball
+
+    def fail(self, path: str, fault: Fault) -> None:
+        self.faults.setdefault(f"{PREFIX}/{path.lstrip('/')}", []).append(fault)
+
+    # -- observation --------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        assert self._httpd is not None, "server not started"
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}{PREFIX}"
+
+    def count(self, suffix: str) -> int:
+        """GETs so far of paths ending in ``suffix``."""
+        with self._lock:
+            return sum(1 for path, _ in self.requests if path.endswith(suffix))
+
+    def headers_of(self, suffix: str) -> list[dict[str, str]]:
+        with self._lock:
+            return [headers for path, headers in self.requests if path.endswith(suffix)]
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> ReleaseServer:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:  # quiet
+                pass
+
+            def do_GET(self) -> None:
+                server._serve(self)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
+        return self
+
+    def stop(self) -> None:
+        self.release_stall.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+
+    # -- serving ------------------------------------------------------------------------------
+
+    def _next_fault(self, path: str) -> Fault | None:
+        with self._lock:
+            queue = self.faults.get(path) or []
+            if not queue:
+                return None
+            fault = queue[0]
+            fault.times -= 1
+            if fault.times <= 0:
+                queue.pop(0)
+            return fault
+
+    def _serve(self, handler: BaseHTTPRequestHandler) -> None:
+        path = handler.path.split("?", 1)[0]
+        with self._lock:
+            self.requests.append((path, {k.lower(): v for k, v in handler.headers.items()}))
+        fault = self._next_fault(path)
+        if fault is not None and fault.status is not None:
+            return self._answer(handler, fault.status, b"injected failure\n")
+        data = self.files.get(path)
+        if data is None:
+            return self._answer(handler, 404, b"404 page not found\n")
+        start = 0
+        wanted = handler.headers.get("Range", "")
+        if wanted.startswith("bytes=") and wanted.endswith("-") and not self.ignore_range:
+            start = int(wanted[len("bytes=") : -1])
+            if start >= len(data):
+                return self._answer(handler, 416, b"")
+        body = data[start:]
+        handler.send_response(206 if start else 200)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.send_header("Accept-Ranges", "bytes")
+        if start:
+            handler.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+        handler.end_headers()
+        limit = None
+        if fault is not None:
+            limit = fault.drop_after if fault.drop_after is not None else fault.stall_after
+        self._send_body(handler, path, body, limit)
+        if fault is not None and fault.stall_after is not None:
+            while not self.release_stall.wait(0.05):
+                pass
+        if limit is not None:
+            handler.close_connection = True
+
+    def _send_body(
+        self, handler: BaseHTTPRequestHandler, path: str, body: bytes, limit: int | None
+    ) -> None:
+        view = memoryview(body)[: limit if limit is not None else len(body)]
+        for offset in range(0, len(view), 1 << 16):
+            chunk = view[offset : offset + (1 << 16)]
+            try:
+                handler.wfile.write(chunk)
+            except OSError:  # the client went away
+                return
+            with self._lock:
+                self.body_bytes_sent[path] += len(chunk)
+        handler.wfile.flush()
+
+    def _answer(self, handler: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
+        handler.send_response(status)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+
+def wait_until(condition: Callable[[], object], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.02)

@@ -1,0 +1,51 @@
+"""The test DRA driver: a real kubelet plugin that runs inside the test process.
+
+The kubelet registers it through ``<kubelet root>/plugins_registry/<driver>-reg.sock``, prepares
+claims through ``<kubelet root>/plugins/<driver>/dra.sock`` (DRA gRPC v1 and v1beta1), and the
+container runtime injects the env vars it writes as CDI specs; its ResourceSlices are kept in the
+API by a watch. ``e2e-dra driver kubelet-plugin`` runs the same driver standalone.
+
+The gRPC stubs in ``_pb`` come from ``proto/``: ``python -m e2e_dra.driver.proto.generate``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from e2e_dra.driver._calls import FAULTABLE_METHODS, CallLog, GRPCCall
+    from e2e_dra.driver._node_service import ClaimRef
+    from e2e_dra.driver._plugin import Driver, DriverError
+    from e2e_dra.driver._slices import DroppedFieldsError, Pool, node_devices
+
+# Lazy, so that `e2e-dra --help` (which imports our _cli module) does not load grpc.
+_HOMES = {
+    "FAULTABLE_METHODS": "_calls",
+    "CallLog": "_calls",
+    "GRPCCall": "_calls",
+    "ClaimRef": "_node_service",
+    "Driver": "_plugin",
+    "DriverError": "_plugin",
+    "DroppedFieldsError": "_slices",
+    "Pool": "_slices",
+    "node_devices": "_slices",
+}
+
+__all__ = [
+    "FAULTABLE_METHODS",
+    "CallLog",
+    "ClaimRef",
+    "Driver",
+    "DriverError",
+    "DroppedFieldsError",
+    "GRPCCall",
+    "Pool",
+    "node_devices",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)

@@ -1,0 +1,109 @@
+"""Who the driver is towards the API server.
+
+Upstream's driver acts as its kubelet plugin's service account, bound to its node (the node-name
+user-info extra), so that RBAC and admission treat it like a deployed plugin. We need no pod for
+that: impersonation carries the same identity. The RBAC it needs is created here and removed at
+stop; a privileged driver (cluster-wide slices) uses the admin client as is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+
+from e2e_dra.kube import Conflict, Kube, path
+
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+RBAC = "rbac.authorization.k8s.io/v1"
+
+
+class PluginIdentity:
+    """The service account of one driver plus the ClusterRole/-Binding that empower it."""
+
+    def __init__(self, admin: Kube, driver: str, namespace: str):
+        self.admin = admin
+        self.namespace = namespace
+        base = re.sub(r"[^a-z0-9-]+", "-", driver.lower()).strip("-")[:200]
+        self.service_account = f"{base}-kubelet-plugin"
+        self.role = f"dra-kubelet-plugin-{base}"
+
+    @property
+    def user(self) -> str:
+        return f"system:serviceaccount:{self.namespace}:{self.service_account}"
+
+    def client(self, node_name: str, admin: Kube | None = None) -> Kube:
+        """``admin`` (or the one we were made with), acting as the plugin on ``node_name``."""
+        return (admin or self.admin).impersonating(self.user, extra={NODE_NAME_EXTRA: node_name})
+
+    def create(self) -> None:
+        labels = {"app.kubernetes.io/part-of": "dra-test-driver"}
+        objects = [
+            (
+                path("v1", "serviceaccounts", namespace=self.namespace),
+                {
+                    "apiVersion": "v1",
+                    "kind": "ServiceAccount",
+                    "metadata": {"name": self.service_account, "labels": labels},
+                },
+            ),
+            (
+                path(RBAC, "clusterroles"),
+                {
+                    "apiVersion": RBAC,
+                    "kind": "ClusterRole",
+                    "metadata": {"name": self.role, "labels": labels},
+                    "rules": [
+                        {
+                            "apiGroups": ["resource.k8s.io"],
+                            "resources": ["resourceclaims"],
+                            "verbs": ["get"],
+                        },
+                        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+                        {
+                            "apiGroups": ["resource.k8s.io"],
+                            "resources": ["resourceslices"],
+                            "verbs": [
+                                "get",
+                                "list",
+                                "watch",
+                                "create",
+                                "update",
+                                "patch",
+                                "delete",
+                            ],
+                        },
+                    ],
+                },
+            ),
+            (
+                path(RBAC, "clusterrolebindings"),
+                {
+                    "apiVersion": RBAC,
+                    "kind": "ClusterRoleBinding",
+                    "metadata": {"name": self.role, "labels": labels},
+                    "subjects": [
+                        {
+                            "kind": "ServiceAccount",
+                            "name": self.service_account,
+                            "namespace": self.namespace,
+                        }
+                    ],
+                    "roleRef": {
+                        "apiGroup": RBAC.split("/")[0],
+                        "kind": "ClusterRole",
+                        "name": self.role,
+                    },
+                },
+            ),
+        ]
+        for collection, body in objects:
+            # Conflict: left over from an earlier run, with the same content; keep it.
+            with contextlib.suppress(Conflict):
+                self.admin.create(collection, body)
+
+    def delete(self) -> None:
+        self.admin.delete(path(RBAC, "clusterrolebindings", self.role))
+        self.admin.delete(path(RBAC, "clusterroles", self.role))
+        self.admin.delete(
+            path("v1", "serviceaccounts", self.service_account, namespace=self.namespace)
+        )

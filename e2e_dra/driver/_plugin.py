@@ -1,0 +1,307 @@
+"""The test driver: one DRA kubelet plugin running inside the test process.
+
+As upstream's "IsLocal" mode: the sockets are opened directly where the kubelet looks for them,
+CDI specs are written directly where the runtime reads them, and API access impersonates the
+plugin's service account on its node. Everything runs on background threads, so a test starts
+it, works with the cluster, and stops it, like kopf's in-thread runner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from e2e_dra.driver._calls import CallLog
+from e2e_dra.driver._health import HealthServicer, HealthState
+from e2e_dra.driver._identity import PluginIdentity
+from e2e_dra.driver._node_service import ClaimGetter, ClaimRef, DRAServicer, NodeService
+from e2e_dra.driver._pb import (
+    dra_v1_pb2,
+    dra_v1_pb2_grpc,
+    dra_v1beta1_pb2,
+    dra_v1beta1_pb2_grpc,
+    health_v1_pb2,
+    health_v1_pb2_grpc,
+    health_v1alpha1_pb2,
+    health_v1alpha1_pb2_grpc,
+    health_v1beta1_pb2,
+    health_v1beta1_pb2_grpc,
+    pluginregistration_v1_pb2_grpc,
+)
+from e2e_dra.driver._registration import RegistrationServicer
+from e2e_dra.driver._server import serve_unix, stop_server
+from e2e_dra.driver._slices import Pool, SlicePublisher
+from e2e_dra.errors import E2EDRAError
+
+if TYPE_CHECKING:
+    from e2e_dra.kube import Kube
+
+log = logging.getLogger(__name__)
+
+REGISTRATION_METHOD = "/pluginregistration.Registration/NotifyRegistrationStatus"
+
+# (short name the kubelet expects, _pb2 module, _pb2_grpc module); short names must equal
+# "<proto package>.<service>" of what is served.
+_NODE_SERVICES = (
+    ("v1.DRAPlugin", dra_v1_pb2, dra_v1_pb2_grpc),
+    ("v1beta1.DRAPlugin", dra_v1beta1_pb2, dra_v1beta1_pb2_grpc),
+)
+_HEALTH_SERVICES = (
+    ("v1.DRAResourceHealth", health_v1_pb2, health_v1_pb2_grpc),
+    ("v1beta1.DRAResourceHealth", health_v1beta1_pb2, health_v1beta1_pb2_grpc),
+    ("v1alpha1.DRAResourceHealth", health_v1alpha1_pb2, health_v1alpha1_pb2_grpc),
+)
+
+
+class DriverError(E2EDRAError):
+    """The driver could not start, register or publish."""
+
+
+class Driver:
+    """A DRA kubelet plugin named ``name`` on node ``node_name`` (see the package docs)."""
+
+    def __init__(
+        self,
+        name: str,
+        node_name: str,
+        kube: Kube | None,  # None: no API side (gRPC only; claims come from get_claim)
+        *,
+        resources: list[Pool] | None = None,
+        kubelet_root: Path = Path("/var/lib/kubelet"),
+        cdi_dir: Path = Path("/var/run/cdi"),
+        privileged_client: bool = False,
+        reconcile_pool: str | None = None,
+        namespace: str = "default",
+        log_dir: Path | None = None,
+        get_claim: ClaimGetter | None = None,
+        health: bool = True,
+        registry_dir: Path | None = None,
+        plugin_dir: Path | None = None,
+    ) -> None:
+        if kube is None and get_claim is None:
+            raise DriverError(f"driver {name}: needs an API client or a get_claim function")
+        self.name = name
+        self.node_name = node_name
+        self.namespace = namespace
+        self.privileged_client = privileged_client
+        self.log_dir = log_dir
+        self.registry_dir = registry_dir or kubelet_root / "plugins_registry"
+        self.plugin_dir = plugin_dir or kubelet_root / "plugins" / name
+        self.registration_socket = self.registry_dir / f"{name}-reg.sock"
+        self.dra_socket = self.plugin_dir / "dra.sock"
+        self.cdi_dir = cdi_dir
+        self.calls = CallLog()
+        self.health = HealthState()
+        self._health_enabled = health
+        self._admin = kube
+        self._identity: PluginIdentity | None = None
+        self._api = kube
+        self._resources = resources
+        self._reconcile_pool = reconcile_pool
+        self._get_claim = get_claim
+        self._node = NodeService(name, cdi_dir, self._fetch_claim)
+        services = [short for short, _, _ in _NODE_SERVICES]
+        if health:
+            services += [short for short, _, _ in _HEALTH_SERVICES]
+        self._registration = RegistrationServicer(name, str(self.dra_socket), services)
+        self._publisher: SlicePublisher | None = None
+        self._servers: list[tuple[grpc.Server, Path]] = []
+        self._log_handler: logging.Handler | None = None
+        self._lock = threading.Lock()
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Serve both sockets and start publishing; returns when the sockets accept calls."""
+        self._open_log()
+        try:
+            self._start_api_side()
+            interceptors = [self.calls.interceptor()]
+            dra_registrars = [
+                _registrar(grpc_mod, "DRAPlugin", DRAServicer(self._node, pb))
+                for _, pb, grpc_mod in _NODE_SERVICES
+            ]
+            if self._health_enabled:
+                dra_registrars += [
+                    _registrar(grpc_mod, "DRAResourceHealth", HealthServicer(self.health, pb))
+                    for _, pb, grpc_mod in _HEALTH_SERVICES
+                ]
+            # The DRA service first: once the kubelet sees the registration socket, it calls it.
+            self._servers.append(
+                (serve_unix(self.dra_socket, dra_registrars, interceptors), self.dra_socket)
+            )
+            registration = _registrar(
+                pluginregistration_v1_pb2_grpc, "Registration", self._registration
+            )
+            self._servers.append(
+                (
+                    serve_unix(self.registration_socket, [registration], interceptors),
+                    self.registration_socket,
+                )
+            )
+            log.info("driver %s serving on %s", self.name, self.dra_socket)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Remove the sockets first (the kubelet unregisters), then what we own in the API."""
+        self.health.close()
+        while self._servers:
+            server, socket = self._servers.pop()
+            stop_server(server, socket)
+        publisher, self._publisher = self._publisher, None
+        if publisher is not None:
+            registered = self.calls.succeeded(REGISTRATION_METHOD)
+            # The kubelet removes node-local slices of a plugin that went away; everything else
+            # (cluster-wide slices, or a driver the kubelet never knew) is ours to remove.
+            publisher.stop(
+                delete=lambda item: not (registered and (item.get("spec") or {}).get("nodeName"))
+            )
+        if self._identity is not None:
+            self._identity.delete()
+            self._identity: PluginIdentity | None = None
+        self._close_log()
+
+    def __enter__(self) -> Driver:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _start_api_side(self) -> None:
+        if self._admin is None:
+            return
+        if not self.privileged_client:
+            self._identity = PluginIdentity(self._admin, self.name, self.namespace)
+            self._identity.create()
+            self._api = self._identity.client(self.node_name)
+        self._publisher = SlicePublisher(
+            self.name,
+            self._api,
+            reconcile_pool=self._reconcile_pool,
+            owner_node=self.node_name,
+        )
+        self._publisher.publish(self._resources or [])
+        self._publisher.start()
+
+    # --- API side -----------------------------------------------------------------------------
+
+    def _fetch_claim(self, namespace: str, name: str) -> dict:
+        if self._get_claim is not None:
+            return self._get_claim(namespace, name)
+        from e2e_dra.kube import path
+
+        version = self._publisher.api_version if self._publisher else "resource.k8s.io/v1"
+        return self._api.get(path(version, "resourceclaims", name, namespace=namespace))
+
+    def use_client(self, kube: Kube) -> None:
+        """Swap the API client (after an API server restart: fresh connections)."""
+        self._admin = kube
+        if self._identity is not None:
+            self._identity.admin = kube
+            self._api = self._identity.client(self.node_name, kube)
+        else:
+            self._api = kube
+        if self._publisher is not None:
+            self._publisher.use_client(self._api)
+
+    def publish(self, resources: list[Pool]) -> None:
+        self._resources = resources
+        if self._publisher is None:
+            raise DriverError(f"driver {self.name}: publish() needs a started driver with an API")
+        self._publisher.publish(resources)
+
+    @property
+    def resource_api_version(self) -> str:
+        """The resource.k8s.io version used with this API server (v1, else v1beta2, v1beta1)."""
+        if self._publisher is None:
+            raise DriverError(f"driver {self.name}: no API side (start it with an API client)")
+        return self._publisher.api_version
+
+    def expected_slice_count(self) -> int:
+        return self._publisher.expected_slice_count() if self._publisher else 0
+
+    def slices(self) -> list[dict]:
+        if self._publisher is None:
+            return []
+        return self._publisher.slices()
+
+    def wait_for_slices(self, timeout: float = 300) -> None:
+        deadline = time.monotonic() + timeout
+        want = self.expected_slice_count()
+        have = -1
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):  # the API server may be restarting
+                have = len(self.slices())
+                if have == want:
+                    return
+            time.sleep(0.5)
+        raise DriverError(
+            f"driver {self.name}: {have} ResourceSlices after {timeout:.0f}s, want {want}"
+        )
+
+    def set_expect_dropped_fields(self, expect: bool) -> None:
+        if self._publisher is not None:
+            self._publisher.expect_dropped_fields = expect
+
+    @property
+    def publish_errors(self) -> list[str]:
+        return list(self._publisher.stats.errors) if self._publisher else []
+
+    # --- kubelet side -------------------------------------------------------------------------
+
+    def wait_registered(self, timeout: float = 60) -> None:
+        """Until the kubelet reported a successful registration (upstream: 1 min)."""
+        if not self._registration.wait_registered(timeout):
+            status = self._registration.status
+            why = f": kubelet said {status.error!r}" if status is not None else ""
+            raise DriverError(
+                f"driver {self.name}: the kubelet did not register it within {timeout:.0f}s{why}"
+                f" (is a kubelet watching {self.registry_dir}?)"
+            )
+
+    def prepared_claims(self) -> list[ClaimRef]:
+        return self._node.prepared_claims()
+
+    def set_failure(self, method: str, error: str | None) -> None:
+        self.calls.set_failure(method, error)
+
+    def block_prepare(self) -> contextlib.AbstractContextManager[None]:
+        return self._node.block_prepare()
+
+    def set_health(self, pool: str, device: str, health: str, message: str = "") -> None:
+        self.health.set(pool, device, health, message)
+
+    # --- logs ---------------------------------------------------------------------------------
+
+    def _open_log(self) -> None:
+        if self.log_dir is None:
+            return
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(self.log_dir / f"driver-{self.name}.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        logging.getLogger("e2e_dra.driver").addHandler(handler)
+        if logging.getLogger("e2e_dra.driver").getEffectiveLevel() > logging.INFO:
+            logging.getLogger("e2e_dra.driver").setLevel(logging.INFO)
+        self._log_handler = handler
+
+    def _close_log(self) -> None:
+        handler, self._log_handler = self._log_handler, None
+        if handler is not None:
+            logging.getLogger("e2e_dra.driver").removeHandler(handler)
+            handler.close()
+
+
+def _registrar(grpc_module: ModuleType, service: str, servicer: Any) -> Callable:
+    add = getattr(grpc_module, f"add_{service}Servicer_to_server")
+    return lambda server: add(servicer, server)

@@ -1,0 +1,398 @@
+"""ResourceSlice publishing: put the driver's pools into the API and keep them there.
+
+The kubelet wipes every slice of its node when it restarts, subtests edit and delete slices, and
+the API server itself restarts under us. A watch on the driver's slices notices all of that within
+moments and a reconcile pass puts the desired state back; a slow periodic resync is only a safety
+net for a missed event. Slices get deterministic names, so "which slice is which" needs no state.
+
+Older API servers may lack ``resource.k8s.io/v1``: the newest served version is used, and the
+v1 shapes are converted for v1beta1 (which nests device fields under ``basic``).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import logging
+import re
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from e2e_dra import kube as kube_api
+from e2e_dra.kube import Kube, KubeError
+
+log = logging.getLogger(__name__)
+
+API_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta1")
+RESYNC_PERIOD = 30.0
+
+
+@dataclass
+class Pool:
+    """One pool of the driver: ``slices`` are partial ResourceSliceSpecs ({"devices": [...]})."""
+
+    name: str
+    slices: list[dict]
+    node_name: str | None = None
+    all_nodes: bool = False
+
+
+def node_devices(node: str, count: int) -> list[Pool]:
+    """Upstream's default: one pool named after the node with ``device-00`` .. ``device-NN``."""
+    devices = [{"name": f"device-{index:02d}"} for index in range(count)]
+    return [Pool(name=node, slices=[{"devices": devices}], node_name=node)]
+
+
+class DroppedFieldsError(Exception):
+    """The API server stored less than we sent (a feature gate is off)."""
+
+
+@dataclass
+class _PoolState:
+    pool: Pool
+    generation: int | None = None  # None: not decided yet (decided from what exists)
+
+
+@dataclass
+class _Stats:
+    writes: int = 0
+    reconciles: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class SlicePublisher:
+    """Keeps the slices of one driver (optionally: of one pool only) as published."""
+
+    def __init__(
+        self,
+        driver: str,
+        kube: Kube,
+        *,
+        reconcile_pool: str | None = None,
+        owner_node: str | None = None,
+        on_error: Callable[[Exception], None] | None = None,
+    ):
+        self.driver = driver
+        self.reconcile_pool = reconcile_pool
+        self.owner_node = owner_node
+        self.expect_dropped_fields = False
+        self.stats = _Stats()
+        self._kube = kube
+        self._on_error = on_error
+        self._lock = threading.RLock()
+        self._pools: dict[str, _PoolState] = {}
+        self._retired: set[str] = set()  # pools published before and no longer wanted
+        self._written: dict[str, str] = {}  # slice name -> resourceVersion we stored, if dropped
+        self._api_version: str | None = None
+        self._owner_refs: list[dict] | None = None
+        self._kick = threading.Event()
+        self._stopping = threading.Event()
+        self._synced = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- public -------------------------------------------------------------------------------
+
+    def publish(self, pools: list[Pool]) -> None:
+        with self._lock:
+            wanted = {pool.name: pool for pool in pools if self._reconciles(pool.name)}
+            for name in set(self._pools) - set(wanted):
+                del self._pools[name]
+                self._retired.add(name)
+            for name, pool in wanted.items():
+                current = self._pools.get(name)
+                if current is None or current.pool != pool:
+                    self._pools[name] = _PoolState(copy.deepcopy(pool))
+                self._retired.discard(name)
+            self._synced.clear()
+        self._kick.set()
+
+    def expected_slice_count(self) -> int:
+        with self._lock:
+            return sum(len(state.pool.slices) for state in self._pools.values())
+
+    def use_client(self, kube: Kube) -> None:
+        with self._lock:
+            self._kube = kube
+            self._api_version = None
+        self._kick.set()
+
+    @property
+    def api_version(self) -> str:
+        with self._lock:
+            if self._api_version is None:
+                self._api_version = next(
+                    (v for v in API_VERSIONS if self._kube.served(v)), API_VERSIONS[0]
+                )
+            return self._api_version
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"slices-{self.driver}", daemon=True)
+        self._thread.start()
+
+    def stop(self, *, delete: Callable[[dict], bool] = lambda _: True) -> None:
+        """Stop publishing; then delete the slices for which ``delete(slice)`` says so."""
+        self._stopping.set()
+        self._kick.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        for item in self.slices():
+            if self._owned(item) and delete(item):
+                self._kube.delete(
+                    kube_api.path(self.api_version, "resourceslices", item["metadata"]["name"])
+                )
+
+    def wait_synced(self, timeout: float) -> bool:
+        """Until one reconcile pass found nothing to change since the last publish()."""
+        return self._synced.wait(timeout)
+
+    def slices(self) -> list[dict]:
+        """The driver's slices in the API now (all pools, also those of other publishers)."""
+        return self._kube.list(
+            kube_api.path(self.api_version, "resourceslices"),
+            fieldSelector=f"spec.driver={self.driver}",
+        )
+
+    # --- the loop -----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        backoff = 0.2
+        while not self._stopping.is_set():
+            try:
+                resource_version, changed = self._reconcile()
+                backoff = 0.2
+                if not changed:  # after writes, verify them with another pass at once
+                    self._watch(resource_version)
+            except Exception as exc:
+                if self._stopping.is_set():
+                    return
+                if _unreachable(exc):  # the API server restarts: just try again
+                    log.debug("ResourceSlices of %s: %s", self.driver, exc)
+                else:
+                    self._report(exc)
+                self._kick.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    def _watch(self, resource_version: str) -> None:
+        """Return as soon as something may need repair, on publish(), or after a resync period.
+
+        The watch runs in its own thread so that publish() and stop() need not wait for the next
+        event; the server ends it after a resync period at the latest, so a watcher that is no
+        longer listened to does not live long.
+        """
+        events = self._kube.watch(
+            kube_api.path(self.api_version, "resourceslices"),
+            resource_version=resource_version,
+            timeout_seconds=int(RESYNC_PERIOD),
+            fieldSelector=f"spec.driver={self.driver}",
+        )
+        abandoned = threading.Event()
+        watcher = threading.Thread(
+            target=self._consume, args=(events, abandoned), name="slices-watch", daemon=True
+        )
+        watcher.start()
+        self._kick.wait(RESYNC_PERIOD)
+        abandoned.set()
+
+    def _consume(self, events: Iterator[dict], abandoned: threading.Event) -> None:
+        try:
+            for event in events:
+                if abandoned.is_set() or event.get("type") == "ERROR":
+                    break
+                if event.get("type") == "BOOKMARK":
+                    continue
+                if self._owned(event.get("object") or {}) and not self._is_ours_now(event):
+                    break
+        except Exception as exc:
+            if not abandoned.is_set():
+                log.debug("slice watch of %s ended: %s", self.driver, exc)
+        finally:
+            if not abandoned.is_set():
+                self._kick.set()
+            events.close()
+
+    def _is_ours_now(self, event: dict) -> bool:
+        """Whether a watch event shows exactly what we want (our own write): nothing to do."""
+        if event.get("type") == "DELETED":
+            return False
+        item = event["object"]
+        name = item["metadata"]["name"]
+        with self._lock:
+            desired = self._desired().get(name)
+            written = self._written.get(name)
+        if desired is None:
+            return False
+        if written is not None and written == item["metadata"].get("resourceVersion"):
+            return True
+        return _contains(item.get("spec") or {}, self._spec_for_api(desired["spec"]))
+
+    # --- reconcile ----------------------------------------------------------------------------
+
+    def _reconcile(self) -> tuple[str, bool]:
+        """One pass: list, fix what differs; the list's resourceVersion, and whether we wrote."""
+        with self._lock:
+            self._kick.clear()
+            self.stats.reconciles += 1
+            collection = self._kube.request(
+                "GET",
+                kube_api.path(self.api_version, "resourceslices"),
+                query={"fieldSelector": f"spec.driver={self.driver}"},
+            )
+            existing = {
+                item["metadata"]["name"]: item
+                for item in collection.get("items") or []
+                if self._owned(item)
+            }
+            self._decide_generations(existing.values())
+            desired = self._desired()
+            changed = False
+            for name, body in desired.items():
+                changed |= self._ensure(name, body, existing.get(name))
+            for name in existing:
+                if name not in desired:
+                    self._kube.delete(kube_api.path(self.api_version, "resourceslices", name))
+                    self._written.pop(name, None)
+                    changed = True
+            self._retired.clear()
+            if not changed:
+                self._synced.set()
+            return collection["metadata"]["resourceVersion"], changed
+
+    def _ensure(self, name: str, body: dict, current: dict | None) -> bool:
+        """Create or update one slice; True when something was written."""
+        want = self._spec_for_api(body["spec"])
+        if current is not None:
+            if _contains(current.get("spec") or {}, want):
+                return False
+            if self._written.get(name) == current["metadata"].get("resourceVersion"):
+                return False  # the server drops fields we sent; rewriting cannot help
+        manifest = {
+            "apiVersion": self.api_version,
+            "kind": "ResourceSlice",
+            "metadata": {"name": name, **({"ownerReferences": o} if (o := self._owner()) else {})},
+            "spec": want,
+        }
+        if current is None:
+            stored = self._kube.create(kube_api.path(self.api_version, "resourceslices"), manifest)
+        else:
+            manifest["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            stored = self._kube.update(
+                kube_api.path(self.api_version, "resourceslices", name), manifest
+            )
+        self.stats.writes += 1
+        if _contains(stored.get("spec") or {}, want):
+            self._written.pop(name, None)
+        else:
+            self._written[name] = stored["metadata"]["resourceVersion"]
+            error = DroppedFieldsError(
+                f"ResourceSlice {name}: the API server dropped fields of the driver's spec"
+            )
+            if not self.expect_dropped_fields:
+                self._report(error)
+        return True
+
+    def _decide_generations(self, existing) -> None:
+        for pool_name, state in self._pools.items():
+            if state.generation is None:
+                seen = [
+                    item["spec"]["pool"].get("generation", 0)
+                    for item in existing
+                    if item["spec"]["pool"]["name"] == pool_name
+                ]
+                state.generation = max(seen, default=0) + 1
+
+    def _desired(self) -> dict[str, dict]:
+        wanted: dict[str, dict] = {}
+        for pool_name, state in self._pools.items():
+            pool = state.pool
+            for index, partial in enumerate(pool.slices):
+                spec = copy.deepcopy(partial)
+                spec["driver"] = self.driver
+                spec["pool"] = {
+                    "name": pool_name,
+                    "generation": state.generation or 1,
+                    "resourceSliceCount": len(pool.slices),
+                }
+                if pool.node_name:
+                    spec["nodeName"] = pool.node_name
+                elif pool.all_nodes:
+                    spec["allNodes"] = True
+                wanted[self._slice_name(pool_name, index)] = {"spec": spec}
+        return wanted
+
+    def _slice_name(self, pool: str, index: int) -> str:
+        name = re.sub(r"[^a-z0-9.-]+", "-", f"{self.driver}-{pool}-{index}".lower()).strip("-.")
+        if len(name) > 200:
+            digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+            name = f"{name[:180].rstrip('-.')}-{digest}"
+        return name
+
+    def _reconciles(self, pool: str) -> bool:
+        return self.reconcile_pool is None or pool == self.reconcile_pool
+
+    def _owned(self, item: dict) -> bool:
+        """Slices this publisher manages: of our driver, in a pool we publish or retired."""
+        spec = item.get("spec") or {}
+        if spec.get("driver") != self.driver:
+            return False
+        pool = (spec.get("pool") or {}).get("name")
+        with self._lock:
+            return pool in self._pools or pool in self._retired
+
+    def _owner(self) -> list[dict]:
+        """Node-local slices belong to the Node (garbage-collected with it), as upstream."""
+        if self.owner_node is None:
+            return []
+        if self._owner_refs is None:
+            try:
+                node = self._kube.get(kube_api.path("v1", "nodes", self.owner_node))
+                self._owner_refs = [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Node",
+                        "name": self.owner_node,
+                        "uid": node["metadata"]["uid"],
+                    }
+                ]
+            except KubeError as exc:
+                log.debug("no owner for slices of %s: %s", self.driver, exc)
+                return []
+        return self._owner_refs
+
+    def _spec_for_api(self, spec: dict) -> dict:
+        if self.api_version != "resource.k8s.io/v1beta1":
+            return spec
+        converted = dict(spec)
+        if "devices" in spec:
+            converted["devices"] = [
+                {"name": d["name"], "basic": {k: v for k, v in d.items() if k != "name"}}
+                for d in spec["devices"]
+            ]
+        return converted
+
+    def _report(self, exc: Exception) -> None:
+        message = f"ResourceSlices of {self.driver}: {exc}"
+        self.stats.errors.append(message)
+        log.warning("%s", message)
+        if self._on_error is not None:
+            self._on_error(exc)
+
+
+def _contains(actual: object, wanted: object) -> bool:
+    """Whether ``actual`` holds everything of ``wanted`` (the server may add defaults)."""
+    if isinstance(wanted, dict):
+        return isinstance(actual, dict) and all(
+            key in actual and _contains(actual[key], value) for key, value in wanted.items()
+        )
+    if isinstance(wanted, list):
+        return (
+            isinstance(actual, list)
+            and len(actual) == len(wanted)
+            and all(_contains(a, w) for a, w in zip(actual, wanted, strict=True))
+        )
+    return actual == wanted
+
+
+def _unreachable(exc: Exception) -> bool:
+    """No answer or a 5xx: the server is away for a moment. A 403 is reported (RBAC problem)."""
+    return isinstance(exc, KubeError) and (exc.status == 0 or exc.status >= 500)

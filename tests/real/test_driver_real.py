@@ -1,0 +1,191 @@
+"""The driver against real Kubernetes: a real kubelet registers it, prepares a claim for a pod, the
+runtime injects what the CDI spec says, and the slices survive a kubelet restart.
+
+Runs the current release with hack/local-up-cluster.sh through localupcluster (which holds the host
+lock) on the provisioned node runtime.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from e2e_dra._console import in_ci, say
+from e2e_dra.driver import Driver, node_devices
+from e2e_dra.errors import E2EDRAError
+from e2e_dra.kube import Kube, path
+
+pytestmark = pytest.mark.real
+
+HOW_TO_INSTALL = "run `./run.sh e2e-dra provision` as root (see README: Requirements)"
+DRIVER = "real-driver.e2e-dra.k8s.io"
+NAMESPACE = "default"
+RESOURCE = "resource.k8s.io/v1"
+
+
+def _missing(reason: str) -> None:
+    message = f"{reason}: {HOW_TO_INSTALL}"
+    if in_ci():
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[tuple[object, Kube, Path]]:
+    from e2e_dra.provision import ensure_node_runtime
+    from e2e_dra.releases._select import _fetched_current, _local_current, release_source
+    from localupcluster import Cluster
+
+    if os.geteuid() != 0:
+        _missing("the kubelet and the node runtime need root")
+    try:
+        source = release_source()
+        release = _local_current(source) or _fetched_current(source)
+        runtime = ensure_node_runtime(release.source_dir, check_only=True)
+    except E2EDRAError as exc:
+        _missing(f"no real cluster parts ({exc})")
+        raise
+    log_dir = tmp_path_factory.mktemp("driver-real-logs")
+    running = Cluster(release.source_dir, log_dir)
+    try:
+        running.start("driver-real", release.bin_dir, runtime.env())
+        yield running, Kube.from_kubeconfig(running.kubeconfig), release.bin_dir
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+def driver(cluster, tmp_path: Path) -> Iterator[Driver]:
+    _, kube, _ = cluster
+    node = kube.list(path("v1", "nodes"))[0]["metadata"]["name"]
+    with Driver(
+        DRIVER, node, kube, resources=node_devices(node, 2), log_dir=tmp_path / "driver"
+    ) as running:
+        running.wait_registered(timeout=60)
+        running.wait_for_slices(timeout=60)
+        yield running
+
+
+def _wait(what: str, condition, timeout: float, poll: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"no {what} within {timeout:.0f}s")
+
+
+def test_a_pod_gets_the_claim_parameters_and_the_cdi_spec_goes_away(cluster, driver):
+    from e2e_dra.provision import TEST_IMAGE
+
+    _, kube, _ = cluster
+    kube.create(
+        path(RESOURCE, "deviceclasses"),
+        {
+            "apiVersion": RESOURCE,
+            "kind": "DeviceClass",
+            "metadata": {"name": DRIVER},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+        },
+    )
+    try:
+        claim = kube.create(
+            path(RESOURCE, "resourceclaims", namespace=NAMESPACE),
+            {
+                "apiVersion": RESOURCE,
+                "kind": "ResourceClaim",
+                "metadata": {"name": "external-claim"},
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {"name": "my-request", "exactly": {"deviceClassName": DRIVER}}
+                        ],
+                        "config": [
+                            {"opaque": {"driver": DRIVER, "parameters": {"a": "b"}}},
+                        ],
+                    }
+                },
+            },
+        )
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "tester"},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "with-resource",
+                        "image": TEST_IMAGE,
+                        "imagePullPolicy": "IfNotPresent",
+                        "command": ["sh", "-c", "env"],
+                        "resources": {"claims": [{"name": "resource-claim"}]},
+                    }
+                ],
+                "resourceClaims": [
+                    {"name": "resource-claim", "resourceClaimName": "external-claim"}
+                ],
+            },
+        }
+        kube.create(path("v1", "pods", namespace=NAMESPACE), pod)
+        pods = path("v1", "pods", namespace=NAMESPACE)
+        pod_path = f"{pods}/tester"
+        phase = _wait(
+            "finished pod",
+            lambda: (
+                kube.get(pod_path).get("status", {}).get("phase") in ("Succeeded", "Failed")
+                and kube.get(pod_path)["status"]["phase"]
+            ),
+            timeout=180,
+        )
+        logs = kube.request("GET", f"{pod_path}/log", stream=True).read().decode()
+        assert phase == "Succeeded", logs
+        assert "user_a=b\n" in logs
+        assert "claim_external_claim_my_request=true\n" in logs
+        prepares = [c for c in driver.calls.records if c.method.endswith("/NodePrepareResources")]
+        assert prepares and prepares[0].error is None
+        uid = claim["metadata"]["uid"]
+        assert uid in prepares[0].response.claims
+
+        kube.delete(pod_path)
+        _wait("pod gone", lambda: not kube.list(pods, fieldSelector="metadata.name=tester"), 120)
+        spec_file = driver.cdi_dir / f"{DRIVER}-{uid}-my-request.json"
+        _wait("CDI spec removed", lambda: not spec_file.exists(), timeout=120)
+        assert driver.prepared_claims() == []
+    finally:
+        kube.delete(path("v1", "pods", "tester", namespace=NAMESPACE), gracePeriodSeconds=0)
+        kube.delete(path(RESOURCE, "resourceclaims", "external-claim", namespace=NAMESPACE))
+        kube.delete(path(RESOURCE, "deviceclasses", DRIVER))
+
+
+def test_slices_come_back_after_a_kubelet_restart(cluster, driver):
+    from localupcluster import ModifyOptions
+
+    running, kube, bin_dir = cluster
+    before = {s["metadata"]["uid"] for s in driver.slices()}
+    registrations = driver.calls.count("/NotifyRegistrationStatus")
+
+    started = time.monotonic()
+    running.modify(
+        "kubelet-restart", ModifyOptions(file_by_component={"kubelet": bin_dir / "kubelet"})
+    )
+    _wait(
+        "re-registration",
+        lambda: driver.calls.count("/NotifyRegistrationStatus") > registrations,
+        timeout=120,
+    )
+    driver.use_client(kube.fresh())
+    driver.wait_for_slices(timeout=120)
+
+    after = {s["metadata"]["uid"] for s in driver.slices()}
+    say(
+        f"kubelet restart: slices back after {time.monotonic() - started:.1f}s "
+        f"({'re-created' if before != after else 'kept'}); "
+        f"{driver.publish_errors or 'no publish errors'}"
+    )
+    assert len(after) == driver.expected_slice_count() == 1

@@ -1,0 +1,445 @@
+"""The driver's gRPC side, with a client acting as the kubelet over the real unix sockets.
+
+Claims come from a ``get_claim`` function returning claim dicts shaped like the API's (test data;
+the real lane in tests/real fetches them from a real API server).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from e2e_dra.driver import Driver, DriverError
+from e2e_dra.driver._pb import (
+    dra_v1_pb2,
+    dra_v1_pb2_grpc,
+    dra_v1beta1_pb2,
+    dra_v1beta1_pb2_grpc,
+    health_v1_pb2,
+    health_v1_pb2_grpc,
+    health_v1alpha1_pb2,
+    health_v1alpha1_pb2_grpc,
+    pluginregistration_v1_pb2,
+    pluginregistration_v1_pb2_grpc,
+)
+from e2e_dra.kube import NotFound
+
+DRIVER = "test-driver.cdi.k8s.io"
+NODE = "node-1"
+VERSIONS = [(dra_v1_pb2, dra_v1_pb2_grpc), (dra_v1beta1_pb2, dra_v1beta1_pb2_grpc)]
+
+
+def allocated_claim(
+    name: str,
+    uid: str,
+    *,
+    requests: tuple[str, ...] = ("my-request",),
+    configs: list[dict] | None = None,
+    driver: str = DRIVER,
+) -> dict:
+    """A ResourceClaim as the API returns it after the scheduler allocated it."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "default", "uid": uid},
+        "spec": {"devices": {"requests": [{"name": r.split("/")[0]} for r in requests]}},
+        "status": {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {"request": r, "driver": driver, "pool": NODE, "device": f"device-{i:02d}"}
+                        for i, r in enumerate(requests)
+                    ],
+                    "config": configs or [],
+                }
+            }
+        },
+    }
+
+
+def opaque(parameters: object, source: str = "FromClaim", requests: list[str] | None = None):
+    config = {"source": source, "opaque": {"driver": DRIVER, "parameters": parameters}}
+    if requests is not None:
+        config["requests"] = requests
+    return config
+
+
+class Claims(dict):
+    """namespace/name -> claim dict, served by ``get``."""
+
+    def get_claim(self, namespace: str, name: str) -> dict:
+        try:
+            return self[f"{namespace}/{name}"]
+        except KeyError:
+            raise NotFound(404, "NotFound", f'resourceclaims "{name}" not found') from None
+
+    def add(self, claim: dict) -> dict:
+        self[f"{claim['metadata']['namespace']}/{claim['metadata']['name']}"] = claim
+        return claim
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    # unix socket paths are limited to 107 bytes: pytest's tmp_path can be too deep
+    path = Path(tempfile.mkdtemp(prefix="dra-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def claims() -> Claims:
+    return Claims()
+
+
+@pytest.fixture
+def driver(root: Path, claims: Claims) -> Iterator[Driver]:
+    with Driver(
+        DRIVER,
+        NODE,
+        None,
+        get_claim=claims.get_claim,
+        kubelet_root=root / "kubelet",
+        cdi_dir=root / "cdi",
+    ) as running:
+        yield running
+
+
+def channel(socket: Path) -> grpc.Channel:
+    return grpc.insecure_channel(f"unix://{socket}")
+
+
+def registration(driver: Driver):
+    return pluginregistration_v1_pb2_grpc.RegistrationStub(channel(driver.registration_socket))
+
+
+def node_stub(driver: Driver, grpc_module=dra_v1_pb2_grpc):
+    return grpc_module.DRAPluginStub(channel(driver.dra_socket))
+
+
+def refs(pb, *claims: dict) -> list:
+    return [
+        pb.Claim(namespace=c["metadata"]["namespace"], name=c["metadata"]["name"], uid=uid)
+        for c in claims
+        for uid in [c["metadata"]["uid"]]
+    ]
+
+
+def cdi_env(path: Path) -> list[str]:
+    spec = json.loads(path.read_text())
+    return spec["devices"][0]["containerEdits"]["env"]
+
+
+# --- registration -----------------------------------------------------------------------------
+
+
+def test_get_info_names_the_dra_socket_and_the_short_service_names(driver: Driver):
+    info = registration(driver).GetInfo(pluginregistration_v1_pb2.InfoRequest(), timeout=5)
+
+    assert info.type == "DRAPlugin"
+    assert info.name == DRIVER
+    assert info.endpoint == str(driver.dra_socket)
+    assert driver.registration_socket.name == f"{DRIVER}-reg.sock"
+    assert driver.dra_socket.relative_to(driver.plugin_dir.parent) == Path(DRIVER, "dra.sock")
+    assert list(info.supported_versions) == [
+        "v1.DRAPlugin",
+        "v1beta1.DRAPlugin",
+        "v1.DRAResourceHealth",
+        "v1beta1.DRAResourceHealth",
+        "v1alpha1.DRAResourceHealth",
+    ]
+
+
+def test_registration_accepted_is_recorded_and_awaited(driver: Driver):
+    with pytest.raises(DriverError, match="did not register"):
+        driver.wait_registered(timeout=0.1)
+
+    registration(driver).NotifyRegistrationStatus(
+        pluginregistration_v1_pb2.RegistrationStatus(plugin_registered=True), timeout=5
+    )
+
+    driver.wait_registered(timeout=5)
+    assert driver.calls.count("/NotifyRegistrationStatus") == 1
+    (call,) = [c for c in driver.calls.records if c.method.endswith("NotifyRegistrationStatus")]
+    assert call.method == "/pluginregistration.Registration/NotifyRegistrationStatus"
+    assert call.error is None and call.request.plugin_registered
+
+
+def test_registration_rejected_carries_the_kubelet_reason(driver: Driver, caplog):
+    with pytest.raises(grpc.RpcError) as rejected:
+        registration(driver).NotifyRegistrationStatus(
+            pluginregistration_v1_pb2.RegistrationStatus(
+                plugin_registered=False, error="no supported DRA service"
+            ),
+            timeout=5,
+        )
+
+    assert "failed registration process: no supported DRA service" in rejected.value.details()
+    assert "no supported DRA service" in caplog.text
+    with pytest.raises(DriverError, match="no supported DRA service"):
+        driver.wait_registered(timeout=0.1)
+    assert driver.calls.records[-1].error.startswith("failed registration process")
+
+
+def test_injected_get_info_failure_and_recovery(driver: Driver):
+    driver.set_failure("GetInfo", "simulated GetInfo failure")
+    with pytest.raises(grpc.RpcError) as failed:
+        registration(driver).GetInfo(pluginregistration_v1_pb2.InfoRequest(), timeout=5)
+    assert failed.value.code() == grpc.StatusCode.UNKNOWN
+    assert failed.value.details() == "simulated GetInfo failure"
+
+    driver.set_failure("GetInfo", None)
+    assert registration(driver).GetInfo(pluginregistration_v1_pb2.InfoRequest()).name == DRIVER
+    assert driver.calls.count("/GetInfo") == 2
+    assert [c.error for c in driver.calls.records] == ["simulated GetInfo failure", None]
+
+
+def test_failure_of_an_unknown_method_is_refused(driver: Driver):
+    with pytest.raises(ValueError, match="NodePrepare"):
+        driver.set_failure("NodePrepare", "x")
+
+
+# --- prepare / unprepare ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("pb", "grpc_module"), VERSIONS, ids=["v1", "v1beta1"])
+def test_prepare_writes_cdi_spec_and_unprepare_removes_it(driver, claims, pb, grpc_module):
+    claim = claims.add(
+        allocated_claim(
+            "external-claimcore-dra",
+            "uid-1",
+            configs=[opaque({"x": "from-class"}, source="FromClass"), opaque({"a": "b"})],
+        )
+    )
+    stub = node_stub(driver, grpc_module)
+
+    response = stub.NodePrepareResources(pb.NodePrepareResourcesRequest(claims=refs(pb, claim)))
+
+    result = response.claims["uid-1"]
+    assert result.error == ""
+    (device,) = result.devices
+    assert list(device.request_names) == ["my-request"]
+    assert (device.pool_name, device.device_name) == (NODE, "device-00")
+    assert list(device.cdi_device_ids) == [f"{DRIVER}/test=claim-uid-1-my-request"]
+    spec_file = driver.cdi_dir / f"{DRIVER}-uid-1-my-request.json"
+    assert json.loads(spec_file.read_text()) == {
+        "cdiVersion": "0.3.0",
+        "kind": f"{DRIVER}/test",
+        "devices": [
+            {
+                "name": "claim-uid-1-my-request",
+                "containerEdits": {
+                    "env": [
+                        "admin_x=from-class",
+                        "claim_external_claimcore_dra_my_request=true",
+                        "user_a=b",
+                    ]
+                },
+            }
+        ],
+    }
+    assert [c.uid for c in driver.prepared_claims()] == ["uid-1"]
+
+    # idempotent: the same answer, the spec file untouched
+    mtime = spec_file.stat().st_mtime_ns
+    again = stub.NodePrepareResources(pb.NodePrepareResourcesRequest(claims=refs(pb, claim)))
+    assert again == response
+    assert spec_file.stat().st_mtime_ns == mtime
+
+    unprepared = stub.NodeUnprepareResources(
+        pb.NodeUnprepareResourcesRequest(claims=refs(pb, claim))
+    )
+    assert unprepared.claims["uid-1"].error == ""
+    assert not spec_file.exists()
+    assert driver.prepared_claims() == []
+
+    # idempotent too: the kubelet may unprepare twice after a restart
+    twice = stub.NodeUnprepareResources(pb.NodeUnprepareResourcesRequest(claims=refs(pb, claim)))
+    assert "uid-1" in twice.claims and twice.claims["uid-1"].error == ""
+    assert driver.calls.count("/NodePrepareResources") == 2
+    assert driver.calls.count("/NodeUnprepareResources") == 2
+
+
+def test_configs_apply_per_request_and_later_ones_win(driver, claims):
+    claim = claims.add(
+        allocated_claim(
+            "multi",
+            "uid-m",
+            requests=("gpu/small", "nic"),
+            configs=[
+                opaque({"a": "class"}, source="FromClass"),
+                opaque({"a": "first", "b": "1"}, requests=["gpu"]),
+                opaque({"a": "second"}, requests=["gpu"]),
+                opaque({"n": "nic-only"}, requests=["nic"]),
+                {
+                    "source": "FromClaim",
+                    "opaque": {"driver": "other.k8s.io", "parameters": {"z": "1"}},
+                },
+            ],
+        )
+    )
+
+    response = node_stub(driver).NodePrepareResources(
+        dra_v1_pb2.NodePrepareResourcesRequest(claims=refs(dra_v1_pb2, claim))
+    )
+
+    devices = response.claims["uid-m"].devices
+    assert [list(d.request_names) for d in devices] == [["gpu"], ["nic"]]
+    assert cdi_env(driver.cdi_dir / f"{DRIVER}-uid-m-gpu.json") == [
+        "admin_a=class",
+        "claim_multi_gpu=true",
+        "user_a=second",
+        "user_b=1",
+    ]
+    assert cdi_env(driver.cdi_dir / f"{DRIVER}-uid-m-nic.json") == [
+        "admin_a=class",
+        "claim_multi_nic=true",
+        "user_n=nic-only",
+    ]
+
+
+def test_every_claim_gets_its_own_answer(driver, claims):
+    good = claims.add(allocated_claim("good", "uid-good", configs=[opaque({"a": "b"})]))
+    unallocated = claims.add(allocated_claim("unallocated", "uid-unalloc"))
+    unallocated["status"] = {}
+    replaced = claims.add(allocated_claim("replaced", "uid-new"))
+    bad_parameters = claims.add(allocated_claim("bad", "uid-bad", configs=[opaque(["a", "b"])]))
+    foreign = claims.add(allocated_claim("foreign", "uid-foreign", driver="other.k8s.io"))
+    request = dra_v1_pb2.NodePrepareResourcesRequest(
+        claims=[
+            *refs(dra_v1_pb2, good, unallocated, bad_parameters, foreign),
+            dra_v1_pb2.Claim(namespace="default", name="replaced", uid="uid-old"),
+            dra_v1_pb2.Claim(namespace="default", name="missing", uid="uid-missing"),
+        ]
+    )
+    del replaced
+
+    response = node_stub(driver).NodePrepareResources(request)
+
+    errors = {uid: answer.error for uid, answer in response.claims.items()}
+    assert errors["uid-good"] == ""
+    assert errors["uid-unalloc"] == "claim default/unallocated not allocated"
+    assert errors["uid-old"] == "claim default/replaced got replaced"
+    assert errors["uid-missing"].startswith("retrieve claim default/missing:")
+    assert "not found" in errors["uid-missing"]
+    assert errors["uid-bad"].startswith("parameters in config #0: decoding user parameters")
+    assert errors["uid-foreign"] == "" and not response.claims["uid-foreign"].devices
+    assert len(response.claims["uid-good"].devices) == 1
+    assert sorted(c.uid for c in driver.prepared_claims()) == ["uid-foreign", "uid-good"]
+
+
+def test_malformed_claims_give_errors_not_a_crashed_server(driver, claims):
+    broken = claims.add(allocated_claim("broken", "uid-broken"))
+    broken["status"]["allocation"]["devices"]["results"] = [{"driver": DRIVER}]  # no request
+
+    response = node_stub(driver).NodePrepareResources(
+        dra_v1_pb2.NodePrepareResourcesRequest(claims=refs(dra_v1_pb2, broken))
+    )
+
+    assert "malformed" in response.claims["uid-broken"].error
+    info = registration(driver).GetInfo(pluginregistration_v1_pb2.InfoRequest(), timeout=5)
+    assert info.name == DRIVER
+
+
+def test_injected_prepare_failure_fails_the_whole_call(driver, claims):
+    claim = claims.add(allocated_claim("c", "uid-c", configs=[opaque({"a": "b"})]))
+    driver.set_failure("NodePrepareResources", "simulated PrepareResources failure")
+
+    with pytest.raises(grpc.RpcError) as failed:
+        node_stub(driver).NodePrepareResources(
+            dra_v1_pb2.NodePrepareResourcesRequest(claims=refs(dra_v1_pb2, claim))
+        )
+
+    assert failed.value.details() == "simulated PrepareResources failure"
+    assert driver.prepared_claims() == []
+    assert not list(driver.cdi_dir.glob("*.json"))
+    assert driver.calls.records[-1].error == "simulated PrepareResources failure"
+
+
+def test_blocked_prepare_waits_until_released(driver, claims):
+    claim = claims.add(allocated_claim("slow", "uid-slow", configs=[opaque({"a": "b"})]))
+    answers: list = []
+
+    with driver.block_prepare():
+        caller = threading.Thread(
+            target=lambda: answers.append(
+                node_stub(driver).NodePrepareResources(
+                    dra_v1_pb2.NodePrepareResourcesRequest(claims=refs(dra_v1_pb2, claim)),
+                    timeout=10,
+                )
+            )
+        )
+        caller.start()
+        time.sleep(0.5)
+        assert answers == [] and caller.is_alive()
+        assert driver.calls.count("/NodePrepareResources") == 1
+        assert driver.calls.records[-1].done is False
+    caller.join(timeout=10)
+
+    assert answers[0].claims["uid-slow"].error == ""
+    assert [c.name for c in driver.prepared_claims()] == ["slow"]
+
+
+# --- health -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pb", "grpc_module"),
+    [(health_v1_pb2, health_v1_pb2_grpc), (health_v1alpha1_pb2, health_v1alpha1_pb2_grpc)],
+    ids=["v1", "v1alpha1"],
+)
+def test_health_stream_sends_changes_at_once(driver, pb, grpc_module):
+    driver.set_health(NODE, "device-01", "Healthy")
+    stub = grpc_module.DRAResourceHealthStub(channel(driver.dra_socket))
+    stream = stub.NodeWatchResources(pb.NodeWatchResourcesRequest(), timeout=10)
+
+    first = next(stream)
+    assert [(d.device.device_name, d.health) for d in first.devices] == [("device-01", pb.HEALTHY)]
+
+    started = time.monotonic()
+    driver.set_health(NODE, "device-00", "Unhealthy", "fan stuck")
+    second = next(stream)
+    assert time.monotonic() - started < 1.5  # not the 2 s resend
+    assert [(d.device.device_name, d.health, d.message) for d in second.devices] == [
+        ("device-00", pb.UNHEALTHY, "fan stuck"),
+        ("device-01", pb.HEALTHY, ""),
+    ]
+    assert abs(second.devices[0].last_updated_time - time.time()) < 5
+    stream.cancel()
+
+
+def test_unknown_health_value_is_refused(driver):
+    with pytest.raises(ValueError, match="Sick"):
+        driver.set_health(NODE, "device-00", "Sick")
+
+
+# --- lifecycle --------------------------------------------------------------------------------
+
+
+def test_stop_removes_the_sockets_and_replaces_stale_ones(root, claims):
+    kubelet = root / "kubelet"
+    stale = kubelet / "plugins_registry" / f"{DRIVER}-reg.sock"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("left over by a crashed run")
+    driver = Driver(
+        DRIVER, NODE, None, get_claim=claims.get_claim, kubelet_root=kubelet, cdi_dir=root / "cdi"
+    )
+
+    driver.start()
+    assert stale.is_socket() and driver.dra_socket.is_socket()
+    assert registration(driver).GetInfo(pluginregistration_v1_pb2.InfoRequest()).name == DRIVER
+    driver.stop()
+
+    assert not stale.exists() and not driver.dra_socket.exists()
+
+
+def test_a_driver_without_api_client_needs_a_claim_source(root):
+    with pytest.raises(DriverError, match="get_claim"):
+        Driver(DRIVER, NODE, None, kubelet_root=root)

@@ -1,0 +1,44 @@
+"""``e2e-dra build``: Kubernetes server binaries and source tree from the Go module proxy.
+
+The last stdout line is the binaries' directory, as with ``download``, so scripts can use either.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    build = subparsers.add_parser(
+        "build",
+        help="build a release from the Go module proxy (once); print its binaries' directory",
+        description="Build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, "
+        "kube-proxy and kubectl of a Kubernetes release from the Go module proxy ($GOPROXY) and "
+        "keep them with the release's source tree in the cache. A cached release is not rebuilt. "
+        "The last line of stdout is the directory holding the binaries.",
+    )
+    build.add_argument("version", metavar="VERSION|MAJOR.MINOR", help="e.g. v1.36.5 or 1.36")
+    build.add_argument("--proxy", help="Go module proxy URL (default: the first entry of GOPROXY)")
+    build.add_argument(
+        "--cache-dir",
+        type=Path,
+        help="where built releases are kept (default: <e2e-dra cache>/kubernetes)",
+    )
+    build.add_argument(
+        "--source-dir",
+        action="store_true",
+        help="also print the source tree (hack/local-up-cluster.sh) on the line before",
+    )
+    build.set_defaults(handler=_build)
+
+
+def _build(args: argparse.Namespace) -> int:
+    from e2e_dra.releases._gobuild import GoBuildSource
+
+    release = GoBuildSource(proxy_url=args.proxy, cache_dir=args.cache_dir).fetch(args.version)
+    if args.source_dir:
+        print(release.source_dir)
+    print(release.bin_dir)
+    return 0

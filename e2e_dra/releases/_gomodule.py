@@ -1,0 +1,116 @@
+"""The small Go module through which Kubernetes is built from the module proxy.
+
+The ``k8s.io/kubernetes`` module cannot be built as a dependency as it stands: its go.mod replaces
+every staging module (``k8s.io/api``, ``k8s.io/client-go``, ...) with a directory that is not in the
+module zip, and a dependency's replace directives are ignored anyway. The build module therefore
+requires ``k8s.io/kubernetes`` and restates those replaces against the published staging modules,
+whose tags follow the release (``v1.37.2`` -> ``v0.37.2``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from e2e_dra.errors import ReleaseError
+
+KUBERNETES_MODULE = "k8s.io/kubernetes"
+BUILD_MODULE = "e2edra.build/kubernetes"
+
+_LOCAL_TARGET = re.compile(r"^\.{1,2}/")
+
+
+@dataclass(frozen=True)
+class Replace:
+    old: str  # "k8s.io/api" (or "module version")
+    new: str  # "./staging/src/k8s.io/api" or "module version"
+
+    @property
+    def is_local(self) -> bool:
+        return bool(_LOCAL_TARGET.match(self.new))
+
+
+def staging_version(version: str) -> str:
+    """``v1.37.2`` -> ``v0.37.2``: the tag the staging modules carry for a Kubernetes release."""
+    match = re.fullmatch(r"v1\.(\d+\.\d+(?:-[0-9A-Za-z.]+)?)", version)
+    if not match:
+        raise ReleaseError(f"cannot derive staging module versions from Kubernetes {version!r}")
+    return f"v0.{match.group(1)}"
+
+
+def build_go_mod(kubernetes_go_mod: str, version: str) -> str:
+    """The go.mod of a module that builds ``k8s.io/kubernetes@version`` from published modules."""
+    directives = _top_level_lines(kubernetes_go_mod, "go", "godebug", "toolchain")
+    if not any(line.startswith("go ") for line in directives):
+        raise ReleaseError(f"the go.mod of {KUBERNETES_MODULE} {version} has no `go` line")
+    staging = staging_version(version)
+    replaces = []
+    for replace in parse_replaces(kubernetes_go_mod):
+        if replace.is_local:
+            module = replace.old.split()[0]
+            replaces.append(f"\t{module} => {module} {staging}")
+        else:
+            replaces.append(f"\t{replace.old} => {replace.new}")
+    lines = [
+        f"module {BUILD_MODULE}",
+        "",
+        *directives,
+        "",
+        f"require {KUBERNETES_MODULE} {version}",
+    ]
+    if replaces:
+        lines += ["", "replace (", *replaces, ")"]
+    return "\n".join(lines) + "\n"
+
+
+def parse_replaces(go_mod: str) -> list[Replace]:
+    """Every replace directive of a go.mod, single-line or in a block."""
+    found: list[Replace] = []
+    in_block = False
+    for raw in go_mod.splitlines():
+        line = _strip_comment(raw)
+        if not line:
+            continue
+        if in_block:
+            if line == ")":
+                in_block = False
+            elif "=>" in line:
+                found.append(_replace(line))
+        elif line in {"replace (", "replace("}:
+            in_block = True
+        elif line.startswith("replace ") and "=>" in line:
+            found.append(_replace(line.removeprefix("replace ")))
+    return found
+
+
+def _replace(text: str) -> Replace:
+    old, new = (part.strip() for part in text.split("=>", 1))
+    return Replace(old=old, new=new)
+
+
+def _top_level_lines(go_mod: str, *keywords: str) -> list[str]:
+    """The directives named ``keywords`` (blocks kept whole), in their original order."""
+    out: list[str] = []
+    block: str | None = None
+    for raw in go_mod.splitlines():
+        line = _strip_comment(raw)
+        if not line:
+            continue
+        if block is not None:
+            if block in keywords:
+                out.append(f"\t{line}" if line != ")" else line)
+            if line == ")":
+                block = None
+            continue
+        word = line.split()[0].rstrip("(")
+        if line.endswith("("):
+            block = word
+            if word in keywords:
+                out.append(f"{word} (")
+        elif word in keywords:
+            out.append(line)
+    return out
+
+
+def _strip_comment(line: str) -> str:
+    return line.split("//", 1)[0].strip()

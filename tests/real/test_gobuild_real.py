@@ -1,0 +1,96 @@
+"""The two Kubernetes releases the suite runs, built from the Go module proxy (or found cached).
+
+A cold build takes minutes per version on two cores; a warm cache makes this test take seconds.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from e2e_dra._console import in_ci
+from e2e_dra.errors import E2EDRAError
+from e2e_dra.releases import Release
+from e2e_dra.releases._gobuild import BUILT_COMMANDS, GoBuildSource
+from e2e_dra.releases._select import VersionsUnderTest, versions_under_test
+
+pytestmark = pytest.mark.real
+
+HOW_TO_INSTALL = (
+    "building Kubernetes needs Go >= 1.25 on PATH and a reachable Go module proxy (GOPROXY); "
+    "run `./run.sh e2e-dra build 1.37` to see what is missing"
+)
+
+
+def _missing(reason: str) -> None:
+    """In CI a missing real part fails the run; elsewhere the test is skipped with the reason."""
+    message = f"{reason}: {HOW_TO_INSTALL}"
+    if in_ci():
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def versions() -> Iterator[VersionsUnderTest]:
+    if not (shutil.which("go") or Path("/usr/local/go/bin/go").exists()):
+        _missing("no Go toolchain")
+    try:
+        GoBuildSource().proxy.listed  # noqa: B018 -- is the proxy there at all?
+    except E2EDRAError as exc:
+        _missing(f"the Go module proxy does not answer ({exc})")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("E2E_DRA_RELEASE_SOURCE", "build")
+        yield versions_under_test()  # a failing build fails the test: that is a bug of ours
+
+
+def _releases(versions: VersionsUnderTest) -> list[Release]:
+    return [versions.current, versions.previous]
+
+
+def _output(*cmd: str | Path) -> str:
+    return subprocess.run(
+        [str(c) for c in cmd], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.strip()
+
+
+def test_binaries_report_exactly_their_release(versions: VersionsUnderTest):
+    for release in _releases(versions):
+        for component in ("kube-apiserver", "kubelet", "kube-scheduler"):
+            assert _output(release.bin_dir / component, "--version") == (
+                f"Kubernetes {release.version}"
+            )
+        if release.origin == "build":
+            present = sorted(p.name for p in release.bin_dir.iterdir())
+            assert present == sorted(BUILT_COMMANDS)
+            client = _output(release.bin_dir / "kubectl", "version", "--client")
+            assert f"Client Version: {release.version}" in client
+
+
+def test_previous_is_the_newest_release_of_the_previous_minor(versions: VersionsUnderTest):
+    assert versions.previous.version.startswith(f"v{versions.previous_minor}.")
+    assert versions.source == "build"
+    if versions.current.origin == "build":
+        current_minor = versions.current.version.split(".")[1]
+        assert int(versions.previous_minor.split(".")[1]) == int(current_minor) - 1
+
+
+def test_source_trees_run_local_up_cluster_with_their_own_kubectl(versions: VersionsUnderTest):
+    for release in _releases(versions):
+        assert release.source_dir is not None
+        assert (release.source_dir / "hack" / "local-up-cluster.sh").is_file()
+        assert (release.source_dir / "hack" / "lib" / "init.sh").is_file()
+        if release.origin == "build":
+            kubectl = next((release.source_dir / "_output" / "local" / "bin").glob("*/*/kubectl"))
+            assert kubectl.resolve() == (release.bin_dir / "kubectl").resolve()
+
+
+def test_a_second_fetch_builds_nothing_and_asks_nobody(versions: VersionsUnderTest):
+    # a proxy nobody listens on: any request or build would fail
+    offline = GoBuildSource(proxy_url="http://127.0.0.1:9")
+    for release in _releases(versions):
+        if release.origin == "build":
+            assert offline.fetch(release.version) == release

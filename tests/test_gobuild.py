@@ -1,0 +1,472 @@
+"""Building Kubernetes from the Go module proxy: everything short of the Go build itself.
+
+The proxy is a plain file tree over HTTP, so a loopback server with the files of a few releases
+stands in for it (as a loopback release tree stands in for dl.k8s.io). The real build is tested in
+tests/real/test_gobuild_real.py.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import stat
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from e2e_dra._cache import CacheEntry
+from e2e_dra.errors import E2EDRAError, ReleaseError, VersionError
+from e2e_dra.releases import release_source
+from e2e_dra.releases._gobuild import (
+    BUILT_COMMANDS,
+    VERSION_DEFS_FILE,
+    GoBuildSource,
+    copy_source_tree,
+    version_ldflags,
+)
+from e2e_dra.releases._gomodule import build_go_mod, parse_replaces, staging_version
+from e2e_dra.releases._goproxy import ModuleProxy, escape_module_path, proxy_url
+from e2e_dra.releases._select import versions_under_test
+
+KUBERNETES_GO_MOD = """\
+// This is a generated file. Do not edit directly.
+
+module k8s.io/kubernetes
+
+go 1.26.0
+
+godebug default=go1.26
+
+require (
+\tgithub.com/blang/semver/v4 v4.0.0
+\tk8s.io/api v0.0.0
+\tk8s.io/client-go v0.0.0
+)
+
+require github.com/google/cel-go v0.29.2 // indirect
+
+replace (
+\tk8s.io/api => ./staging/src/k8s.io/api
+\tk8s.io/client-go => ./staging/src/k8s.io/client-go // the client
+\tk8s.io/dynamic-resource-allocation => ./staging/src/k8s.io/dynamic-resource-allocation
+)
+
+replace github.com/example/forked v1.2.3 => github.com/example/fork v1.2.4
+"""
+
+
+class ProxyTree:
+    """A loopback Go module proxy holding ``@v/list`` plus the ``.info``/``.mod`` of releases."""
+
+    def __init__(self, listed: list[str], served: list[str]) -> None:
+        self.listed = listed
+        self.served = set(served) | set(listed)
+        self.requests: list[str] = []
+        self.status_for_missing = 404
+        self.overrides: dict[str, int] = {}
+        tree = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                tree.requests.append(self.path)
+                status, body = tree.answer(self.path)
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        self.thread.start()
+
+    def answer(self, path: str) -> tuple[int, str]:
+        if path in self.overrides:
+            return self.overrides[path], "teapot"
+        prefix = "/k8s.io/kubernetes/@v/"
+        if not path.startswith(prefix):
+            return 404, "not found"
+        name = path.removeprefix(prefix)
+        if name == "list":
+            return 200, "".join(f"{v}\n" for v in self.listed)
+        version, _, kind = name.rpartition(".")
+        if version not in self.served:
+            return self.status_for_missing, f"not found: {version}"
+        if kind == "info":
+            return 200, json.dumps({"Version": version, "Time": "2026-09-23T17:07:00Z"})
+        if kind == "mod":
+            return 200, KUBERNETES_GO_MOD
+        return 404, "not found"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def proxy_tree() -> Iterator[ProxyTree]:
+    # what the real proxy looked like: the list lags behind, v1.38 only has a beta listed
+    tree = ProxyTree(
+        listed=["v1.35.4", "v1.36.1", "v1.36.3", "v1.37.2", "v1.38.0-beta.0", "v1.36.0-rc.1"],
+        served=[
+            *("v1.36.4", "v1.36.5"),
+            *("v1.38.0-beta.1", "v1.38.0-rc.0"),
+            *("v1.39.0-alpha.0", "v1.39.0-alpha.1"),
+        ],
+    )
+    yield tree
+    tree.stop()
+
+
+def _fill_fake_release(cache_dir: Path, key: str) -> Path:
+    """A complete cache entry as a finished build leaves it (file contents do not matter here)."""
+
+    def populate(out: Path) -> dict[str, str]:
+        (out / "bin").mkdir()
+        for command in BUILT_COMMANDS:
+            (out / "bin" / command).write_text("#!/bin/sh\n")
+        (out / "src" / "hack").mkdir(parents=True)
+        (out / "src" / "hack" / "local-up-cluster.sh").write_text("#!/bin/bash\n")
+        return {"version": key}
+
+    return CacheEntry(cache_dir, key).fill(populate)
+
+
+# --- the build module ------------------------------------------------------------------------
+
+
+def test_build_go_mod_requires_kubernetes_and_pins_staging_modules_to_v0():
+    go_mod = build_go_mod(KUBERNETES_GO_MOD, "v1.36.5")
+
+    assert "require k8s.io/kubernetes v1.36.5" in go_mod
+    assert "\tk8s.io/api => k8s.io/api v0.36.5" in go_mod
+    assert "\tk8s.io/client-go => k8s.io/client-go v0.36.5" in go_mod
+    assert (
+        "\tk8s.io/dynamic-resource-allocation => k8s.io/dynamic-resource-allocation v0.36.5"
+        in go_mod
+    )
+    assert "./staging" not in go_mod
+    # a replace that points at another module is kept as it is: the build must see the same code
+    assert "\tgithub.com/example/forked v1.2.3 => github.com/example/fork v1.2.4" in go_mod
+    assert "go 1.26.0" in go_mod.splitlines()
+    assert "godebug default=go1.26" in go_mod.splitlines()
+    assert "cel-go" not in go_mod  # the dependency list comes from k8s.io/kubernetes itself
+    assert go_mod.startswith("module ")
+
+
+def test_build_go_mod_keeps_godebug_blocks_and_pre_release_staging_tags():
+    text = KUBERNETES_GO_MOD.replace(
+        "godebug default=go1.26",
+        "godebug (\n\tdefault=go1.25\n\twinsymlink=0\n)\ntoolchain go1.25.3",
+    )
+    go_mod = build_go_mod(text, "v1.38.0-rc.0")
+
+    assert "godebug (\n\tdefault=go1.25\n\twinsymlink=0\n)" in go_mod
+    assert "toolchain go1.25.3" in go_mod
+    assert "\tk8s.io/api => k8s.io/api v0.38.0-rc.0" in go_mod
+
+
+def test_parse_replaces_reads_blocks_single_lines_and_ignores_comments():
+    replaces = parse_replaces(KUBERNETES_GO_MOD)
+
+    assert [r.old for r in replaces] == [
+        "k8s.io/api",
+        "k8s.io/client-go",
+        "k8s.io/dynamic-resource-allocation",
+        "github.com/example/forked v1.2.3",
+    ]
+    assert [r.is_local for r in replaces] == [True, True, True, False]
+    assert replaces[1].new == "./staging/src/k8s.io/client-go"
+
+
+def test_staging_version_and_a_go_mod_without_go_line_are_errors():
+    assert staging_version("v1.37.2") == "v0.37.2"
+    with pytest.raises(ReleaseError, match=r"v2\.0\.0"):
+        staging_version("v2.0.0")
+    with pytest.raises(ReleaseError, match="no `go` line"):
+        build_go_mod("module k8s.io/kubernetes\n", "v1.37.2")
+
+
+def test_version_ldflags_stamp_both_version_packages():
+    flags = version_ldflags("v1.36.5", {"Time": "2026-09-23T17:07:00Z"})
+    for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        assert f"-X {package}.gitVersion=v1.36.5" in flags
+        assert f"-X {package}.gitMajor=1" in flags
+        assert f"-X {package}.gitMinor=36" in flags
+        assert f"-X {package}.gitTreeState=clean" in flags
+        assert f"-X {package}.buildDate=2026-09-23T17:07:00Z" in flags
+    assert "gitCommit" not in flags  # unknown: better unset than wrong
+
+    with_origin = version_ldflags("v1.36.5", {"Origin": {"Hash": "abc123"}})
+    assert "-X k8s.io/component-base/version.gitCommit=abc123" in with_origin
+
+
+# --- which versions the proxy has --------------------------------------------------------------
+
+
+def test_resolve_probes_past_an_incomplete_list(proxy_tree: ProxyTree):
+    proxy = ModuleProxy(base_url=proxy_tree.url)
+
+    assert proxy.resolve("1.36") == "v1.36.5"
+    assert "/k8s.io/kubernetes/@v/v1.36.6.info" in proxy_tree.requests  # the first miss stops it
+    assert "/k8s.io/kubernetes/@v/v1.36.7.info" not in proxy_tree.requests
+    assert proxy.resolve("v1.35") == "v1.35.4"
+
+
+def test_resolve_falls_back_to_the_newest_pre_release(proxy_tree: ProxyTree):
+    proxy = ModuleProxy(base_url=proxy_tree.url)
+
+    assert proxy.resolve("1.38") == "v1.38.0-rc.0"  # rc beats the listed and probed betas
+    assert proxy.resolve("1.39") == "v1.39.0-alpha.1"  # found by probing alone
+
+
+def test_a_403_is_a_miss_too(proxy_tree: ProxyTree):
+    proxy_tree.status_for_missing = 403  # what proxy.golang.org answers for some missing tags
+
+    assert ModuleProxy(base_url=proxy_tree.url).resolve("1.36") == "v1.36.5"
+
+
+def test_latest_stable_finds_an_unlisted_minor(proxy_tree: ProxyTree):
+    assert ModuleProxy(base_url=proxy_tree.url).latest_stable() == "v1.37.2"
+
+    proxy_tree.served |= {"v1.38.0", "v1.38.1"}
+    assert ModuleProxy(base_url=proxy_tree.url).latest_stable() == "v1.38.1"
+
+
+def test_a_minor_with_no_release_is_an_error_naming_it(proxy_tree: ProxyTree):
+    with pytest.raises(ReleaseError, match=r"Kubernetes 1\.40 on the Go module proxy http://"):
+        ModuleProxy(base_url=proxy_tree.url).resolve("1.40")
+    with pytest.raises(VersionError, match=r"'1\.x'"):
+        ModuleProxy(base_url=proxy_tree.url).resolve("1.x")
+
+
+def test_an_unexpected_status_is_an_error_naming_the_url(proxy_tree: ProxyTree):
+    proxy_tree.overrides["/k8s.io/kubernetes/@v/v1.36.4.info"] = 418
+
+    with pytest.raises(ReleaseError, match=r"v1\.36\.4\.info failed: HTTP 418"):
+        ModuleProxy(base_url=proxy_tree.url).resolve("1.36")
+
+
+def test_proxy_url_is_the_first_proxy_of_goproxy(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("GOPROXY", "https://mirror.example/go/,https://proxy.golang.org,direct")
+    assert proxy_url() == "https://mirror.example/go"
+    monkeypatch.setenv("GOPROXY", "direct|https://late.example")
+    assert proxy_url() == "https://late.example"
+    for setting in ("direct", "off,https://never.example"):
+        monkeypatch.setenv("GOPROXY", setting)
+        with pytest.raises(ReleaseError, match="GOPROXY="):
+            proxy_url()
+
+
+def test_module_paths_are_case_encoded():
+    assert escape_module_path("github.com/Azure/go-AutoRest") == "github.com/!azure/go-!auto!rest"
+
+
+# --- fetching: the cache and the errors ------------------------------------------------------
+
+
+def test_fetch_of_a_version_the_proxy_lacks_names_it_and_leaves_no_entry(
+    proxy_tree: ProxyTree, tmp_path: Path
+):
+    source = GoBuildSource(proxy_url=proxy_tree.url, cache_dir=tmp_path)
+
+    with pytest.raises(
+        ReleaseError, match=rf"v1\.99\.0 is not on the Go module proxy {proxy_tree.url}"
+    ):
+        source.fetch("1.99.0")
+    assert not CacheEntry(tmp_path, "v1.99.0").path.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-")] == []
+
+
+def test_fetch_rejects_builds_between_releases(tmp_path: Path):
+    source = GoBuildSource(proxy_url="http://127.0.0.1:9", cache_dir=tmp_path)
+
+    with pytest.raises(ReleaseError, match=r"v1\.37\.0-alpha\.0\.812\+0123abcd is a build between"):
+        source.fetch("v1.37.0-alpha.0.812+0123abcd")
+    with pytest.raises(VersionError, match="'latest'"):
+        source.fetch("latest")
+
+
+def test_a_cached_release_is_returned_without_asking_the_proxy(
+    proxy_tree: ProxyTree, tmp_path: Path
+):
+    _fill_fake_release(tmp_path, "v1.36.5")
+    proxy_tree.stop()  # any request would now fail
+    source = GoBuildSource(proxy_url=proxy_tree.url, cache_dir=tmp_path)
+
+    release = source.fetch("1.36.5")
+
+    assert release.version == "v1.36.5"
+    assert release.origin == "build"
+    assert release.bin_dir == tmp_path / "v1.36.5" / "bin"
+    assert release.source_dir == tmp_path / "v1.36.5" / "src"
+    assert source.source_tree("v1.36.5") == release.source_dir
+    assert proxy_tree.requests == []
+
+
+def test_fetch_of_a_minor_builds_its_newest_release(proxy_tree: ProxyTree, tmp_path: Path):
+    _fill_fake_release(tmp_path, "v1.36.5")
+
+    release = GoBuildSource(proxy_url=proxy_tree.url, cache_dir=tmp_path).fetch("1.36")
+
+    assert release.version == "v1.36.5"
+
+
+def test_the_source_copy_is_writable_and_finds_its_binaries(tmp_path: Path):
+    module = tmp_path / "mod" / "k8s.io" / "kubernetes@v1.36.5"
+    (module / "hack" / "lib").mkdir(parents=True)
+    (module / "hack" / "local-up-cluster.sh").write_text("#!/bin/bash\n")
+    (module / "hack" / "lib" / "util.sh").write_text("# util\n")
+    for path in (module / "hack" / "lib", module / "hack", module):  # as in the module cache
+        for child in path.iterdir():
+            child.chmod(0o555 if child.is_dir() else 0o444)
+    module.chmod(0o555)
+    entry = tmp_path / "entry"
+    (entry / "bin").mkdir(parents=True)
+    (entry / "bin" / "kubectl").write_text("kubectl")
+
+    copy_source_tree(module, entry / "src", "v1.36.5", {}, link_bin=True)
+
+    script = entry / "src" / "hack" / "local-up-cluster.sh"
+    assert script.read_text() == "#!/bin/bash\n"
+    assert os.stat(script).st_mode & stat.S_IWUSR
+    (entry / "src" / "hack" / "lib" / "new-file").write_text("writable")  # dirs are writable too
+    linked = next((entry / "src" / "_output" / "local" / "bin" / "linux").iterdir())
+    assert (linked / "kubectl").read_text() == "kubectl"
+    defs = (entry / "src" / VERSION_DEFS_FILE).read_text()
+    assert "KUBE_GIT_VERSION='v1.36.5'" in defs
+    assert "KUBE_GIT_MINOR='36'" in defs
+    module.chmod(0o755)  # let tmp_path be cleaned up
+
+
+# --- choosing a source and the versions under test ---------------------------------------------
+
+
+@pytest.fixture
+def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    for name in (
+        "E2E_DRA_RELEASE_SOURCE",
+        "E2E_DRA_KUBERNETES_VERSION",
+        "KUBERNETES_SOURCE_DIR",
+        "KUBERNETES_SERVER_BIN_DIR",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("E2E_DRA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("KUBERNETES_SERVER_CACHE_DIR", str(tmp_path / "downloads"))
+    return tmp_path / "cache" / "kubernetes"
+
+
+def test_release_source_is_forced_by_argument_or_environment(
+    isolated_env: Path, monkeypatch: pytest.MonkeyPatch
+):
+    assert release_source("build").name == "build"
+    assert release_source("download").name == "download"
+    monkeypatch.setenv("E2E_DRA_RELEASE_SOURCE", "build")
+    assert release_source().name == "build"
+    monkeypatch.setenv("E2E_DRA_RELEASE_SOURCE", "mirror")
+    with pytest.raises(ReleaseError, match="E2E_DRA_RELEASE_SOURCE='mirror'"):
+        release_source()
+
+
+def test_release_source_downloads_when_the_release_tree_answers(
+    isolated_env: Path, monkeypatch: pytest.MonkeyPatch
+):
+    tree = ProxyTree(listed=[], served=[])
+    tree.overrides["/release/stable.txt"] = 200
+    try:
+        monkeypatch.setenv("KUBERNETES_RELEASE_URL", f"{tree.url}/release")
+        assert release_source().name == "download"
+        assert tree.requests == ["/release/stable.txt"]
+    finally:
+        tree.stop()
+    monkeypatch.setenv("KUBERNETES_RELEASE_URL", f"{tree.url}/gone")  # a stopped server
+    assert release_source().name == "build"
+
+
+def test_versions_under_test_default_to_newest_stable_and_its_previous_minor(
+    isolated_env: Path, proxy_tree: ProxyTree, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("E2E_DRA_RELEASE_SOURCE", "build")
+    monkeypatch.setenv("GOPROXY", proxy_tree.url)
+    _fill_fake_release(isolated_env, "v1.37.2")
+    _fill_fake_release(isolated_env, "v1.36.5")
+
+    versions = versions_under_test()
+
+    assert versions.current.version == "v1.37.2"
+    assert versions.current.source_dir == isolated_env / "v1.37.2" / "src"
+    assert versions.previous.version == "v1.36.5"
+    assert versions.previous_minor == "1.36"
+    assert versions.source == "build"
+
+
+def test_a_pinned_version_replaces_the_newest_stable(
+    isolated_env: Path, proxy_tree: ProxyTree, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("E2E_DRA_RELEASE_SOURCE", "build")
+    monkeypatch.setenv("GOPROXY", proxy_tree.url)
+    monkeypatch.setenv("E2E_DRA_KUBERNETES_VERSION", "1.36")
+    _fill_fake_release(isolated_env, "v1.36.5")
+    _fill_fake_release(isolated_env, "v1.35.4")
+
+    versions = versions_under_test()
+
+    assert (versions.current.version, versions.previous.version) == ("v1.36.5", "v1.35.4")
+    monkeypatch.setenv("E2E_DRA_KUBERNETES_VERSION", "newest")
+    with pytest.raises(VersionError, match="E2E_DRA_KUBERNETES_VERSION='newest'"):
+        versions_under_test()
+
+
+def test_a_source_checkout_overrides_current(
+    isolated_env: Path, proxy_tree: ProxyTree, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    checkout = _fill_fake_release(tmp_path / "checkout", "v1.37.2") / "src"
+    bin_dir = checkout.parent / "bin"
+    version_file = tmp_path / "version-defs"
+    version_file.write_text("KUBE_GIT_VERSION='v1.37.0-alpha.0.812+0123abcd'\n")
+    monkeypatch.setenv("E2E_DRA_RELEASE_SOURCE", "build")
+    monkeypatch.setenv("GOPROXY", proxy_tree.url)
+    monkeypatch.setenv("KUBERNETES_SOURCE_DIR", str(checkout))
+    monkeypatch.setenv("KUBERNETES_SERVER_BIN_DIR", str(bin_dir))
+    monkeypatch.setenv("KUBE_GIT_VERSION_FILE", str(version_file))
+    _fill_fake_release(isolated_env, "v1.35.4")
+
+    versions = versions_under_test()
+
+    assert versions.current.origin == "local"
+    assert versions.current.version == "v1.37.0-alpha.0.812+0123abcd"
+    assert versions.current.bin_dir == bin_dir
+    assert versions.current.source_dir == checkout
+    # upstream's alpha.0 rule: master right after a branch cut is tested against minor - 2
+    assert (versions.previous_minor, versions.previous.version) == ("1.35", "v1.35.4")
+
+    monkeypatch.setenv("E2E_DRA_KUBERNETES_VERSION", "v1.36.5")
+    with pytest.raises(E2EDRAError, match="contradicts KUBERNETES_SOURCE_DIR"):
+        versions_under_test()
+
+
+def test_local_directories_that_are_not_what_they_claim_are_named(
+    isolated_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    monkeypatch.setenv("E2E_DRA_RELEASE_SOURCE", "build")
+    monkeypatch.setenv("KUBERNETES_SERVER_BIN_DIR", str(tmp_path / "missing"))
+    with pytest.raises(
+        E2EDRAError, match=r"KUBERNETES_SERVER_BIN_DIR=.*missing is not a directory"
+    ):
+        versions_under_test()
+    monkeypatch.setenv("KUBERNETES_SERVER_BIN_DIR", str(tmp_path))
+    with pytest.raises(E2EDRAError, match="holds no kube-apiserver"):
+        versions_under_test()
+    monkeypatch.delenv("KUBERNETES_SERVER_BIN_DIR")
+    monkeypatch.setenv("KUBERNETES_SOURCE_DIR", str(tmp_path))
+    with pytest.raises(E2EDRAError, match="not a Kubernetes source tree"):
+        versions_under_test()

@@ -53,7 +53,13 @@ class CacheEntry:
         lock_dir = self.root / ".locks"
         lock_dir.mkdir(parents=True, exist_ok=True)
         with open(lock_dir / f"{self.key}.lock", "a+") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                from e2e_dra._console import say
+
+                say(f"waiting for another process that is filling {self.path} ...")
+                fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield
             finally:

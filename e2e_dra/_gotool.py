@@ -7,8 +7,10 @@ root, so a second build of anything reuses the first one's work and survives bet
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Sequence
@@ -67,9 +69,22 @@ def run_go(
     with open(log, "ab") as out:
         out.write(f"$ {' '.join(cmd)}\n".encode())
         out.flush()
-        proc = subprocess.run(
-            cmd, cwd=cwd, env=env or go_env(), stdout=out, stderr=subprocess.STDOUT, check=False
+        # Own process group: an interrupted build must not leave compilers running.
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=env or go_env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
+        try:
+            proc.wait()
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
     if proc.returncode != 0:
         tail = log.read_text(errors="replace").splitlines()[-15:]
         raise ProvisionError(

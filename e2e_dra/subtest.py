@@ -46,6 +46,34 @@ class Subtest:
     feature_gates: tuple[str, ...] = ()
 
 
+GATE_CYCLE_PHASES = ("phase-0-gate-on", "phase-1-gate-off", "phase-2-gate-on-again")
+
+
+@dataclass(frozen=True)
+class GateCycleSubtest:
+    """One feature-gate cycle scenario (upstream's TestFeatureGateCycle), in its own cluster.
+
+    ``initial`` runs with the gates on and returns the phase for gates off, which returns the
+    phase for gates on again. The module under ``subtests/gate_cycle/`` names it ``SUBTEST``.
+    """
+
+    name: str
+    initial: Phase
+    # Gates switched off in the middle phase and on again in the last.
+    toggled_gates: tuple[str, ...]
+    # Gates on in every phase.
+    enabled_gates: tuple[str, ...] = ()
+    resources: Callable[[Sequence[str]], list[Pool]] | None = None
+    privileged_client: bool = False
+    reconcile_pool: str | None = None
+    # The control plane emulates this version ("1.36") so that gates locked in newer releases
+    # can still be toggled; None runs the binaries as they are.
+    emulated_version: str | None = None
+    # Added to RUNTIME_CONFIG, e.g. "scheduling.k8s.io/v1beta1".
+    extra_runtime_config: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
+
+
 @dataclass
 class Context:
     """What a phase works with. Rebuilt after every cluster restart (fresh connections)."""
@@ -60,18 +88,20 @@ class Context:
     log: Callable[[str], None] = field(default=print)
 
 
-def discover(package: str = "subtests") -> list[Subtest]:
+def discover(package: str = "subtests", kind: type = Subtest) -> list[Any]:
     """Every ``SUBTEST`` defined by a module of ``package``, by name.
 
-    Adding a subtest is adding a module; nothing else needs to know about it.
+    Adding a subtest is adding a module; nothing else needs to know about it. ``kind`` is
+    :class:`Subtest` for the upgrade/downgrade suite, :class:`GateCycleSubtest` for the
+    feature-gate cycle (whose subtests live in ``subtests.gate_cycle``).
     """
-    found: dict[str, Subtest] = {}
+    found: dict[str, Any] = {}
     for module in _modules(importlib.import_module(package)):
         subtest = getattr(module, "SUBTEST", None)
         if subtest is None:
             continue
-        if not isinstance(subtest, Subtest):
-            raise TypeError(f"{module.__name__}.SUBTEST is not an e2e_dra.subtest.Subtest")
+        if not isinstance(subtest, kind):
+            raise TypeError(f"{module.__name__}.SUBTEST is not an e2e_dra.subtest.{kind.__name__}")
         if subtest.name in found:
             raise ValueError(f"two subtests are named {subtest.name!r}")
         found[subtest.name] = subtest

@@ -1,0 +1,138 @@
+"""What a run leaves behind under ARTIFACTS: a summary, and on failure a dump of the cluster.
+
+Both are written whole or not at all (temp file + rename), and the summary is rewritten after
+every entry, so a run that is interrupted still leaves a summary that says how far it got.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from e2e_dra._suite._plan import Entry
+
+if TYPE_CHECKING:
+    from e2e_dra.kube import Kube
+
+
+def write_json(path: Path, data: Any) -> Path:
+    """Write ``data`` as JSON to ``path`` atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as out:
+            json.dump(data, out, indent=2, sort_keys=False, default=str)
+            out.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def safe_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "unnamed"
+
+
+class Summary:
+    """``<dir>/summary.json``: versions, seed, and outcome and wall time of every entry."""
+
+    def __init__(
+        self,
+        directory: Path,
+        suite: str,
+        seed: int,
+        plan: list[str],
+        describe: Callable[[], dict[str, Any]],
+    ) -> None:
+        self.path = directory / "summary.json"
+        self.suite = suite
+        self.seed = seed
+        self.plan = plan
+        self._describe = describe
+        self._started = time.time()
+        self._results: list[dict[str, Any]] = []
+        self._finished = False
+
+    def record(self, entry: Entry, outcome: str, seconds: float, message: str = "") -> None:
+        result: dict[str, Any] = {"id": entry.id, "outcome": outcome, "seconds": round(seconds, 3)}
+        if entry.is_step:
+            result["step"] = entry.step
+        else:
+            result["phase"] = entry.phase
+        if entry.subtest:
+            result["subtest"] = entry.subtest
+        if message:
+            result["message"] = message
+        self._results.append(result)
+        self.write()
+
+    def finish(self, description: dict[str, Any]) -> None:
+        self._finished = True
+        self.write(description)
+
+    def write(self, description: dict[str, Any] | None = None) -> Path:
+        return write_json(self.path, self.data(description))
+
+    def data(self, description: dict[str, Any] | None = None) -> dict[str, Any]:
+        per_phase: dict[str, float] = {}
+        per_subtest: dict[str, float] = {}
+        for result in self._results:
+            if "phase" in result:
+                per_phase[result["phase"]] = per_phase.get(result["phase"], 0) + result["seconds"]
+            if "subtest" in result:
+                name = result["subtest"]
+                per_subtest[name] = per_subtest.get(name, 0) + result["seconds"]
+        return {
+            "suite": self.suite,
+            "seed": self.seed,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(self._started)),
+            "wall_seconds": round(time.time() - self._started, 3),
+            "finished": self._finished,
+            "plan": self.plan,
+            **(description if description is not None else self._describe()),
+            "seconds_per_phase": {k: round(v, 3) for k, v in per_phase.items()},
+            "seconds_per_subtest": {k: round(v, 3) for k, v in per_subtest.items()},
+            "results": self._results,
+        }
+
+
+def resource_versions(kube: Kube) -> list[str]:
+    """The resource.k8s.io versions this server serves, newest first."""
+    candidates = ("v1", "v1beta2", "v1beta1", "v1alpha3")
+    return [v for v in candidates if kube.served(f"resource.k8s.io/{v}")]
+
+
+def dump_cluster(kube: Kube, directory: Path, label: str, namespace: str = "default") -> Path:
+    """DRA objects, pods, events and nodes as the server sees them now, in one JSON file."""
+    from e2e_dra.kube import KubeError, path
+
+    versions = resource_versions(kube)
+    queries: dict[str, tuple[str, str, str | None]] = {
+        "nodes": ("v1", "nodes", None),
+        "pods": ("v1", "pods", namespace),
+        "events": ("v1", "events", namespace),
+    }
+    if versions:
+        api = f"resource.k8s.io/{versions[0]}"
+        for plural in ("deviceclasses", "resourceslices"):
+            queries[plural] = (api, plural, None)
+        for plural in ("resourceclaims", "resourceclaimtemplates"):
+            queries[plural] = (api, plural, namespace)
+    for version in ("v1", "v1beta2", "v1alpha3"):
+        if version in versions:
+            queries["devicetaintrules"] = (f"resource.k8s.io/{version}", "devicetaintrules", None)
+            break
+    dump: dict[str, Any] = {"label": label, "namespace": namespace}
+    for key, (api_version, plural, ns) in queries.items():
+        try:
+            dump[key] = kube.list(path(api_version, plural, namespace=ns))
+        except KubeError as exc:
+            dump[key] = {"error": str(exc)}
+    return write_json(directory / f"dump-{safe_name(label)}.json", dump)

@@ -1,0 +1,96 @@
+"""TestFeatureGateCycle's cluster steps: per subtest its own cluster of the current release,
+with the subtest's gates on, off, and on again (``phase-0-gate-on``, ``phase-1-gate-off``,
+``phase-2-gate-on-again``).
+
+The control plane may emulate an older version so that gates locked in the current release can
+still be toggled; the kubelet has no such switch, so the engine keeps locked gates off its
+command line.
+"""
+
+from __future__ import annotations
+
+import re
+
+from e2e_dra._suite._gates import binary_gates
+from e2e_dra._suite._plan import GATE_CYCLE_PHASES, Entry
+from e2e_dra._suite._real import ClusterBackend, turn
+from e2e_dra._suite._upgrade import RUNTIME_CONFIG
+
+
+class GateCycleBackend(ClusterBackend):
+    def run_step(self, entry: Entry) -> None:
+        step, name = entry.step, entry.subtest
+        if step == "versions":
+            self.resolve_versions()
+        elif step == "node-runtime":
+            self.prepare_node()
+        elif step == "bring-up":
+            self._bring_up(str(name))
+        elif step == "gate-off":
+            self._toggle(str(name), on=False)
+        elif step == "gate-on-again":
+            self._toggle(str(name), on=True)
+        elif step == "cleanup":
+            self.close()
+        else:
+            raise ValueError(f"unknown cluster step {step!r}")
+
+    def unmet(self, name: str) -> str | None:
+        assert self.versions is not None
+        subtest = self.subtests[name]
+        current = self.versions.current
+        emulated = subtest.emulated_version
+        if emulated and _minor(emulated) > _minor(current.version):
+            return f"emulates {emulated}, newer than the current release {current.version}"
+        if not emulated:
+            known = binary_gates(current.bin_dir / "kube-apiserver")
+            missing = [g for g in subtest.toggled_gates if g.partition("=")[0] not in known]
+            if missing:
+                return f"{current.version} cannot toggle {', '.join(missing)}"
+        return super().unmet(name)
+
+    def _gates(self, name: str, on: bool) -> str:
+        subtest = self.subtests[name]
+        parts = [turn(subtest.enabled_gates, "true"), turn(subtest.toggled_gates, str(on).lower())]
+        return ",".join(part for part in parts if part)
+
+    def _bring_up(self, name: str) -> None:
+        assert self.versions is not None
+        subtest = self.subtests[name]
+        env = {"RUNTIME_CONFIG": ",".join([RUNTIME_CONFIG, *subtest.extra_runtime_config])}
+        if subtest.emulated_version:
+            env["EMULATED_VERSION"] = subtest.emulated_version
+        self.info.setdefault("subtests", {})[name] = {"env": env, "gates": self._gates(name, True)}
+        self.bring_up(
+            self.artifacts / name,
+            GATE_CYCLE_PHASES[0],
+            self.versions.current.bin_dir,
+            env,
+            self._gates(name, True),
+        )
+
+    def _toggle(self, name: str, *, on: bool) -> None:
+        assert self.cluster is not None
+        harness = self.harnesses.get(name)
+        state = GATE_CYCLE_PHASES[2] if on else GATE_CYCLE_PHASES[1]
+        if harness is not None and not on:
+            # The apiserver drops the gated fields from re-published slices while the gate is off.
+            harness.driver.set_expect_dropped_fields(True)
+        self.cluster.toggle_feature_gates(state, self._gates(name, on))
+        self.refresh_clients()
+        if harness is not None and on:
+            # While the gate was off the publisher settled on the stripped slices; publishing
+            # again (to an apiserver that keeps the fields now) restores them.
+            subtest = self.subtests[name]
+            if subtest.resources is not None:
+                harness.driver.publish(subtest.resources(self.nodes))
+        self.wait_for_slices(f"after {state}")
+        if harness is not None and on:
+            harness.driver.set_expect_dropped_fields(False)
+
+
+def _minor(version: str) -> tuple[int, int]:
+    match = re.match(r"v?(\d+)\.(\d+)", version)
+    if match is None:
+        raise ValueError(f"not a Kubernetes version: {version!r}")
+    return int(match.group(1)), int(match.group(2))

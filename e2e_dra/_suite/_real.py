@@ -1,0 +1,328 @@
+"""What every real suite does with a cluster: per-subtest drivers and builders, fresh clients
+after each restart, waiting for ResourceSlices, failure dumps, and a teardown that always runs.
+
+The suites themselves (upgrade/downgrade, gate cycle) only say which cluster steps exist and what
+each one changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from e2e_dra._suite._artifacts import dump_cluster, write_json
+from e2e_dra._suite._plan import Entry
+from e2e_dra.errors import E2EDRAError
+from e2e_dra.subtest import Context
+
+if TYPE_CHECKING:
+    from e2e_dra.builder import Builder
+    from e2e_dra.driver import Driver
+    from e2e_dra.kube import Kube
+    from e2e_dra.releases._select import VersionsUnderTest
+    from localupcluster.cluster import Cluster
+
+NAMESPACE = "default"
+USER_AGENT = "e2e-dra -- dra"
+NODES_TIMEOUT = 300.0
+SLICES_TIMEOUT = 300.0
+REGISTRATION_TIMEOUT = 60.0
+
+
+@dataclasses.dataclass
+class Harness:
+    """One subtest's own driver and builder (upstream: a driver instance per subtest key)."""
+
+    driver: Driver
+    builder: Builder
+    publishes: bool  # the driver publishes ResourceSlices we have to wait for after restarts
+
+
+class ClusterBackend:
+    """Shared machinery; subclasses implement ``run_step`` for their cluster steps."""
+
+    def __init__(
+        self,
+        suite: str,
+        subtests: Mapping[str, Any],
+        artifacts: Path,
+        say: Callable[[str], None],
+    ) -> None:
+        self.suite = suite
+        self.subtests = dict(subtests)
+        self.artifacts = artifacts
+        self.say = say
+        self.versions: VersionsUnderTest | None = None
+        self.node_env: dict[str, str] = {}
+        self.cluster: Cluster | None = None
+        self.kube: Kube | None = None
+        self.nodes: list[str] = []
+        self.harnesses: dict[str, Harness] = {}
+        self.pending: dict[str, BaseException] = {}
+        self.dropped: set[str] = set()
+        self.info: dict[str, Any] = {}
+
+    # --- steps every suite has ----------------------------------------------------------------
+
+    def resolve_versions(self) -> VersionsUnderTest:
+        from e2e_dra.releases._select import versions_under_test
+
+        versions = versions_under_test()
+        if versions.current.source_dir is None:
+            raise E2EDRAError(
+                f"no Kubernetes source tree for {versions.current.version}: "
+                "set KUBERNETES_SOURCE_DIR (hack/local-up-cluster.sh comes from there)"
+            )
+        self.versions = versions
+        self.info.update(
+            current={
+                "version": versions.current.version,
+                "origin": versions.current.origin,
+                "bin_dir": str(versions.current.bin_dir),
+                "source_dir": str(versions.current.source_dir),
+            },
+            previous={
+                "version": versions.previous.version,
+                "origin": versions.previous.origin,
+                "bin_dir": str(versions.previous.bin_dir),
+            },
+            previous_minor=versions.previous_minor,
+            release_source=versions.source,
+        )
+        return versions
+
+    def prepare_node(self) -> None:
+        from e2e_dra.provision import ensure_node_runtime
+
+        assert self.versions is not None
+        runtime = ensure_node_runtime(self.versions.current.source_dir)
+        self.node_env = runtime.env()
+        self.info["node_runtime"] = str(runtime.root)
+
+    def bring_up(
+        self, log_dir: Path, state: str, bin_dir: Path, env: dict[str, str], gates: str = ""
+    ) -> None:
+        from e2e_dra.kube import Kube
+        from localupcluster.cluster import Cluster
+
+        assert self.versions is not None and self.versions.current.source_dir is not None
+        self.cluster = Cluster(self.versions.current.source_dir, log_dir)
+        self.info["cluster_env"] = {k: env[k] for k in sorted(env) if k not in self.node_env}
+        self.info["log_dir"] = str(log_dir)
+        self.say(f"bringing up state {state} with {bin_dir}")
+        self.cluster.start(state, bin_dir, {**self.node_env, **env}, gates)
+        self.kube = Kube.from_kubeconfig(self.cluster.kubeconfig, user_agent=USER_AGENT)
+        self.nodes = self._schedulable_nodes()
+        self.info["kubeconfig"] = str(self.cluster.kubeconfig)
+
+    def refresh_clients(self) -> None:
+        """After a restart: new connections everywhere (old ones point at a dead server)."""
+        assert self.kube is not None
+        self.kube = self.kube.fresh()
+        for harness in self.harnesses.values():
+            harness.driver.use_client(self.kube)
+            harness.builder.use_client(self.kube)
+
+    def wait_for_slices(self, why: str) -> None:
+        """The kubelet wipes ResourceSlices when it restarts; each driver puts its own back.
+
+        A driver whose slices do not come back fails its subtest's next phase, not the others.
+        """
+        for name, harness in sorted(self.harnesses.items()):
+            if not harness.publishes or name in self.dropped:
+                continue
+            self.say(f"waiting for ResourceSlices of {harness.driver.name} ({why})")
+            try:
+                harness.driver.wait_for_slices(SLICES_TIMEOUT)
+            except Exception as exc:
+                self.pending[name] = AssertionError(
+                    f"{name}: ResourceSlices of {harness.driver.name} did not come back {why}: "
+                    f"{exc}"
+                )
+
+    # --- what the run asks of a backend -------------------------------------------------------
+
+    def unmet(self, name: str) -> str | None:
+        from e2e_dra.kube import retrying
+
+        subtest = self.subtests[name]
+        dropped = dict(self.info.get("feature_gates_dropped") or {})
+        for gate in getattr(subtest, "feature_gates", ()):
+            gate_name = gate.partition("=")[0]
+            if gate_name in dropped:
+                return f"needs feature gate {gate_name}, {dropped[gate_name]}"
+        if self.kube is not None:
+            version = retrying(self.kube.server_version)()
+            for group_version in subtest.requires:
+                if not retrying(self.kube.served)(group_version):
+                    return f"needs {group_version}, which {version} does not serve"
+        return None
+
+    def drop(self, subtest: str) -> None:
+        self.dropped.add(subtest)
+
+    def context(self, entry: Entry) -> Context:
+        name = str(entry.subtest)
+        if name not in self.harnesses:
+            self._set_up(name)
+        pending = self.pending.pop(name, None)
+        if pending is not None:
+            raise pending
+        harness = self.harnesses[name]
+        assert self.kube is not None
+        return Context(
+            kube=self.kube,
+            driver=harness.driver,
+            builder=harness.builder,
+            nodes=list(self.nodes),
+            phase=str(entry.phase),
+            artifacts=self.artifacts / "subtests" / name,
+            namespace=NAMESPACE,
+            log=self.say,
+        )
+
+    def on_failure(self, entry: Entry, exc: BaseException) -> list[str]:
+        lines = []
+        if self.kube is not None:
+            dump = dump_cluster(self.kube.fresh(), self.artifacts / "dumps", entry.id, NAMESPACE)
+            lines.append(f"e2e-dra: DRA objects, pods and events: {dump}")
+        if entry.subtest in self.harnesses:
+            harness = self.harnesses[str(entry.subtest)]
+            calls = self._save_calls(harness.driver)
+            lines.append(f"e2e-dra: driver {harness.driver.name} gRPC calls: {calls}")
+            log = self._driver_dir / f"driver-{harness.driver.name}.log"
+            lines.append(f"e2e-dra: driver log: {log}")
+        lines += self._component_logs()
+        return lines
+
+    def close(self) -> None:
+        """Builders' tear-down, drivers stop, cluster stop: each tried, first error raised."""
+        errors: list[BaseException] = []
+        for name in sorted(self.harnesses, reverse=True):
+            harness = self.harnesses.pop(name)
+            if self.cluster is not None and self.kube is not None:
+                self._attempt(
+                    errors,
+                    f"tear down objects of {name}",
+                    lambda h=harness: h.builder.tear_down(h.driver.prepared_claims),
+                )
+            self._attempt(errors, f"stop driver {harness.driver.name}", harness.driver.stop)
+            self._attempt(errors, "save gRPC calls", lambda h=harness: self._save_calls(h.driver))
+        if self.cluster is not None:
+            cluster, self.cluster = self.cluster, None
+            self._attempt(errors, "stop the cluster", cluster.stop)
+        if self.kube is not None:
+            self.kube.close()
+            self.kube = None
+        self.pending.clear()
+        self.dropped.clear()
+        if errors:
+            raise errors[0]
+
+    def describe(self) -> dict[str, Any]:
+        return dict(self.info)
+
+    # --- internals ----------------------------------------------------------------------------
+
+    @property
+    def _driver_dir(self) -> Path:
+        return self.artifacts / "drivers"
+
+    def _set_up(self, name: str) -> None:
+        from e2e_dra.builder import Builder
+        from e2e_dra.driver import Driver
+
+        assert self.kube is not None and self.nodes
+        subtest = self.subtests[name]
+        resources = subtest.resources(self.nodes) if subtest.resources else None
+        driver = Driver(
+            f"{NAMESPACE}{name}.k8s.io",
+            self.nodes[0],
+            self.kube,
+            resources=resources,
+            privileged_client=subtest.privileged_client,
+            reconcile_pool=subtest.reconcile_pool,
+            namespace=NAMESPACE,
+            log_dir=self._driver_dir,
+        )
+        builder = Builder(self.kube, name, namespace=NAMESPACE, log=self.say)
+        self.harnesses[name] = Harness(driver, builder, publishes=resources is not None)
+        self.say(f"starting driver {driver.name} on node {self.nodes[0]}")
+        driver.start()
+        driver.wait_registered(REGISTRATION_TIMEOUT)
+        if resources is not None:
+            driver.wait_for_slices(SLICES_TIMEOUT)
+        builder.set_up()
+
+    def _schedulable_nodes(self) -> list[str]:
+        from e2e_dra.kube import path
+        from e2e_dra.waits import eventually
+
+        assert self.kube is not None
+        kube = self.kube
+
+        def schedulable() -> list[str]:
+            names = []
+            for node in kube.list(path("v1", "nodes")):
+                spec = node.get("spec") or {}
+                taints = [t for t in spec.get("taints") or [] if t.get("effect") == "NoSchedule"]
+                ready = any(
+                    c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in (node.get("status") or {}).get("conditions") or []
+                )
+                if ready and not spec.get("unschedulable") and not taints:
+                    names.append(node["metadata"]["name"])
+            return sorted(names)
+
+        self.say("waiting for a schedulable node")
+        return eventually(schedulable, what="a ready, schedulable node", timeout=NODES_TIMEOUT)[:1]
+
+    def _save_calls(self, driver: Driver) -> Path:
+        records = [
+            {
+                "method": call.method,
+                "request": _message(call.request),
+                "response": _message(call.response),
+                "error": call.error,
+                "done": call.done,
+            }
+            for call in driver.calls.records
+        ]
+        return write_json(self._driver_dir / f"grpc-calls-{driver.name}.json", records)
+
+    def _component_logs(self) -> list[str]:
+        if self.cluster is None:
+            return []
+        from localupcluster import KUBE_CLUSTER_COMPONENTS
+
+        lines = []
+        for component in KUBE_CLUSTER_COMPONENTS:
+            log = self.cluster.log_path(component)
+            if log is not None:
+                lines.append(f"e2e-dra: {component} log: {log}")
+        lines.append(f"e2e-dra: all cluster logs: {self.cluster.log_dir}")
+        return lines
+
+    def _attempt(self, errors: list[BaseException], what: str, fn: Callable[[], Any]) -> None:
+        try:
+            fn()
+        except Exception as exc:
+            self.say(f"cleanup: {what} failed: {exc}")
+            errors.append(exc)
+
+
+def turn(gates: tuple[str, ...], value: str) -> str:
+    """``("A", "B"), "true"`` -> ``"A=true,B=true"`` (upstream's turnFg)."""
+    return ",".join(f"{gate.partition('=')[0]}={value}" for gate in gates)
+
+
+def _message(message: Any) -> Any:
+    """A gRPC request or response as JSON-able data (protobuf messages become dicts)."""
+    if message is None:
+        return None
+    from google.protobuf.json_format import MessageToDict
+    from google.protobuf.message import Message
+
+    return MessageToDict(message) if isinstance(message, Message) else str(message)

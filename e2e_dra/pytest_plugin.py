@@ -1,0 +1,251 @@
+"""pytest plugin: turns a suite module into one reported test per cluster step and per
+(subtest, phase), in the order the suite needs, and runs them against one cluster.
+
+Loaded for every pytest run (entry point ``pytest11``), so it imports nothing heavy and does
+nothing unless a module that declares ``E2E_DRA_SUITE`` is collected. Such a module defines
+``test_cluster_step(e2e_dra_run, e2e_dra_step)`` and ``test_phase(e2e_dra_run, e2e_dra_phase)``;
+this plugin parametrizes them from the suite's plan.
+
+Selection: ``-k core-dra`` keeps that subtest's phases, and this plugin adds back what they need
+(earlier phases of the same subtest, the cluster steps), so a selection never breaks a chain.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import shutil
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from e2e_dra._suite._plan import Entry
+    from e2e_dra._suite._run import SuiteRun
+
+SUITE_ATTR = "E2E_DRA_SUITE"
+STEP_FIXTURE = "e2e_dra_step"
+PHASE_FIXTURE = "e2e_dra_phase"
+SUBTESTS_INI = "e2e_dra_subtests"
+GATE_CYCLE_SUBTESTS_INI = "e2e_dra_gate_cycle_subtests"
+
+
+@dataclass
+class _State:
+    seed: int
+    fancy: bool
+    plans: dict[str, list[Entry]] = field(default_factory=dict)
+    subtests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    selected: dict[str, set[str]] = field(default_factory=dict)
+    summaries: dict[str, str] = field(default_factory=dict)
+
+
+_STATE = pytest.StashKey[_State]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("e2e-dra", "e2e-dra suites (upgrade/downgrade, feature-gate cycle)")
+    group.addoption(
+        "--e2e-dra-seed",
+        type=int,
+        default=None,
+        metavar="N",
+        help="seed of the random subtest order (default: a new one, printed at start and end)",
+    )
+    parser.addini(SUBTESTS_INI, "package of the upgrade/downgrade subtests", default="subtests")
+    parser.addini(
+        GATE_CYCLE_SUBTESTS_INI,
+        "package of the feature-gate cycle subtests",
+        default="subtests.gate_cycle",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from e2e_dra._console import in_ci
+
+    config.addinivalue_line(
+        "markers", "real: needs real Kubernetes components and a node runtime (see README)"
+    )
+    seed = config.getoption("e2e_dra_seed")
+    if seed is None:
+        seed = random.SystemRandom().randrange(1, 2**31)
+    fancy = sys.stdout.isatty() and not in_ci()
+    config.stash[_STATE] = _State(seed=seed, fancy=fancy)
+
+
+def _suite_of(module: Any) -> str | None:
+    return getattr(module, SUITE_ATTR, None)
+
+
+def _load(config: pytest.Config, suite: str) -> list[Entry]:
+    """The suite's plan (discovering its subtests the first time)."""
+    from e2e_dra._suite._plan import (
+        GATE_CYCLE,
+        UPGRADE_DOWNGRADE,
+        gate_cycle_plan,
+        upgrade_downgrade_plan,
+    )
+    from e2e_dra.subtest import GateCycleSubtest, Subtest, discover
+
+    state = config.stash[_STATE]
+    if suite not in state.plans:
+        if suite == UPGRADE_DOWNGRADE:
+            found = discover(config.getini(SUBTESTS_INI), Subtest)
+            make_plan = upgrade_downgrade_plan
+        elif suite == GATE_CYCLE:
+            found = discover(config.getini(GATE_CYCLE_SUBTESTS_INI), GateCycleSubtest)
+            make_plan = gate_cycle_plan
+        else:
+            raise pytest.UsageError(f"{SUITE_ATTR} = {suite!r} is not a known e2e-dra suite")
+        state.subtests[suite] = {s.name: s for s in found}
+        state.plans[suite] = make_plan(sorted(state.subtests[suite]), state.seed)
+    return state.plans[suite]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    suite = _suite_of(metafunc.module)
+    if suite is None:
+        return
+    plan = _load(metafunc.config, suite)
+    for fixture, steps in ((STEP_FIXTURE, True), (PHASE_FIXTURE, False)):
+        if fixture in metafunc.fixturenames:
+            entries = [entry for entry in plan if entry.is_step == steps]
+            metafunc.parametrize(fixture, entries, ids=[entry.id for entry in entries])
+
+
+def _entry_of(item: pytest.Item) -> Entry | None:
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return None
+    from e2e_dra._suite._plan import Entry
+
+    for fixture in (STEP_FIXTURE, PHASE_FIXTURE):
+        entry = callspec.params.get(fixture)
+        if isinstance(entry, Entry):
+            return entry
+    return None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> Iterator[None]:
+    """After -k/-m deselection: put back what the selected phases need, in plan order."""
+    collected = list(items)
+    result = yield
+    entries = {id(item): entry for item in collected if (entry := _entry_of(item)) is not None}
+    if not entries:
+        return result
+    from e2e_dra._suite._plan import needed
+
+    state = config.stash[_STATE]
+    selected = {id(item) for item in items}
+    blocks: dict[str, list[pytest.Item]] = {}
+    restored: list[pytest.Item] = []
+    for suite, plan in state.plans.items():
+        item_of = {entries[id(i)]: i for i in collected if entries.get(id(i)) in plan}
+        chosen = [entry for entry, item in item_of.items() if id(item) in selected]
+        keep = needed(plan, chosen)
+        blocks[suite] = [item_of[entry] for entry in keep]
+        restored += [item for item in blocks[suite] if id(item) not in selected]
+        state.selected[suite] = {entry.subtest for entry in keep if not entry.is_step}
+    ordered: list[pytest.Item] = []
+    for item in collected:
+        entry = entries.get(id(item))
+        if entry is None:
+            if id(item) in selected:
+                ordered.append(item)
+        elif entry.suite in blocks:
+            ordered += blocks.pop(entry.suite)
+    items[:] = ordered
+    _undo_deselection(config, restored)
+    if any(state.selected.values()):
+        _write_line(config, _seed_line(state.seed))
+    return result
+
+
+def _undo_deselection(config: pytest.Config, restored: list[pytest.Item]) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or not restored:
+        return
+    back = {id(item) for item in restored}
+    deselected = reporter.stats.get("deselected", [])
+    deselected[:] = [item for item in deselected if id(item) not in back]
+
+
+def _seed_line(seed: int) -> str:
+    return f"e2e-dra: subtest order seed {seed} (repeat this order with --e2e-dra-seed={seed})"
+
+
+def _write_line(config: pytest.Config, line: str) -> None:
+    """A line on the terminal now, also in the middle of a test (capture suspended)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    suspended = capman.global_and_fixture_disabled() if capman else contextlib.nullcontext()
+    with suspended:
+        reporter.write_line(line)
+
+
+@pytest.fixture(scope="module")
+def e2e_dra_run(request: pytest.FixtureRequest) -> Iterator[SuiteRun]:
+    """The running suite of this module; its teardown stops the cluster (also on -x, Ctrl-C)."""
+    from e2e_dra._paths import artifacts_dir
+    from e2e_dra._suite._artifacts import Summary
+    from e2e_dra._suite._reporting import LiveView
+    from e2e_dra._suite._run import SuiteRun
+
+    config = request.config
+    suite = _suite_of(request.module)
+    if suite is None:
+        raise pytest.UsageError(f"{request.module.__name__} does not set {SUITE_ATTR}")
+    state = config.stash[_STATE]
+    plan = _load(config, suite)
+    names = state.selected.get(suite, set())
+    subtests = {name: s for name, s in state.subtests[suite].items() if name in names}
+    artifacts = artifacts_dir() / suite
+    shutil.rmtree(artifacts, ignore_errors=True)  # ours alone: the last run of this suite
+    artifacts.mkdir(parents=True, exist_ok=True)
+    view = LiveView(lambda line: _write_line(config, line), fancy=state.fancy)
+    backend = _backend(suite, subtests, artifacts, view.say)
+    ids = [entry.id for entry in plan if entry.is_step or entry.subtest in names]
+    summary = Summary(artifacts, suite, state.seed, ids, backend.describe)
+    state.summaries[suite] = str(summary.path)
+    request.getfixturevalue("record_testsuite_property")("e2e_dra_seed", str(state.seed))
+    run = SuiteRun(suite, subtests, backend, summary, activity=view.activity)
+    try:
+        yield run
+    finally:
+        try:
+            run.close()
+        finally:
+            view.close()
+
+
+def _backend(suite: str, subtests: dict[str, Any], artifacts: Any, say: Any) -> Any:
+    from e2e_dra._suite._dry import DryBackend, dry_run
+    from e2e_dra._suite._plan import GATE_CYCLE
+
+    if dry_run():
+        return DryBackend(suite, subtests, artifacts, say)
+    if suite == GATE_CYCLE:
+        from e2e_dra._suite._gate_cycle import GateCycleBackend
+
+        return GateCycleBackend(suite, subtests, artifacts, say)
+    from e2e_dra._suite._upgrade import UpgradeDowngradeBackend
+
+    return UpgradeDowngradeBackend(suite, subtests, artifacts, say)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    state = config.stash.get(_STATE, None)
+    if state is None or not state.summaries:
+        return
+    terminalreporter.write_sep("-", "e2e-dra")
+    terminalreporter.write_line(_seed_line(state.seed))
+    for suite, path in state.summaries.items():
+        terminalreporter.write_line(f"e2e-dra: {suite} summary (timings, versions): {path}")

@@ -1,0 +1,23 @@
+"""The main job (upstream's TestUpgradeDowngrade): every subtest under ``subtests/`` runs its
+first phase on the previous release, its second after the upgrade to the current release, its
+third after the downgrade back.
+
+The e2e_dra pytest plugin makes one test per cluster step (``test_cluster_step[upgrade]``) and
+one per subtest and phase (``test_phase[core-dra/after-cluster-upgrade]``), in that order;
+``-k core-dra`` runs one subtest through all three phases.
+"""
+
+import pytest
+
+from e2e_dra._suite import UPGRADE_DOWNGRADE
+
+E2E_DRA_SUITE = UPGRADE_DOWNGRADE
+pytestmark = pytest.mark.real
+
+
+def test_cluster_step(e2e_dra_run, e2e_dra_step):
+    e2e_dra_run.execute(e2e_dra_step)
+
+
+def test_phase(e2e_dra_run, e2e_dra_phase):
+    e2e_dra_run.execute(e2e_dra_phase)

@@ -1,0 +1,78 @@
+"""workload-resourceclaims (gate cycle): with DRAWorkloadResourceClaims switched off, a pod that
+joins the PodGroup must not get a claim of its own, and the group's claim keeps its allocation
+and reservation; once the gate is back, new pods of the group share that claim again.
+"""
+
+from __future__ import annotations
+
+from e2e_dra.kube import path
+from e2e_dra.subtest import Context, GateCycleSubtest, Phase
+from e2e_dra.waits import consistently
+from subtests._pools import devices_per_node
+from subtests.workload_resourceclaims import (
+    SCHEDULING,
+    STABLE_FOR,
+    STABLE_POLL,
+    _claim_state,
+    _generated_claim,
+)
+
+RESOURCE_V1 = "resource.k8s.io/v1"
+
+
+def initial(ctx: Context) -> Phase:
+    b = ctx.builder
+    workload, template = b.workload_inline()
+    pod_group = b.pod_group(workload, workload["spec"]["podGroupTemplates"][0])
+    pod = b.grouped_pod_with_claims(pod_group)
+    pod_to_delete = b.grouped_pod_with_claims(pod_group)
+    b.create(workload, pod_group, template, pod, pod_to_delete)
+    b.test_pod(pod)
+    b.test_pod(pod_to_delete)
+
+    group_name = pod_group["metadata"]["name"]
+    group = ctx.kube.get(path(SCHEDULING, "podgroups", group_name, namespace=ctx.namespace))
+    statuses = group.get("status", {}).get("resourceClaimStatuses", [])
+    claim_name = _generated_claim(statuses, group["spec"]["resourceClaims"][0]["name"])
+    claims = path(RESOURCE_V1, "resourceclaims", namespace=ctx.namespace)
+    stable = _claim_state(ctx.kube.get(f"{claims}/{claim_name}"))
+
+    def only_the_group_claim(ctx: Context) -> None:
+        """Every claim in the namespace: exactly the group's, unchanged (no per-pod claims)."""
+        consistently(
+            lambda: ctx.kube.list(claims),
+            what=f"ResourceClaim {claim_name} staying the only, unchanged claim",
+            duration=STABLE_FOR,
+            poll=STABLE_POLL,
+            holds=lambda items: [_claim_state(c) for c in items] == [stable],
+        )
+
+    def gate_off(ctx: Context) -> Phase:
+        b = ctx.builder
+        stuck_pod = b.grouped_pod_with_claims(pod_group)
+        b.create(stuck_pod)
+        only_the_group_claim(ctx)
+        b.delete_pod_and_wait(stuck_pod["metadata"]["name"])
+        b.delete_pod_and_wait(pod_to_delete["metadata"]["name"])
+
+        def gate_on_again(ctx: Context) -> None:
+            b = ctx.builder
+            new_pod = b.grouped_pod_with_claims(pod_group)
+            b.create(new_pod)
+            b.test_pod(new_pod)
+            only_the_group_claim(ctx)
+
+        return gate_on_again
+
+    return gate_off
+
+
+SUBTEST = GateCycleSubtest(
+    name="workload-resourceclaims",
+    initial=initial,
+    toggled_gates=("DRAWorkloadResourceClaims",),
+    enabled_gates=("GenericWorkload",),
+    resources=devices_per_node(1),
+    extra_runtime_config=(SCHEDULING,),
+    requires=(SCHEDULING,),
+)

@@ -1,0 +1,282 @@
+"""The suite machinery without a cluster: ordering, chain skipping, selection, seeds, junit.
+
+Each test runs pytest (pytester) on the real suite modules against a tiny subtests package whose
+phases only record that they ran. ``E2E_DRA_SUITE_DRY=1`` turns the cluster steps into recorded
+no-ops; everything else (the plugin, the plan, the run state machine, the summary) is the code the
+real job runs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+import e2e_dra
+
+pytest_plugins = ("pytester",)
+
+SUITE_DIR = Path(e2e_dra.__file__).parent
+UPGRADE_STEPS = ["versions", "node-runtime", "bring-up", "upgrade", "downgrade", "cleanup"]
+PHASES = ["after-cluster-creation", "after-cluster-upgrade", "after-cluster-downgrade"]
+TINY = ("alpha", "beta", "gamma")
+
+COMMON = """
+import os
+from e2e_dra.subtest import GateCycleSubtest, Subtest
+
+
+def _visit(name, ctx):
+    with open(os.environ["TINY_RECORD"], "a") as record:
+        record.write(f"{name}/{ctx.phase}\\n")
+    if f"{name}/{ctx.phase}" in os.environ.get("TINY_FAIL", "").split(","):
+        raise AssertionError(f"{name} broke in {ctx.phase} on purpose")
+
+
+def chain(name):
+    def last(ctx):
+        _visit(name, ctx)
+
+    def middle(ctx):
+        _visit(name, ctx)
+        return last
+
+    def first(ctx):
+        _visit(name, ctx)
+        return middle
+
+    return first
+
+
+def make(name, **kwargs):
+    return Subtest(name=name, initial=chain(name), **kwargs)
+
+
+def make_gate_cycle(name):
+    return GateCycleSubtest(name=name, initial=chain(name), toggled_gates=("SomeGate",))
+"""
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """A pytester dir with the upgrade suite module and three trivial subtests."""
+    package = pytester.mkpydir("tinysubs")
+    (package / "_common.py").write_text(COMMON)
+    for name in TINY:
+        extra = ', requires=("example.com/v1",)' if name == "gamma" else ""
+        (package / f"{name}.py").write_text(
+            f'from tinysubs._common import make\nSUBTEST = make("{name}"{extra})\n'
+        )
+    gate_cycle = pytester.mkpydir("tinysubs/gate_cycle")
+    for name in ("one", "two"):
+        (gate_cycle / f"{name}.py").write_text(
+            f'from tinysubs._common import make_gate_cycle\nSUBTEST = make_gate_cycle("{name}")\n'
+        )
+    pytester.makeini(
+        "[pytest]\ne2e_dra_subtests = tinysubs\ne2e_dra_gate_cycle_subtests = tinysubs.gate_cycle\n"
+    )
+    for module in ("test_upgrade_downgrade.py", "test_feature_gate_cycle.py"):
+        (pytester.path / module).write_text((SUITE_DIR / module).read_text())
+    artifacts = tmp_path / "artifacts"
+    monkeypatch.setenv("E2E_DRA_SUITE_DRY", "1")
+    monkeypatch.setenv("ARTIFACTS", str(artifacts))
+    monkeypatch.setenv("TINY_RECORD", str(tmp_path / "record.txt"))
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.delenv("E2E_DRA_SUITE_DRY_SERVED", raising=False)
+    monkeypatch.delenv("E2E_DRA_SUITE_DRY_FAIL_STEP", raising=False)
+    monkeypatch.delenv("TINY_FAIL", raising=False)
+    return Tiny(pytester, tmp_path)
+
+
+class Tiny:
+    def __init__(self, pytester: pytest.Pytester, tmp_path: Path) -> None:
+        self.pytester = pytester
+        self.tmp_path = tmp_path
+
+    def run(self, *args: str, suite: str = "test_upgrade_downgrade.py") -> pytest.RunResult:
+        return self.pytester.runpytest(suite, "-p", "no:cacheprovider", *args)
+
+    def visited(self) -> list[str]:
+        record = self.tmp_path / "record.txt"
+        return record.read_text().split() if record.exists() else []
+
+    def summary(self, suite: str = "upgrade-downgrade") -> dict:
+        return json.loads((self.tmp_path / "artifacts" / suite / "summary.json").read_text())
+
+    def dry_steps(self, suite: str = "upgrade-downgrade") -> list[str]:
+        log = self.tmp_path / "artifacts" / suite / "dry-steps.log"
+        return log.read_text().split() if log.exists() else []
+
+
+def _kinds(ids: list[str]) -> list[str]:
+    """Entry ids with subtest names blanked: the shape of a run, whatever the shuffle did."""
+    return [i.split("/", 1)[1] if "/" in i else f"step:{i}" for i in ids]
+
+
+def test_steps_and_phases_run_in_upgrade_order(suite: Tiny) -> None:
+    result = suite.run("--e2e-dra-seed=7")
+
+    result.assert_outcomes(passed=15)
+    ids = [r["id"] for r in suite.summary()["results"]]
+    assert _kinds(ids) == (
+        ["step:versions", "step:node-runtime", "step:bring-up"]
+        + [PHASES[0]] * 3
+        + ["step:upgrade"]
+        + [PHASES[1]] * 3
+        + ["step:downgrade"]
+        + [PHASES[2]] * 3
+        + ["step:cleanup"]
+    )
+    assert suite.dry_steps() == UPGRADE_STEPS
+    assert suite.visited() == [i for i in ids if "/" in i]
+    for phase in PHASES:
+        assert sorted(v.split("/")[0] for v in suite.visited() if v.endswith(phase)) == list(TINY)
+
+
+def test_failed_phase_skips_only_the_rest_of_its_chain(suite: Tiny, monkeypatch) -> None:
+    monkeypatch.setenv("TINY_FAIL", "beta/after-cluster-upgrade")
+
+    result = suite.run("--e2e-dra-seed=3", "-rs")
+
+    result.assert_outcomes(passed=13, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*beta broke in after-cluster-upgrade on purpose*",
+            "*e2e-dra: upgrade-downgrade: phase 'after-cluster-upgrade' of subtest 'beta' failed*",
+            "*SKIPPED*beta: phase 'after-cluster-upgrade' failed*",
+        ]
+    )
+    assert "beta/after-cluster-downgrade" not in suite.visited()
+    assert {"alpha/after-cluster-downgrade", "gamma/after-cluster-downgrade"} <= set(
+        suite.visited()
+    )
+    outcomes = {r["id"]: r["outcome"] for r in suite.summary()["results"]}
+    assert outcomes["beta/after-cluster-upgrade"] == "failed"
+    assert outcomes["beta/after-cluster-downgrade"] == "skipped"
+    assert outcomes["cleanup"] == "passed"
+
+
+def test_k_selects_one_subtest_through_all_phases_with_its_cluster_steps(suite: Tiny) -> None:
+    result = suite.run("-k", "alpha", "-v")
+
+    result.assert_outcomes(passed=9)
+    assert suite.visited() == [f"alpha/{phase}" for phase in PHASES]
+    assert suite.dry_steps() == UPGRADE_STEPS
+    result.stdout.fnmatch_lines(["collected 15 items / 6 deselected / 9 selected"])
+    result.stdout.fnmatch_lines(["*test_cluster_step?upgrade? PASSED*"])
+
+
+def test_k_on_a_later_phase_brings_back_the_earlier_ones(suite: Tiny) -> None:
+    result = suite.run("-k", "beta and after-cluster-downgrade")
+
+    result.assert_outcomes(passed=9)
+    assert suite.visited() == [f"beta/{phase}" for phase in PHASES]
+
+
+def test_k_that_matches_no_phase_runs_no_cluster_step(suite: Tiny) -> None:
+    result = suite.run("-k", "bring-up")
+
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert suite.dry_steps() == []
+
+
+def test_x_stops_at_the_first_failure_and_still_cleans_up(suite: Tiny, monkeypatch) -> None:
+    monkeypatch.setenv("TINY_FAIL", "alpha/after-cluster-creation")
+
+    result = suite.run("-x", "--e2e-dra-seed=11")
+
+    result.assert_outcomes(failed=1, passed=result.parseoutcomes().get("passed", 0))
+    assert "upgrade" not in suite.dry_steps()
+    summary = suite.summary()
+    assert summary["finished"] is True
+    assert summary["results"][-1] == {
+        **summary["results"][-1],
+        "id": "alpha/after-cluster-creation",
+        "outcome": "failed",
+    }
+
+
+def test_a_failed_cluster_step_skips_everything_after_it_but_the_cleanup(
+    suite: Tiny, monkeypatch
+) -> None:
+    monkeypatch.setenv("E2E_DRA_SUITE_DRY_FAIL_STEP", "upgrade")
+
+    result = suite.run("-rs")
+
+    result.assert_outcomes(passed=7, failed=1, skipped=7)
+    result.stdout.fnmatch_lines(["*SKIPPED*cluster step 'upgrade' failed*"])
+    assert suite.dry_steps()[-1] == "cleanup"
+    assert all(v.endswith(PHASES[0]) for v in suite.visited())
+
+
+def test_subtest_the_cluster_cannot_serve_is_skipped_with_the_reason(
+    suite: Tiny, monkeypatch
+) -> None:
+    monkeypatch.setenv("E2E_DRA_SUITE_DRY_SERVED", "v1")
+
+    result = suite.run("-rs")
+
+    result.assert_outcomes(passed=12, skipped=3)
+    result.stdout.fnmatch_lines(["*SKIPPED*gamma: needs example.com/v1*"])
+    assert not [v for v in suite.visited() if v.startswith("gamma/")]
+
+
+def _phase_order(summary: dict) -> list[str]:
+    return [r["id"] for r in summary["results"] if "phase" in r]
+
+
+def test_seed_is_printed_and_reproduces_the_order(suite: Tiny) -> None:
+    first = suite.run()
+    seed = re.search(r"--e2e-dra-seed=(\d+)", first.stdout.str())
+    assert seed, first.stdout.str()
+    first.stdout.fnmatch_lines([f"*subtest order seed {seed.group(1)}*"] * 2)
+    order = _phase_order(suite.summary())
+    assert suite.summary()["seed"] == int(seed.group(1))
+
+    suite.run(f"--e2e-dra-seed={seed.group(1)}")
+    assert _phase_order(suite.summary()) == order
+
+    orders = set()
+    for other in range(1, 9):
+        suite.run(f"--e2e-dra-seed={other}")
+        orders.add(tuple(_phase_order(suite.summary())))
+    assert len(orders) > 1, "different seeds never changed the order"
+
+
+def test_junit_has_one_case_per_phase_and_subtest_plus_the_cluster_steps(suite: Tiny) -> None:
+    junit = suite.tmp_path / "junit.xml"
+
+    suite.run(f"--junitxml={junit}", "--e2e-dra-seed=5")
+
+    root = ET.parse(junit).getroot()
+    names = sorted(case.get("name") for case in root.iter("testcase"))
+    expected = [f"test_cluster_step[{step}]" for step in UPGRADE_STEPS] + [
+        f"test_phase[{name}/{phase}]" for name in TINY for phase in PHASES
+    ]
+    assert names == sorted(expected)
+    properties = {p.get("name"): p.get("value") for p in root.iter("property")}
+    assert properties["e2e_dra_seed"] == "5"
+
+
+def test_gate_cycle_gives_each_subtest_its_own_cluster(suite: Tiny) -> None:
+    result = suite.run("--e2e-dra-seed=2", suite="test_feature_gate_cycle.py")
+
+    result.assert_outcomes(passed=2 + 2 * 7)
+    ids = [r["id"] for r in suite.summary("gate-cycle")["results"]]
+    first, second = ids[2].split("/")[0], ids[9].split("/")[0]
+    assert {first, second} == {"one", "two"}
+    per_subtest = [
+        "bring-up",
+        "phase-0-gate-on",
+        "gate-off",
+        "phase-1-gate-off",
+        "gate-on-again",
+        "phase-2-gate-on-again",
+        "cleanup",
+    ]
+    assert ids == ["versions", "node-runtime"] + [
+        f"{name}/{step}" for name in (first, second) for step in per_subtest
+    ]

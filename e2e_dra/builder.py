@@ -1,0 +1,577 @@
+"""The objects subtests create, as plain dicts with upstream's names, and the checks on them.
+
+Names matter: upstream derives every object name from the namespace and the subtest name (the
+"suffix"), so two subtests never collide in the shared ``default`` namespace and a failure
+message names the subtest. Objects are plain dicts at explicit API versions, because the suite
+talks to two releases that do not serve the same versions.
+
+A Builder outlives the cluster restarts: after each restart the suite hands it a fresh client
+with :meth:`Builder.use_client`; it keeps only names and counters, never a connection.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from e2e_dra._console import say
+from e2e_dra.errors import E2EDRAError
+from e2e_dra.kube import Kube, KubeError, NotFound, path, retrying
+from e2e_dra.waits import eventually
+
+RESOURCE_V1 = "resource.k8s.io/v1"
+SCHEDULING_V1BETA1 = "scheduling.k8s.io/v1beta1"
+
+DEFAULT_PARAMETERS: dict[str, str] = {"a": "b"}
+"""Opaque config of the default claim; the test driver turns it into ``user_a=b`` in the pod."""
+DEFAULT_ENV: tuple[str, ...] = ("user_a=b",)
+
+IMPLICIT_EXTENDED_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
+DRIVER_POD_LABEL = ("app.kubernetes.io/part-of", "dra-test-driver")
+
+POD_START_TIMEOUT = 300.0  # upstream's framework.PodStartTimeout
+POD_DELETE_TIMEOUT = 300.0
+TEARDOWN_TIMEOUT = 60.0
+
+# Upstream's pause-like command: exits at once on SIGTERM, so deleting a pod takes no grace period.
+IDLE_COMMAND = ("/bin/sh", "-c", "trap exit TERM; while true; do sleep 1; done")
+NON_ROOT_USER = 1000
+
+# kind -> (plural, namespaced)
+_KINDS: dict[str, tuple[str, bool]] = {
+    "DeviceClass": ("deviceclasses", False),
+    "ResourceClaim": ("resourceclaims", True),
+    "ResourceClaimTemplate": ("resourceclaimtemplates", True),
+    "ResourceSlice": ("resourceslices", False),
+    "DeviceTaintRule": ("devicetaintrules", False),
+    "Pod": ("pods", True),
+    "Workload": ("workloads", True),
+    "PodGroup": ("podgroups", True),
+}
+
+
+class PodFailed(E2EDRAError):
+    """A pod reached a terminal phase while we waited for it to run."""
+
+
+def object_path(obj: dict, *, collection: bool = False) -> str:
+    """The REST path of ``obj`` (or of its collection), from its apiVersion, kind and metadata."""
+    kind = obj.get("kind", "")
+    if kind not in _KINDS:
+        raise E2EDRAError(f"the builder does not know kind {kind!r}; known: {sorted(_KINDS)}")
+    plural, namespaced = _KINDS[kind]
+    metadata = obj.get("metadata", {})
+    return path(
+        obj["apiVersion"],
+        plural,
+        None if collection else metadata["name"],
+        namespace=metadata.get("namespace") if namespaced else None,
+    )
+
+
+def pick_served(
+    kube: Kube, preferred: str, *fallbacks: str, log: Callable[[str], None] = say
+) -> str:
+    """``preferred`` if the server serves it, else the first served fallback (saying so).
+
+    Upstream names API versions explicitly (core-dra deletes through v1beta1, device-taints
+    creates its rule through v1alpha3); a release that no longer serves one must not turn the
+    subtest into a 404.
+    """
+    served = retrying(kube.served)
+    for group_version in (preferred, *fallbacks):
+        if served(group_version):
+            if group_version != preferred:
+                log(f"{preferred} is not served by this cluster; using {group_version} instead")
+            return group_version
+    raise E2EDRAError(f"the API server serves none of {', '.join((preferred, *fallbacks))}")
+
+
+class Builder:
+    """Creates one subtest's objects under upstream's names and checks the pods that use them."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        name_suffix: str,
+        *,
+        namespace: str = "default",
+        image: str | None = None,
+        log: Callable[[str], None] = say,
+    ) -> None:
+        self.kube = kube
+        self.name_suffix = name_suffix
+        self.namespace = namespace
+        self._image = image
+        self.log = log
+        self._pod_counter = 0
+        self._claim_counter = 0
+        self._workload_counter = 0
+        self._pod_group_counter = 0
+        self._classes: list[str] = []
+        self._cleanups: list[Callable[[Kube], None]] = []
+
+    # --- identity -----------------------------------------------------------------------------
+
+    @property
+    def driver_name(self) -> str:
+        return f"{self.namespace}{self.name_suffix}.k8s.io"
+
+    def class_name(self) -> str:
+        return f"{self.namespace}{self.name_suffix}-class"
+
+    def extended_resource_name(self, suffix: str) -> str:
+        return f"{self.driver_name}/resource-{suffix}"
+
+    @property
+    def image(self) -> str:
+        if self._image is None:
+            from e2e_dra.provision import TEST_IMAGE
+
+            self._image = TEST_IMAGE
+        return self._image
+
+    def use_client(self, kube: Kube) -> None:
+        """Talk through ``kube`` from now on (a fresh client after a cluster restart)."""
+        self.kube = kube
+
+    # --- objects ------------------------------------------------------------------------------
+
+    def device_class(
+        self, name: str | None = None, *, extended_resource_name: str | None = None
+    ) -> dict:
+        """A DeviceClass selecting this subtest's driver (the default class unless renamed)."""
+        spec: dict[str, Any] = {
+            "selectors": [{"cel": {"expression": f'device.driver == "{self.driver_name}"'}}]
+        }
+        if extended_resource_name is not None:
+            spec["extendedResourceName"] = extended_resource_name
+        return {
+            "apiVersion": RESOURCE_V1,
+            "kind": "DeviceClass",
+            "metadata": {"name": name or self.class_name()},
+            "spec": spec,
+        }
+
+    def class_with_extended_resource(self, resource: str) -> dict:
+        """A class named after the last path segment of ``resource`` that maps it explicitly."""
+        last = resource.rsplit("/", 1)[-1]
+        return self.device_class(f"{self.class_name()}-{last}", extended_resource_name=resource)
+
+    def claim_spec(self) -> dict:
+        """The default claim spec (v1 and v1beta2 shape): one device of the default class."""
+        return {
+            "devices": {
+                "requests": [
+                    {"name": "my-request", "exactly": {"deviceClassName": self.class_name()}}
+                ],
+                "config": [self._opaque_config()],
+            }
+        }
+
+    def claim_spec_v1beta1(self) -> dict:
+        """The default claim spec in v1beta1 shape (no ``exactly`` level)."""
+        return {
+            "devices": {
+                "requests": [{"name": "my-request", "deviceClassName": self.class_name()}],
+                "config": [self._opaque_config()],
+            }
+        }
+
+    def _opaque_config(self) -> dict:
+        return {"opaque": {"driver": self.driver_name, "parameters": dict(DEFAULT_PARAMETERS)}}
+
+    def external_claim(self) -> dict:
+        """A ResourceClaim for pods to reference: ``external-claim<suffix>``, then ``-2``, ..."""
+        self._claim_counter += 1
+        name = f"external-claim{self.name_suffix}"
+        if self._claim_counter > 1:
+            name += f"-{self._claim_counter}"
+        return {
+            "apiVersion": RESOURCE_V1,
+            "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": self.claim_spec(),
+        }
+
+    def pod(self) -> dict:
+        """A restricted-PSA pod that idles until deleted: ``tester<suffix>-<n>``."""
+        self._pod_counter += 1
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"tester{self.name_suffix}-{self._pod_counter}",
+                "namespace": self.namespace,
+                "labels": {},
+            },
+            "spec": {
+                "restartPolicy": "Never",
+                "securityContext": {
+                    "runAsNonRoot": True,
+                    "runAsUser": NON_ROOT_USER,
+                    "seccompProfile": {"type": "RuntimeDefault"},
+                },
+                "containers": [
+                    {
+                        "name": "write-pod",
+                        "image": self.image,
+                        "imagePullPolicy": "IfNotPresent",
+                        "command": list(IDLE_COMMAND),
+                        "securityContext": {
+                            "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"]},
+                        },
+                        "resources": {},
+                    }
+                ],
+            },
+        }
+
+    def pod_external(self, claim_name: str) -> dict:
+        """A pod whose container uses the existing claim ``claim_name``."""
+        pod = self.pod()
+        pod["spec"]["resourceClaims"] = [
+            {"name": "resource-claim", "resourceClaimName": claim_name}
+        ]
+        container = pod["spec"]["containers"][0]
+        container["name"] = "with-resource"
+        container["resources"]["claims"] = [{"name": "resource-claim"}]
+        return pod
+
+    def pod_inline(self) -> tuple[dict, dict]:
+        """A pod with a claim from a template named like the pod, and that template."""
+        pod = self.pod()
+        name = pod["metadata"]["name"]
+        pod["spec"]["resourceClaims"] = [
+            {"name": "my-inline-claim", "resourceClaimTemplateName": name}
+        ]
+        container = pod["spec"]["containers"][0]
+        container["name"] = "with-resource"
+        container["resources"]["claims"] = [{"name": "my-inline-claim"}]
+        return pod, self._claim_template(name)
+
+    def _claim_template(self, name: str) -> dict:
+        return {
+            "apiVersion": RESOURCE_V1,
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": {"spec": self.claim_spec()},
+        }
+
+    def workload(self) -> dict:
+        """A Workload with one pod group template ``group`` (basic scheduling, no claims)."""
+        name = f"tester{self.name_suffix}-{self._workload_counter}"
+        self._workload_counter += 1
+        return {
+            "apiVersion": SCHEDULING_V1BETA1,
+            "kind": "Workload",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": {"podGroupTemplates": [{"name": "group", "schedulingPolicy": {"basic": {}}}]},
+        }
+
+    def workload_inline(self) -> tuple[dict, dict]:
+        """A Workload whose template claims from a ResourceClaimTemplate named like it."""
+        workload = self.workload()
+        name = workload["metadata"]["name"]
+        workload["spec"]["podGroupTemplates"][0]["resourceClaims"] = [
+            {"name": "my-inline-claim", "resourceClaimTemplateName": name}
+        ]
+        return workload, self._claim_template(name)
+
+    def pod_group(self, workload: dict, template: dict) -> dict:
+        """A PodGroup made from ``template`` of ``workload``: ``<workload>-<template>-<n>``."""
+        workload_name = workload["metadata"]["name"]
+        name = f"{workload_name}-{template['name']}-{self._pod_group_counter}"
+        self._pod_group_counter += 1
+        spec: dict[str, Any] = {
+            "workloadRef": {"workloadName": workload_name, "templateName": template["name"]},
+            "schedulingPolicy": copy.deepcopy(template["schedulingPolicy"]),
+        }
+        if template.get("resourceClaims"):
+            spec["resourceClaims"] = copy.deepcopy(template["resourceClaims"])
+        return {
+            "apiVersion": SCHEDULING_V1BETA1,
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": spec,
+        }
+
+    def grouped_pod_with_claims(self, pod_group: dict) -> dict:
+        """A pod in ``pod_group`` that shares each of the group's claims."""
+        pod = self.pod()
+        pod["spec"]["schedulingGroup"] = {"podGroupName": pod_group["metadata"]["name"]}
+        container = pod["spec"]["containers"][0]
+        for claim in pod_group["spec"].get("resourceClaims", []):
+            pod["spec"].setdefault("resourceClaims", []).append(dict(claim))
+            container["resources"].setdefault("claims", []).append({"name": claim["name"]})
+        return pod
+
+    def device_taint_rule(
+        self,
+        name: str,
+        *,
+        pool: str,
+        device: str,
+        taint: dict,
+        api_version: str = "resource.k8s.io/v1alpha3",
+    ) -> dict:
+        """A DeviceTaintRule that taints one device of this subtest's driver."""
+        return {
+            "apiVersion": api_version,
+            "kind": "DeviceTaintRule",
+            "metadata": {"name": name},
+            "spec": {
+                "deviceSelector": {"driver": self.driver_name, "pool": pool, "device": device},
+                "taint": dict(taint),
+            },
+        }
+
+    # --- API ----------------------------------------------------------------------------------
+
+    def set_up(self) -> dict:
+        """Create the default DeviceClass (upstream's NewBuilderNow does the same)."""
+        return self.create(self.device_class())[0]
+
+    def create(self, *objs: dict) -> list[dict]:
+        """Create each object at its own apiVersion; the server's answers, in order."""
+        created = []
+        for obj in objs:
+            self.log(f"Creating {obj['kind']} {obj['metadata']['name']}")
+            answer = self.kube.create(object_path(obj, collection=True), obj)
+            if obj["kind"] == "DeviceClass":
+                self._classes.append(obj["metadata"]["name"])
+            created.append(answer)
+        return created
+
+    def get(self, obj: dict) -> dict:
+        return self.kube.get(object_path(obj))
+
+    def delete(self, obj: dict) -> None:
+        self.log(f"Deleting {obj['kind']} {obj['metadata']['name']}")
+        self.kube.delete(object_path(obj))
+
+    def defer(self, cleanup: Callable[[Kube], None]) -> None:
+        """Run ``cleanup(kube)`` at :meth:`tear_down`, before pods and claims are removed.
+
+        For objects that the generic tear-down cannot remove by itself (a claim held by a
+        test finalizer, a cluster-wide slice). ``cleanup`` gets the client current at that time.
+        """
+        self._cleanups.append(cleanup)
+
+    def pick_served(self, preferred: str, *fallbacks: str) -> str:
+        return pick_served(self.kube, preferred, *fallbacks, log=self.log)
+
+    # --- pod checks ---------------------------------------------------------------------------
+
+    def read_pod(self, name: str) -> dict:
+        return self.kube.get(path("v1", "pods", name, namespace=self.namespace))
+
+    def wait_running(self, name: str, timeout: float = POD_START_TIMEOUT) -> dict:
+        """Until the pod runs; fails early if it ended instead."""
+
+        def probe() -> dict:
+            pod = self.read_pod(name)
+            phase = pod.get("status", {}).get("phase")
+            if phase in ("Succeeded", "Failed"):
+                raise PodFailed(f"pod {self.namespace}/{name} ended with phase {phase}")
+            return pod
+
+        return eventually(
+            probe,
+            what=f"pod {self.namespace}/{name} to run",
+            timeout=timeout,
+            until=lambda pod: pod.get("status", {}).get("phase") == "Running",
+        )
+
+    def wait_unschedulable(self, name: str, timeout: float = POD_START_TIMEOUT) -> dict:
+        """Until the scheduler reports the pod as Unschedulable (and it is still Pending)."""
+        return eventually(
+            lambda: self.read_pod(name),
+            what=f"pod {self.namespace}/{name} to be unschedulable",
+            timeout=timeout,
+            until=is_unschedulable,
+        )
+
+    def wait_pod_gone(self, name: str, timeout: float = POD_DELETE_TIMEOUT) -> None:
+        self.wait_gone(path("v1", "pods", name, namespace=self.namespace), f"pod {name}", timeout)
+
+    def wait_gone(self, url_path: str, what: str, timeout: float) -> None:
+        """Until GET ``url_path`` answers NotFound."""
+
+        def gone() -> bool:
+            try:
+                self.kube.get(url_path)
+            except NotFound:
+                return True
+            return False
+
+        eventually(gone, what=f"{what} to be deleted", timeout=timeout)
+
+    def delete_pod_and_wait(self, name: str, timeout: float = POD_DELETE_TIMEOUT) -> None:
+        self.log(f"Deleting Pod {name}")
+        self.kube.delete(path("v1", "pods", name, namespace=self.namespace))
+        self.wait_pod_gone(name, timeout)
+
+    def test_pod(
+        self, pod: dict, env: Sequence[str] = DEFAULT_ENV, timeout: float = POD_START_TIMEOUT
+    ) -> None:
+        """The pod runs and every container's environment holds each ``k=v`` line of ``env``."""
+        name = pod["metadata"]["name"]
+        self.wait_running(name, timeout)
+        for container in pod["spec"]["containers"]:
+            self.check_container_env(name, container["name"], env)
+
+    def check_container_env(self, pod_name: str, container: str, env: Iterable[str]) -> None:
+        """``env`` in the container prints each ``k=v`` line (as a substring, like upstream)."""
+        stdout, stderr = self.exec(pod_name, container, ["env"])
+        if stderr:
+            raise AssertionError(f"env in {pod_name}/{container} wrote to stderr: {stderr!r}")
+        missing = [line for line in env if f"{line}\n" not in stdout]
+        if missing:
+            raise AssertionError(
+                f"container {pod_name}/{container} lacks env {missing}; env output:\n{stdout}"
+            )
+
+    def exec(self, pod_name: str, container: str, command: list[str]) -> tuple[str, str]:
+        """Run ``command`` in a container; (stdout, stderr). A failed exec is a KubeError."""
+        from kubernetes import client, stream
+        from kubernetes.client.exceptions import ApiException
+
+        where = f"{self.namespace}/{pod_name}/{container}"
+        api = client.CoreV1Api(self.kube.api_client)
+        try:
+            session = stream.stream(
+                api.connect_get_namespaced_pod_exec,
+                pod_name,
+                self.namespace,
+                command=command,
+                container=container,
+                stdin=False,
+                stdout=True,
+                stderr=True,
+                tty=False,
+                _preload_content=False,
+            )
+        except ApiException as exc:
+            raise KubeError(exc.status or 0, "ExecFailed", str(exc.reason), path=where) from exc
+        try:
+            session.run_forever(timeout=60)
+            stdout = session.read_stdout(timeout=0)
+            stderr = session.read_stderr(timeout=0)
+            if session.is_open():
+                raise KubeError(0, "ExecTimeout", f"{command} did not finish in 60s", path=where)
+            code = session.returncode
+        finally:
+            session.close()
+        if code != 0:
+            raise KubeError(0, "ExecFailed", f"{command} exited with {code}: {stderr}", path=where)
+        return stdout, stderr
+
+    # --- tear-down ----------------------------------------------------------------------------
+
+    def tear_down(self, prepared_claims: Callable[[], list] | None = None) -> None:
+        """Remove what the subtests left: deferred objects, test pods, pod groups, claims, classes.
+
+        Like upstream, this sweeps the whole namespace (pods of the driver proxy excepted), and
+        waits until the driver (``prepared_claims``) has nothing prepared any more, so the
+        driver can be stopped without stranding claims. Tries every step; raises the first
+        error at the end.
+        """
+        errors: list[BaseException] = []
+
+        def attempt(step: str, fn: Callable[[], object]) -> None:
+            try:
+                retrying(fn)()
+            except Exception as exc:
+                self.log(f"tear-down: {step} failed: {exc}")
+                errors.append(exc)
+
+        while self._cleanups:
+            cleanup = self._cleanups.pop()
+            attempt("deferred cleanup", lambda cleanup=cleanup: cleanup(self.kube))
+        attempt("delete test pods", self._delete_test_pods)
+        if retrying(self.kube.served)(SCHEDULING_V1BETA1):
+            attempt("delete pod groups", self._delete_pod_groups)
+        claims = path(
+            self.pick_served(RESOURCE_V1, "resource.k8s.io/v1beta2"),
+            "resourceclaims",
+            namespace=self.namespace,
+        )
+        attempt("delete claims", lambda: self._delete_all(claims))
+        if prepared_claims is not None:
+            attempt(
+                "wait for unprepare",
+                lambda: eventually(
+                    prepared_claims,
+                    what=f"driver {self.driver_name} to unprepare all claims",
+                    timeout=TEARDOWN_TIMEOUT,
+                    until=lambda prepared: not prepared,
+                ),
+            )
+        attempt(
+            "wait for claims",
+            lambda: eventually(
+                lambda: self.kube.list(claims),
+                what=f"all ResourceClaims in {self.namespace} to be deleted",
+                timeout=TEARDOWN_TIMEOUT,
+                until=lambda items: not items,
+            ),
+        )
+        for name in reversed(self._classes):
+            attempt(
+                f"delete DeviceClass {name}",
+                lambda name=name: self.kube.delete(path(RESOURCE_V1, "deviceclasses", name)),
+            )
+        self._classes.clear()
+        if errors:
+            raise errors[0]
+
+    def _test_pods(self) -> list[dict]:
+        key, value = DRIVER_POD_LABEL
+        pods = self.kube.list(path("v1", "pods", namespace=self.namespace))
+        return [p for p in pods if p["metadata"].get("labels", {}).get(key) != value]
+
+    def _delete_test_pods(self) -> None:
+        for pod in self._test_pods():
+            if not pod["metadata"].get("deletionTimestamp"):
+                self.delete(pod)
+        eventually(
+            self._test_pods,
+            what=f"test pods in {self.namespace} to be deleted",
+            timeout=TEARDOWN_TIMEOUT,
+            until=lambda pods: not pods,
+        )
+
+    def _delete_pod_groups(self) -> None:
+        self._delete_all(path(SCHEDULING_V1BETA1, "podgroups", namespace=self.namespace))
+        eventually(
+            lambda: self.kube.list(path(SCHEDULING_V1BETA1, "podgroups", namespace=self.namespace)),
+            what=f"pod groups in {self.namespace} to be deleted",
+            timeout=TEARDOWN_TIMEOUT,
+            until=lambda items: not items,
+        )
+
+    def _delete_all(self, collection: str) -> None:
+        for item in self.kube.list(collection):
+            if not item["metadata"].get("deletionTimestamp"):
+                self.log(f"Deleting {collection.rsplit('/', 1)[-1]} {item['metadata']['name']}")
+                self.kube.delete(f"{collection}/{item['metadata']['name']}")
+
+
+def is_unschedulable(pod: dict) -> bool:
+    """Pending, with PodScheduled=False for reason Unschedulable (upstream's definition)."""
+    status = pod.get("status", {})
+    if status.get("phase") != "Pending":
+        return False
+    return any(
+        c.get("type") == "PodScheduled"
+        and c.get("status") == "False"
+        and c.get("reason") == "Unschedulable"
+        for c in status.get("conditions", [])
+    )
+
+
+def is_allocated(claim: dict) -> bool:
+    return bool(claim.get("status", {}).get("allocation"))

@@ -1,0 +1,133 @@
+"""Shared by extended-resource-explicit and -implicit (DRAExtendedResource).
+
+A pod asks for an extended resource (``resources.requests``) instead of a claim; the scheduler
+creates a "special" ResourceClaim owned by the pod and records it in
+``pod.status.extendedResourceClaimStatus``. Both pods (created before and after the upgrade)
+must keep running with their claims through the downgrade, and the claims must be garbage
+collected with their pods.
+"""
+
+from __future__ import annotations
+
+from e2e_dra.builder import IMPLICIT_EXTENDED_RESOURCE_PREFIX, POD_START_TIMEOUT, is_allocated
+from e2e_dra.kube import NotFound, path
+from e2e_dra.subtest import Context, Phase, Subtest
+from e2e_dra.waits import eventually
+from subtests._pools import devices_per_node
+
+CLAIMS_GONE_TIMEOUT = 180.0
+# The driver sets claim_<claim>_<request>=true; the scheduler names the request of a special
+# claim container-0-request-0, so this substring proves the device was prepared for the pod.
+REQUEST_ENV = "container_0_request_0=true"
+
+
+def extended_resource_subtest(kind: str) -> Subtest:
+    """The subtest ``extended-resource-<kind>``; ``kind`` is "explicit" or "implicit"."""
+
+    def initial(ctx: Context) -> Phase:
+        resource = _resource_name(ctx, kind)
+        before = _create_pod(ctx, f"{kind}-before-upgrade", resource)
+        _verify(ctx, before, resource)
+
+        def after_upgrade(ctx: Context) -> Phase:
+            _verify(ctx, before, resource)
+            after = _create_pod(ctx, f"{kind}-after-upgrade", resource)
+            _verify(ctx, after, resource)
+
+            def after_downgrade(ctx: Context) -> None:
+                pods = (before, after)
+                for pod in pods:
+                    _verify(ctx, pod, resource)
+                claims = [_claim_name(ctx, pod) for pod in pods]
+                for pod in pods:
+                    ctx.builder.delete_pod_and_wait(pod)
+                _wait_claims_gone(ctx, claims)
+
+            return after_downgrade
+
+        return after_upgrade
+
+    return Subtest(name=f"extended-resource-{kind}", initial=initial, resources=devices_per_node(8))
+
+
+def _resource_name(ctx: Context, kind: str) -> str:
+    """Explicit: a new class maps ``<driver>/resource-explicit``; implicit: the default class
+    is reachable as ``deviceclass.resource.kubernetes.io/<class>`` without any setup."""
+    b = ctx.builder
+    if kind == "implicit":
+        return IMPLICIT_EXTENDED_RESOURCE_PREFIX + b.class_name()
+    resource = b.extended_resource_name("explicit")
+    created = b.create(b.class_with_extended_resource(resource))[0]
+    assert created["spec"].get("extendedResourceName") == resource, (
+        f"DeviceClass {created['metadata']['name']} lost spec.extendedResourceName: "
+        "is the DRAExtendedResource feature gate on?"
+    )
+    return resource
+
+
+def _create_pod(ctx: Context, name: str, resource: str) -> str:
+    b = ctx.builder
+    pod = b.pod()
+    pod["metadata"]["name"] = name
+    pod["spec"]["containers"][0]["resources"] = {
+        "requests": {resource: "1"},
+        "limits": {resource: "1"},
+    }
+    b.create(pod)
+    return name
+
+
+def _verify(ctx: Context, name: str, resource: str) -> None:
+    """Running with the driver's env, and a special claim that is allocated and maps ``resource``.
+
+    The run+exec check is retried as a whole: right after a node restart, exec can fail with
+    "unable to upgrade connection: pod does not exist" for a pod the API reports as Running.
+    """
+    b = ctx.builder
+
+    def running_with_env() -> bool:
+        b.test_pod(b.read_pod(name), env=(REQUEST_ENV,))
+        return True
+
+    eventually(
+        running_with_env,
+        what=f"pod {name} running with {REQUEST_ENV} in its env",
+        timeout=POD_START_TIMEOUT,
+    )
+    status = b.read_pod(name).get("status", {}).get("extendedResourceClaimStatus")
+    assert status, f"pod {name} has no status.extendedResourceClaimStatus"
+    claim_name = status["resourceClaimName"]
+    claim = ctx.kube.get(
+        path("resource.k8s.io/v1", "resourceclaims", claim_name, namespace=ctx.namespace)
+    )
+    assert is_allocated(claim), f"ResourceClaim {claim_name} of pod {name} is not allocated"
+    mapped = [m.get("resourceName") for m in status.get("requestMappings", [])]
+    assert resource in mapped, f"pod {name}: requestMappings {mapped} lack {resource}"
+
+
+def _claim_name(ctx: Context, pod: str) -> str:
+    status = ctx.builder.read_pod(pod).get("status", {}).get("extendedResourceClaimStatus")
+    assert status, f"pod {pod} has no status.extendedResourceClaimStatus"
+    return status["resourceClaimName"]
+
+
+def _wait_claims_gone(ctx: Context, names: list[str]) -> None:
+    """The garbage collector removes special claims once their pods are gone."""
+    claims = path("resource.k8s.io/v1", "resourceclaims", namespace=ctx.namespace)
+
+    def remaining() -> list[str]:
+        left = []
+        for name in names:
+            try:
+                ctx.kube.get(f"{claims}/{name}")
+                left.append(name)
+            except NotFound:
+                pass
+        return left
+
+    eventually(
+        remaining,
+        what=f"special ResourceClaims {names} to be garbage-collected",
+        timeout=CLAIMS_GONE_TIMEOUT,
+        until=lambda left: not left,
+    )

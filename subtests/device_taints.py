@@ -1,0 +1,101 @@
+"""device-taints: a taint published in a ResourceSlice and one added by a DeviceTaintRule keep
+working across upgrade and downgrade (scheduling honours them, tolerations let a pod in, a
+NoExecute rule evicts it, and the rule still applies after the downgrade).
+
+No driver resources: the subtest publishes its own cluster-wide slice, so it waits for nothing
+after a restart (the kubelet only wipes slices of node-local drivers).
+"""
+
+from __future__ import annotations
+
+from e2e_dra.builder import object_path
+from e2e_dra.kube import Kube, path
+from e2e_dra.subtest import Context, Phase, Subtest
+from e2e_dra.waits import consistently
+
+TAINT_KEY = "devicetaints"
+POOL = "devicetaints"
+SLICE = "devicetaints"
+DEVICE = "tainted-device"
+RULE = "device-taint-rule"
+FROM_SLICE = {"key": TAINT_KEY, "value": "from-slice", "effect": "NoSchedule"}
+FROM_RULE = {"key": TAINT_KEY, "value": "from-rule", "effect": "NoExecute"}
+EVICTION_TIMEOUT = 300.0
+SELECT_TAINTED = 'device.attributes["example.com"].?type.orValue("") == "devicetaints"'
+
+
+def tainted_slice(driver: str) -> dict:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": SLICE},
+        "spec": {
+            "driver": driver,
+            "pool": {"name": POOL, "generation": 0, "resourceSliceCount": 1},
+            "allNodes": True,
+            "devices": [
+                {
+                    "name": DEVICE,
+                    "attributes": {"example.com/type": {"string": "devicetaints"}},
+                    "taints": [FROM_SLICE],
+                }
+            ],
+        },
+    }
+
+
+def initial(ctx: Context) -> Phase:
+    b = ctx.builder
+    b.create(tainted_slice(b.driver_name))
+    b.defer(_delete_slice)
+
+    claim = b.external_claim()
+    request = claim["spec"]["devices"]["requests"][0]["exactly"]
+    request["selectors"] = [{"cel": {"expression": SELECT_TAINTED}}]
+    pod = b.pod_external(claim["metadata"]["name"])
+    b.create(claim, pod)
+    b.wait_unschedulable(pod["metadata"]["name"])
+
+    # Tolerate the slice's taint: re-create the claim under the same name.
+    request["tolerations"] = [dict(FROM_SLICE)]
+    b.delete(claim)
+    b.wait_gone(object_path(claim), f"claim {claim['metadata']['name']}", timeout=60)
+    b.create(claim)
+    b.test_pod(pod)
+
+    def after_upgrade(ctx: Context) -> Phase:
+        b = ctx.builder
+        consistently(
+            lambda: b.read_pod(pod["metadata"]["name"])["status"].get("phase"),
+            what=f"pod {pod['metadata']['name']} running",
+            duration=30,
+            poll=5,
+            holds=lambda phase: phase == "Running",
+        )
+        version = b.pick_served(
+            "resource.k8s.io/v1alpha3", "resource.k8s.io/v1beta2", "resource.k8s.io/v1"
+        )
+        rule = b.device_taint_rule(
+            RULE, pool=POOL, device=DEVICE, taint=FROM_RULE, api_version=version
+        )
+        b.create(rule)
+        b.defer(lambda kube: kube.delete(path(version, "devicetaintrules", RULE)))
+        b.wait_pod_gone(pod["metadata"]["name"], EVICTION_TIMEOUT)
+
+        def after_downgrade(ctx: Context) -> None:
+            b = ctx.builder
+            b.create(pod)
+            b.wait_unschedulable(pod["metadata"]["name"])
+            # Delete the slice now: the driver's final "all slices gone" check would wait for it.
+            _delete_slice(ctx.kube)
+
+        return after_downgrade
+
+    return after_upgrade
+
+
+def _delete_slice(kube: Kube) -> None:
+    kube.delete(path("resource.k8s.io/v1", "resourceslices", SLICE))
+
+
+SUBTEST = Subtest(name="device-taints", initial=initial)

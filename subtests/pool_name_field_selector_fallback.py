@@ -1,0 +1,78 @@
+"""pool-name-field-selector-fallback: the driver's ResourceSlice controller (told to reconcile
+only one pool) keeps working against a release whose API server rejects the
+``spec.pool.name`` field selector: it must fall back to filtering locally.
+
+Proof, in every phase: delete the pool's slice and see the controller publish a new one (a
+different UID). The pool is cluster-wide, so the driver uses the admin client (node-scoped
+admission refuses cluster-wide slices).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from e2e_dra.driver import Pool
+from e2e_dra.kube import path
+from e2e_dra.subtest import Context, Phase, Subtest
+from e2e_dra.waits import eventually
+
+POOL = "pool-name-field-selector-fallback"
+RECREATE_TIMEOUT = 300.0
+
+
+def resources(nodes: Sequence[str]) -> list[Pool]:
+    return [Pool(POOL, [{"devices": [{"name": "device-00"}]}], all_nodes=True)]
+
+
+def initial(ctx: Context) -> Phase:
+    recreate(ctx)
+
+    def after_upgrade(ctx: Context) -> Phase:
+        recreate(ctx)
+        return recreate
+
+    return after_upgrade
+
+
+def recreate(ctx: Context) -> None:
+    """Delete the pool's only slice; the controller must publish a new one."""
+    old = _the_slice(ctx, f"driver {ctx.driver.name} to publish pool {POOL}")
+    ctx.log(f"Deleting ResourceSlice {old['metadata']['name']}")
+    ctx.kube.delete(path("resource.k8s.io/v1", "resourceslices", old["metadata"]["name"]))
+    _the_slice(
+        ctx,
+        f"driver {ctx.driver.name} to re-publish pool {POOL}",
+        other_than=old["metadata"]["uid"],
+    )
+
+
+def _the_slice(ctx: Context, what: str, other_than: str | None = None) -> dict:
+    def matches(slices: list[dict]) -> bool:
+        return (
+            len(slices) == 1
+            and _is_expected(slices[0], ctx.driver.name)
+            and slices[0]["metadata"]["uid"] != other_than
+        )
+
+    return eventually(ctx.driver.slices, what=what, timeout=RECREATE_TIMEOUT, until=matches)[0]
+
+
+def _is_expected(slice_: dict, driver: str) -> bool:
+    spec = slice_.get("spec", {})
+    return (
+        spec.get("driver") == driver
+        and spec.get("nodeName") is None
+        and spec.get("allNodes") is True
+        and spec.get("pool", {}).get("name") == POOL
+        and spec.get("pool", {}).get("resourceSliceCount") == 1
+        and spec.get("devices") == [{"name": "device-00"}]
+    )
+
+
+SUBTEST = Subtest(
+    name="pool-name-field-selector-fallback",
+    initial=initial,
+    resources=resources,
+    privileged_client=True,
+    reconcile_pool=POOL,
+)

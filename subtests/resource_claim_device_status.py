@@ -1,0 +1,142 @@
+"""resource-claim-device-status: ResourceClaim ``status.devices`` entries written by different
+field managers (as drivers do) survive upgrade and downgrade, through v1beta2 and v1.
+
+No driver is involved: the allocation is written by hand for three fake drivers, and the
+device class ``foo`` does not exist. What is tested is the API server's storage, conversion and
+server-side-apply ownership of the entries.
+"""
+
+from __future__ import annotations
+
+import json
+
+from e2e_dra.kube import Kube, NotFound, path
+from e2e_dra.subtest import Context, Phase, Subtest
+
+CLAIM = "claim-with-device-status"
+FINALIZER = "test.example.com/my-test-finalizer"
+V1BETA2 = "resource.k8s.io/v1beta2"
+V1 = "resource.k8s.io/v1"
+
+ALLOCATION = {
+    "devices": {
+        "results": [
+            {"request": "foo", "driver": "one", "pool": "global", "device": "my-device"},
+            {"request": "foo", "driver": "two", "pool": "global", "device": "another-device"},
+            {"request": "foo", "driver": "three", "pool": "global", "device": "my-device"},
+        ]
+    }
+}
+# Without upstream's "data" field: server-side apply re-encodes raw extensions with negligible
+# differences that would break the equality checks.
+DEVICE_ONE = {
+    "driver": "one",
+    "pool": "global",
+    "device": "my-device",
+    "networkData": {
+        "interfaceName": "net-1",
+        "ips": ["10.9.8.0/24", "2001:db8::/64"],
+        "hardwareAddress": "ea:9f:cb:40:b1:7b",
+    },
+}
+
+
+def _device(driver: str, device: str, interface: str) -> dict:
+    return {
+        "driver": driver,
+        "pool": "global",
+        "device": device,
+        "networkData": {"interfaceName": interface},
+    }
+
+
+DEVICE_TWO = _device("two", "another-device", "net-2")
+DEVICE_TWO_UPDATED = _device("two", "another-device", "yet-another-net")
+DEVICE_THREE = _device("three", "my-device", "net-3")
+
+
+def initial(ctx: Context) -> Phase:
+    version = ctx.builder.pick_served(V1BETA2, V1)
+    claims = path(version, "resourceclaims", namespace=ctx.namespace)
+    claim = ctx.kube.create(
+        claims,
+        {
+            "apiVersion": version,
+            "kind": "ResourceClaim",
+            "metadata": {"name": CLAIM},
+            "spec": {
+                "devices": {"requests": [{"name": "foo", "exactly": {"deviceClassName": "foo"}}]}
+            },
+        },
+    )
+    namespace = ctx.namespace
+    ctx.builder.defer(lambda kube: remove_claim(kube, namespace))
+
+    claim["metadata"]["finalizers"] = [FINALIZER]
+    claim = ctx.kube.update(f"{claims}/{CLAIM}", claim)
+    claim["status"] = {"allocation": ALLOCATION}
+    claim = ctx.kube.update(f"{claims}/{CLAIM}/status", claim)
+
+    claim["status"]["devices"] = [DEVICE_ONE]
+    claim = ctx.kube.update(f"{claims}/{CLAIM}/status", claim)
+    _expect_devices(claim, [DEVICE_ONE], "after update")
+
+    claim = _apply_status(ctx, version, "manager-1", [DEVICE_TWO])
+    _expect_devices(claim, [DEVICE_ONE, DEVICE_TWO], "after apply by manager-1")
+    claim = _apply_status(ctx, version, "manager-2", [DEVICE_THREE])
+    _expect_devices(claim, [DEVICE_ONE, DEVICE_TWO, DEVICE_THREE], "after apply by manager-2")
+    ctx.log(json.dumps(claim, indent=2))
+    return after_upgrade
+
+
+def after_upgrade(ctx: Context) -> Phase:
+    claim = _apply_status(ctx, V1, "manager-1", [DEVICE_TWO_UPDATED])
+    _expect_devices(claim, [DEVICE_ONE, DEVICE_TWO_UPDATED, DEVICE_THREE], "after v1 apply")
+    return after_downgrade
+
+
+def after_downgrade(ctx: Context) -> None:
+    version = ctx.builder.pick_served(V1BETA2, V1)
+    # An apply that states nothing removes what manager-2 owned.
+    claim = _apply_status(ctx, version, "manager-2", None)
+    _expect_devices(claim, [DEVICE_ONE, DEVICE_TWO_UPDATED], "after empty apply by manager-2")
+    remove_claim(ctx.kube, ctx.namespace)
+
+
+def _apply_status(ctx: Context, version: str, manager: str, devices: list[dict] | None) -> dict:
+    body: dict = {
+        "apiVersion": version,
+        "kind": "ResourceClaim",
+        "metadata": {"name": CLAIM, "namespace": ctx.namespace},
+    }
+    if devices is not None:
+        body["status"] = {"devices": devices}
+    url = path(version, "resourceclaims", CLAIM, namespace=ctx.namespace, subresource="status")
+    return ctx.kube.patch(url, body, kind="apply", fieldManager=manager, force=True)
+
+
+def _expect_devices(claim: dict, expected: list[dict], when: str) -> None:
+    # The server writes unset fields as null ("conditions": null); Go compares them as absent.
+    actual = [
+        {k: v for k, v in device.items() if v is not None}
+        for device in claim.get("status", {}).get("devices") or []
+    ]
+    assert actual == expected, f"status.devices {when}: expected {expected}, got {actual}"
+
+
+def remove_claim(kube: Kube, namespace: str) -> None:
+    """Deallocate, drop the test finalizer, delete: a finalized claim never goes away by itself."""
+    url = path(V1, "resourceclaims", CLAIM, namespace=namespace)
+    try:
+        claim = kube.get(url)
+    except NotFound:
+        return
+    if claim.get("status", {}).get("allocation"):
+        claim["status"]["allocation"] = None
+        claim = kube.update(f"{url}/status", claim)
+    claim["metadata"]["finalizers"] = None
+    kube.update(url, claim)
+    kube.delete(url)
+
+
+SUBTEST = Subtest(name="resource-claim-device-status", initial=initial)

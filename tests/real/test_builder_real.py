@@ -1,0 +1,160 @@
+"""The builder and two subtests against a real cluster of the current release (no restarts).
+
+Runs each phase chain back to back on one cluster: this proves the objects are accepted, the
+pods run with the driver's env, the checks really look at the pod, and tear-down leaves the
+namespace empty. The upgrade/downgrade itself is the main suite's job.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from e2e_dra._console import in_ci, say
+from e2e_dra.builder import Builder
+from e2e_dra.errors import E2EDRAError
+from e2e_dra.kube import Kube, path
+from e2e_dra.subtest import Context, Subtest
+from e2e_dra.waits import eventually
+
+pytestmark = pytest.mark.real
+
+NODE = "127.0.0.1"
+RUNTIME_CONFIG = "resource.k8s.io/v1beta1,resource.k8s.io/v1beta2,resource.k8s.io/v1alpha3"
+FEATURE_GATES = (
+    "DRADeviceTaintRules=true,DRADeviceTaints=true,DRAExtendedResource=true,"
+    "DRAPartitionableDevices=true"
+)
+HOW_TO_INSTALL = "run `./run.sh e2e-dra provision` as root (see README: Requirements)"
+
+
+def _missing(reason: str) -> None:
+    """In CI a missing real part fails the run; elsewhere the test is skipped with the reason."""
+    message = f"{reason}: {HOW_TO_INSTALL}"
+    if in_ci():
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@dataclass
+class Live:
+    kube: Kube
+    artifacts: Path
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    from e2e_dra.provision import ensure_node_runtime
+    from e2e_dra.releases._select import _fetched_current, _local_current, release_source
+    from localupcluster.cluster import Cluster
+
+    if os.geteuid() != 0:
+        _missing("a real cluster needs root")
+    try:
+        release = _local_current() or _fetched_current(release_source())
+        if release.source_dir is None:
+            _missing(f"no Kubernetes source tree for {release.version}")
+        runtime = ensure_node_runtime(release.source_dir)
+    except E2EDRAError as exc:
+        _missing(f"no release or node runtime to run ({exc})")
+        raise  # unreachable: _missing raises
+    artifacts = tmp_path_factory.mktemp("builder-real")
+    assert release.source_dir is not None
+    cluster = Cluster(release.source_dir, artifacts / "logs")
+    env = {**runtime.env(), "RUNTIME_CONFIG": RUNTIME_CONFIG, "FEATURE_GATES": FEATURE_GATES}
+    try:
+        cluster.start("0-builder", release.bin_dir, env)
+        kube = Kube.from_kubeconfig(cluster.kubeconfig)
+        eventually(
+            lambda: kube.get(path("v1", "nodes", NODE)),
+            what=f"node {NODE} to be ready",
+            timeout=300,
+            until=lambda node: any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in node.get("status", {}).get("conditions", [])
+            ),
+        )
+        yield Live(kube, artifacts)
+    finally:
+        cluster.stop()
+
+
+def _run_chain(live: Live, subtest: Subtest) -> Builder:
+    """Set up the subtest's driver and builder, run its three phases, tear down."""
+    from e2e_dra.driver import Driver
+
+    resources = subtest.resources([NODE]) if subtest.resources else None
+    driver = Driver(
+        f"default{subtest.name}.k8s.io",
+        NODE,
+        live.kube,
+        resources=resources,
+        privileged_client=subtest.privileged_client,
+        reconcile_pool=subtest.reconcile_pool,
+        log_dir=live.artifacts,
+    )
+    builder = Builder(live.kube, subtest.name)
+    driver.start()
+    try:
+        driver.wait_registered()
+        if resources is not None:
+            driver.wait_for_slices()
+        builder.set_up()
+        phase = subtest.initial
+        for name in ("after-cluster-creation", "after-cluster-upgrade", "after-cluster-downgrade"):
+            say(f"{subtest.name}: {name}")
+            ctx = Context(live.kube.fresh(), driver, builder, [NODE], name, live.artifacts)
+            builder.use_client(ctx.kube)
+            phase = phase(ctx)
+        assert phase is None
+        builder.tear_down(driver.prepared_claims)
+    finally:
+        driver.stop()
+    return builder
+
+
+def test_core_dra_chain_runs_and_leaves_nothing(live: Live) -> None:
+    from subtests import core_dra
+
+    _run_chain(live, core_dra.SUBTEST)
+    assert live.kube.list(path("v1", "pods", namespace="default")) == []
+    assert live.kube.list(path("resource.k8s.io/v1", "resourceclaims", namespace="default")) == []
+    classes = [
+        c["metadata"]["name"] for c in live.kube.list(path("resource.k8s.io/v1", "deviceclasses"))
+    ]
+    assert "defaultcore-dra-class" not in classes
+
+
+def test_resource_claim_device_status_chain(live: Live) -> None:
+    from subtests import resource_claim_device_status
+
+    _run_chain(live, resource_claim_device_status.SUBTEST)
+    with pytest.raises(E2EDRAError, match="NotFound"):
+        live.kube.get(
+            path(
+                "resource.k8s.io/v1",
+                "resourceclaims",
+                "claim-with-device-status",
+                namespace="default",
+            )
+        )
+
+
+def test_env_check_looks_at_the_container(live: Live) -> None:
+    """A pod without a claim runs, but the driver's env line is absent: the check must say so."""
+    builder = Builder(live.kube, "env-check")
+    pod = builder.pod()
+    builder.create(pod)
+    try:
+        builder.wait_running(pod["metadata"]["name"])
+        builder.check_container_env(
+            pod["metadata"]["name"], "write-pod", ["KUBERNETES_PORT_443_TCP_PROTO=tcp"]
+        )
+        with pytest.raises(AssertionError, match="lacks env \\['user_a=b'\\]"):
+            builder.test_pod(pod)
+    finally:
+        builder.delete_pod_and_wait(pod["metadata"]["name"])

@@ -1,0 +1,114 @@
+"""eventually/consistently: what they return, when they give up, and what they say then."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from e2e_dra.kube import KubeError, NotFound
+from e2e_dra.waits import WaitTimeout, consistently, eventually
+
+
+def test_eventually_returns_the_first_value_that_satisfies() -> None:
+    counter = itertools.count()
+    assert (
+        eventually(lambda: next(counter), what="3", timeout=5, poll=0, until=lambda v: v >= 3) == 3
+    )
+
+
+def test_eventually_retries_assertions_and_api_errors() -> None:
+    attempts = iter(
+        [AssertionError("not yet"), NotFound(404, "NotFound", 'pods "p" not found'), "done"]
+    )
+
+    def probe() -> str:
+        item = next(attempts)
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    assert eventually(probe, what="done", timeout=5, poll=0) == "done"
+
+
+def test_eventually_timeout_names_what_and_last_value() -> None:
+    with pytest.raises(WaitTimeout) as caught:
+        eventually(
+            lambda: "Pending",
+            what="pod p to run",
+            timeout=0.05,
+            poll=0.01,
+            until=lambda phase: phase == "Running",
+        )
+    assert "waiting for pod p to run" in str(caught.value)
+    assert "last value: 'Pending'" in str(caught.value)
+
+
+def test_eventually_timeout_names_last_error() -> None:
+    def probe() -> None:
+        raise KubeError(0, "ProtocolError", "connection reset")
+
+    with pytest.raises(WaitTimeout, match=r"last error: KubeError: .*connection reset"):
+        eventually(probe, what="x", timeout=0.05, poll=0.01)
+
+
+def test_eventually_does_not_hide_programming_errors() -> None:
+    calls = []
+
+    def probe() -> None:
+        calls.append(1)
+        raise KeyError("status")
+
+    with pytest.raises(KeyError):
+        eventually(probe, what="x", timeout=5, poll=0)
+    assert len(calls) == 1
+
+
+def test_consistently_returns_last_value_while_holding() -> None:
+    counter = itertools.count()
+    assert (
+        consistently(
+            lambda: next(counter), what="n", duration=0.05, poll=0.01, holds=lambda v: v >= 0
+        )
+        >= 1
+    )
+
+
+def test_consistently_fails_when_the_condition_breaks() -> None:
+    values = iter(["Running", "Running", "Failed", "Running"])
+    with pytest.raises(WaitTimeout, match=r"pod p running stopped holding .* value: 'Failed'"):
+        consistently(
+            lambda: next(values),
+            what="pod p running",
+            duration=5,
+            poll=0,
+            holds=lambda phase: phase == "Running",
+        )
+
+
+def test_consistently_skips_transient_errors_only() -> None:
+    values = iter([KubeError(403, "Forbidden", "bogus after restart"), "ok", "ok", "ok"])
+
+    def probe() -> str:
+        item = next(values, "ok")
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    assert (
+        consistently(probe, what="ok", duration=0.05, poll=0.01, holds=lambda v: v == "ok") == "ok"
+    )
+
+    def conflict() -> None:
+        raise KubeError(409, "Conflict", "real")
+
+    with pytest.raises(KubeError, match="Conflict"):
+        consistently(conflict, what="x", duration=5, poll=0)
+
+
+def test_consistently_needs_one_observation() -> None:
+    def down() -> None:
+        raise KubeError(0, "NewConnectionError", "connection refused")
+
+    with pytest.raises(WaitTimeout, match="could not observe apiserver"):
+        consistently(down, what="apiserver", duration=0.05, poll=0.01)

@@ -40,10 +40,15 @@ class Subtest:
     privileged_client: bool = False
     # Let the driver's ResourceSlice controller reconcile only this pool.
     reconcile_pool: str | None = None
-    # API group/versions both releases must serve, e.g. "scheduling.k8s.io/v1beta1".
+    # API group/versions both releases must serve, e.g. "scheduling.k8s.io/v1beta1"; they are
+    # added to RUNTIME_CONFIG when the subtest runs.
     requires: tuple[str, ...] = ()
     # Feature gates the cluster must enable for this subtest (merged into FEATURE_GATES).
     feature_gates: tuple[str, ...] = ()
+    # The first Kubernetes minor ("1.37") that has everything this subtest needs. Both releases
+    # under test must be at least that; otherwise the subtest is skipped and its gates and
+    # runtime config stay off (an older release may know a gate but not the API it guards).
+    since: str | None = None
 
 
 GATE_CYCLE_PHASES = ("phase-0-gate-on", "phase-1-gate-off", "phase-2-gate-on-again")
@@ -72,6 +77,26 @@ class GateCycleSubtest:
     # Added to RUNTIME_CONFIG, e.g. "scheduling.k8s.io/v1beta1".
     extra_runtime_config: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
+    # The first Kubernetes minor that has everything this subtest needs (see Subtest.since).
+    since: str | None = None
+
+
+def too_old(since: str | None, *versions: str) -> str | None:
+    """Which of ``versions`` (``v1.36.5`` or ``1.36``) is older than the minor ``since``."""
+    if since is None:
+        return None
+    from e2e_dra.errors import VersionError
+    from e2e_dra.versions import parse_minor, parse_version
+
+    floor = parse_minor(since)
+    for version in versions:
+        try:
+            parsed: Any = parse_version(version)
+        except VersionError:
+            parsed = parse_minor(version)
+        if (parsed.major, parsed.minor) < (floor.major, floor.minor):
+            return version
+    return None
 
 
 @dataclass

@@ -1,57 +1,91 @@
-"""FEATURE_GATES filtering: what the binaries' --help says decides which gates are passed on."""
+"""FEATURE_GATES filtering: each release's kube-apiserver decides which gates it accepts."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
-from e2e_dra._suite._gates import choose_gates, settable_gates
+from e2e_dra._suite._gates import choose_gates, culprit, refusal
+from e2e_dra.errors import E2EDRAError
 
-APISERVER_HELP = """
-      --feature-gates colonSeparatedMultimapStringString
-                A set of key=value pairs that describe feature gates. Options are:
-                kube:AllAlpha=true|false (ALPHA - default=false)
-                kube:DRAPartitionableDevices=true|false (BETA - default=true)
-                kube:DRAWorkloadResourceClaims=true|false (ALPHA - default=false)
-                kube:OldThing=true|false (DEPRECATED - default=false)
-      --goaway-chance float
+# A stand-in for kube-apiserver's flag validation: enough to exercise the loop that asks it.
+FAKE_APISERVER = r"""#!/bin/sh
+gates="${1#--feature-gates=}"
+for pair in $(echo "$gates" | tr ',' ' '); do
+  name="${pair%%=*}"; value="${pair#*=}"
+  case " $KNOWN " in *" $name "*) ;; *)
+    echo "E1129 err=\"unrecognized feature gate: $name\"" >&2; exit 1;;
+  esac
+  case " $LOCKED " in *" $name "*)
+    if [ "$value" = false ]; then
+      echo "err=\"cannot set feature gate $name to false, feature is locked to true\"" >&2; exit 1
+    fi;;
+  esac
+done
+echo "Kubernetes $VERSION"
 """
-KUBELET_HELP = """
-      --feature-gates mapStringBool
-                APIResponseCompression=true|false (BETA - default=true)
-                DRAPartitionableDevices=true|false (BETA - default=true)
-"""
 
 
-def test_help_lists_settable_gates_with_or_without_component_prefix() -> None:
-    assert settable_gates(APISERVER_HELP) == {
-        "AllAlpha": "ALPHA",
-        "DRAPartitionableDevices": "BETA",
-        "DRAWorkloadResourceClaims": "ALPHA",
-        "OldThing": "DEPRECATED",
-    }
-    assert set(settable_gates(KUBELET_HELP)) == {
-        "APIResponseCompression",
-        "DRAPartitionableDevices",
-    }
-
-
-def test_gates_not_settable_everywhere_are_dropped_with_the_binary_named() -> None:
-    accepted = {
-        "old/kube-apiserver": frozenset(settable_gates(APISERVER_HELP)),
-        "old/kubelet": frozenset(settable_gates(KUBELET_HELP)),
-    }
-
-    choice = choose_gates(
-        "DRAPartitionableDevices=true,DRAWorkloadResourceClaims=true,DRAExtendedResource=true",
-        accepted,
+def fake_release(tmp_path: Path, name: str, known: str, locked: str = "") -> Path:
+    bin_dir = tmp_path / name / "bin"
+    bin_dir.mkdir(parents=True)
+    script = bin_dir / "kube-apiserver"
+    script.write_text(
+        FAKE_APISERVER.replace("$KNOWN", known).replace("$LOCKED", locked).replace("$VERSION", name)
     )
+    os.chmod(script, 0o755)
+    return bin_dir
 
-    assert choice.flag_value == "DRAPartitionableDevices=true"
-    assert set(choice.dropped) == {"DRAWorkloadResourceClaims", "DRAExtendedResource"}
-    assert "old/kubelet" in choice.dropped["DRAWorkloadResourceClaims"]
-    assert "old/kube-apiserver" not in choice.dropped["DRAWorkloadResourceClaims"]
+
+@pytest.mark.parametrize(
+    ("message", "gate"),
+    [
+        ('E1129 run.go:72] "command failed" err="unrecognized feature gate: NoSuch"', "NoSuch"),
+        (
+            'err="cannot set feature gate DRADeviceTaints to false, feature is locked to true"',
+            "DRADeviceTaints",
+        ),
+        (
+            'err="DRAWorkloadResourceClaims is enabled, but depends on features that are disabled: '
+            '[GenericWorkload]"',
+            "DRAWorkloadResourceClaims",
+        ),
+        ("flag provided but not defined: -feature-gates", None),
+    ],
+)
+def test_the_refused_gate_is_read_from_the_message(message: str, gate: str | None) -> None:
+    assert culprit(message) == gate
+
+
+def test_gates_a_release_refuses_are_dropped_with_the_binary_and_reason(tmp_path: Path) -> None:
+    old = fake_release(tmp_path, "v1.36.5", known="DRADeviceTaints DRAExtendedResource")
+    new = fake_release(tmp_path, "v1.37.2", known="DRADeviceTaints DRAExtendedResource NewGate")
+
+    choice = choose_gates("NewGate=true,DRADeviceTaints=true,DRAExtendedResource=true", [old, new])
+
+    assert choice.flag_value == "DRADeviceTaints=true,DRAExtendedResource=true"
+    assert list(choice.dropped) == ["NewGate"]
+    assert str(old / "kube-apiserver") in choice.dropped["NewGate"]
+    assert "unrecognized feature gate: NewGate" in choice.dropped["NewGate"]
+
+
+def test_a_locked_gate_can_be_set_to_its_locked_value_only(tmp_path: Path) -> None:
+    release = fake_release(tmp_path, "v1.37.2", known="DRADeviceTaints", locked="DRADeviceTaints")
+    assert refusal(release / "kube-apiserver", "DRADeviceTaints=true") is None
+    assert "locked to true" in (refusal(release / "kube-apiserver", "DRADeviceTaints=false") or "")
+
+
+def test_a_refusal_that_names_no_gate_is_an_error(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "broken" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "kube-apiserver").write_text("#!/bin/sh\necho 'segmentation fault' >&2\nexit 2\n")
+    os.chmod(bin_dir / "kube-apiserver", 0o755)
+    with pytest.raises(E2EDRAError, match="refuses --feature-gates=A=true: segmentation fault"):
+        choose_gates("A=true", [bin_dir])
 
 
 def test_a_malformed_gate_is_an_error_naming_feature_gates() -> None:
-    with pytest.raises(Exception, match="FEATURE_GATES"):
-        choose_gates("DRAPartitionableDevices", {})
+    with pytest.raises(E2EDRAError, match="FEATURE_GATES"):
+        choose_gates("DRAPartitionableDevices", [])

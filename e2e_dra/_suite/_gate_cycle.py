@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from e2e_dra._suite._gates import binary_gates
+from e2e_dra._suite._gates import PROBED_BINARY, refusal
 from e2e_dra._suite._plan import GATE_CYCLE_PHASES, Entry
 from e2e_dra._suite._real import ClusterBackend, turn
 from e2e_dra._suite._upgrade import RUNTIME_CONFIG
@@ -35,6 +35,10 @@ class GateCycleBackend(ClusterBackend):
         else:
             raise ValueError(f"unknown cluster step {step!r}")
 
+    def tested_versions(self) -> tuple[str, ...]:
+        assert self.versions is not None
+        return (self.versions.current.version,)
+
     def unmet(self, name: str) -> str | None:
         assert self.versions is not None
         subtest = self.subtests[name]
@@ -43,10 +47,19 @@ class GateCycleBackend(ClusterBackend):
         if emulated and _minor(emulated) > _minor(current.version):
             return f"emulates {emulated}, newer than the current release {current.version}"
         if not emulated:
-            known = binary_gates(current.bin_dir / "kube-apiserver")
-            missing = [g for g in subtest.toggled_gates if g.partition("=")[0] not in known]
-            if missing:
-                return f"{current.version} cannot toggle {', '.join(missing)}"
+            binary = current.bin_dir / PROBED_BINARY
+            for value in ("true", "false"):
+                gates = ",".join(
+                    p
+                    for p in (
+                        turn(subtest.enabled_gates, "true"),
+                        turn(subtest.toggled_gates, value),
+                    )
+                    if p
+                )
+                why = refusal(binary, gates)
+                if why is not None:
+                    return f"{current.version} cannot run with --feature-gates={gates}: {why}"
         return super().unmet(name)
 
     def _gates(self, name: str, on: bool) -> str:
@@ -57,7 +70,7 @@ class GateCycleBackend(ClusterBackend):
     def _bring_up(self, name: str) -> None:
         assert self.versions is not None
         subtest = self.subtests[name]
-        env = {"RUNTIME_CONFIG": ",".join([RUNTIME_CONFIG, *subtest.extra_runtime_config])}
+        env = {"RUNTIME_CONFIG": ",".join([*RUNTIME_CONFIG, *subtest.extra_runtime_config])}
         if subtest.emulated_version:
             env["EMULATED_VERSION"] = subtest.emulated_version
         self.info.setdefault("subtests", {})[name] = {"env": env, "gates": self._gates(name, True)}

@@ -1,10 +1,12 @@
-"""Which feature gates a pair of releases lets us set, read from the binaries themselves.
+"""Which feature gates a pair of releases lets us set, asked of the binaries themselves.
 
-Upstream passes a fixed FEATURE_GATES list to both releases. A gate that one of them does not know,
-or that it has locked (GA, removed), makes that component refuse to start, and the failure would
-look like a broken upgrade. The binaries say what they accept: ``--help`` lists every settable
-gate as ``Name=true|false (ALPHA|BETA - default=...)``; anything missing there is dropped (and
-said so), never silently passed on.
+Upstream passes one fixed FEATURE_GATES list to both releases. A gate that one of them does not
+know, has locked to the other value, or cannot enable because a gate it depends on is off, makes
+the control plane refuse to start, and that would look like a broken upgrade. ``kube-apiserver``
+checks all of this while parsing its flags, before it acts on ``--version``, so asking it with
+the whole list answers exactly what its release accepts; every gate it refuses is dropped (and
+said so), never silently passed on. The kubelet, scheduler and controller-manager share the same
+gate registry (``pkg/features``).
 """
 
 from __future__ import annotations
@@ -12,45 +14,56 @@ from __future__ import annotations
 import functools
 import re
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from e2e_dra.errors import E2EDRAError
 from localupcluster._gates import format_feature_gates, parse_feature_gates
 
-GATED_BINARIES = ("kube-apiserver", "kubelet")
-"""The control plane shares the apiserver's gate registry; the kubelet has its own."""
+PROBED_BINARY = "kube-apiserver"
 
-_GATE_LINE = re.compile(
-    r"(?:[A-Za-z0-9_-]+:)?(?P<name>[A-Za-z][A-Za-z0-9]*)=true\|false"
-    r"\s*\((?P<stage>[A-Z]+)?\s*-\s*default=(?P<default>true|false)\)"
+_CULPRITS = (
+    re.compile(r"unrecognized feature gate: (?P<gate>\w+)"),
+    re.compile(r"cannot set feature gate (?P<gate>\w+) to \w+, feature is locked to \w+"),
+    re.compile(r"(?P<gate>\w+) is enabled, but depends on features that are disabled"),
 )
 
 
-def settable_gates(help_text: str) -> dict[str, str]:
-    """Gate name -> stage ("ALPHA", "BETA", ...) for every gate a ``--help`` text lists."""
-    return {m["name"]: m["stage"] or "" for m in _GATE_LINE.finditer(help_text)}
-
-
 @functools.cache
-def binary_gates(binary: Path) -> frozenset[str]:
-    """The gates ``binary --help`` lists as settable (cached: a binary does not change)."""
+def refusal(binary: Path, gates: str) -> str | None:
+    """Why ``binary --feature-gates=<gates>`` refuses to start, or None when it accepts them."""
     try:
         done = subprocess.run(
-            [str(binary), "--help"], capture_output=True, text=True, timeout=60, check=False
+            [str(binary), f"--feature-gates={gates}", "--version"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
-    except OSError as exc:
-        raise E2EDRAError(f"cannot run {binary} --help to list its feature gates: {exc}") from exc
-    gates = settable_gates(done.stdout + done.stderr)
-    if not gates:
-        raise E2EDRAError(f"{binary} --help lists no feature gates; is it a Kubernetes binary?")
-    return frozenset(gates)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise E2EDRAError(f"cannot run {binary} to check feature gates: {exc}") from exc
+    if done.returncode == 0:
+        return None
+    return (
+        (done.stderr or done.stdout).strip().splitlines()[-1]
+        if (done.stderr or done.stdout)
+        else f"exit status {done.returncode}"
+    )
+
+
+def culprit(message: str) -> str | None:
+    """The gate a refusal message names."""
+    for pattern in _CULPRITS:
+        match = pattern.search(message)
+        if match:
+            return match["gate"]
+    return None
 
 
 @dataclass(frozen=True)
 class GateChoice:
-    """What we asked for, what all binaries accept, and why the rest was dropped."""
+    """What we asked for, what every release accepts, and why the rest was dropped."""
 
     kept: dict[str, str]
     dropped: dict[str, str]  # gate -> reason
@@ -60,23 +73,27 @@ class GateChoice:
         return format_feature_gates(self.kept)
 
 
-def common_gates(bin_dirs: Iterable[Path]) -> dict[str, frozenset[str]]:
-    """Per binary path, the gates it accepts, for every gated binary of every bin dir."""
-    return {
-        str(bin_dir / name): binary_gates(bin_dir / name)
-        for bin_dir in bin_dirs
-        for name in GATED_BINARIES
-    }
-
-
-def choose_gates(wanted: str, accepted: Mapping[str, frozenset[str]]) -> GateChoice:
-    """Keep the gates of ``wanted`` ("A=true,B=false") that every binary in ``accepted`` lists."""
-    kept: dict[str, str] = {}
+def choose_gates(wanted: str, bin_dirs: Iterable[Path]) -> GateChoice:
+    """Keep the gates of ``wanted`` (``"A=true,B=false"``) that every release accepts together."""
+    kept = parse_feature_gates(wanted, where="FEATURE_GATES")
     dropped: dict[str, str] = {}
-    for gate, value in parse_feature_gates(wanted, where="FEATURE_GATES").items():
-        refusing = [binary for binary, gates in accepted.items() if gate not in gates]
-        if refusing:
-            dropped[gate] = "not settable in " + ", ".join(refusing) + " (unknown, GA or locked)"
-        else:
-            kept[gate] = value
+    for bin_dir in bin_dirs:
+        binary = bin_dir / PROBED_BINARY
+        while kept:
+            message = refusal(binary, format_feature_gates(kept))
+            if message is None:
+                break
+            gate = culprit(message)
+            if gate is None or gate not in kept:
+                raise E2EDRAError(
+                    f"{binary} refuses --feature-gates={format_feature_gates(kept)}: {message}"
+                )
+            dropped[gate] = f"refused by {binary}: {_reason(message)}"
+            del kept[gate]
     return GateChoice(kept, dropped)
+
+
+def _reason(message: str) -> str:
+    """The part of a klog error line that says what is wrong."""
+    match = re.search(r'err="(?P<err>[^"]+)"', message)
+    return match["err"] if match else message

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from e2e_dra._suite._artifacts import dump_cluster, write_json
 from e2e_dra._suite._plan import Entry
 from e2e_dra.errors import E2EDRAError
-from e2e_dra.subtest import Context
+from e2e_dra.subtest import Context, too_old
 
 if TYPE_CHECKING:
     from e2e_dra.builder import Builder
@@ -148,6 +148,10 @@ class ClusterBackend:
         from e2e_dra.kube import retrying
 
         subtest = self.subtests[name]
+        if self.versions is not None:
+            old = too_old(subtest.since, *self.tested_versions())
+            if old is not None:
+                return f"needs Kubernetes >= {subtest.since}; {old} is older"
         dropped = dict(self.info.get("feature_gates_dropped") or {})
         for gate in getattr(subtest, "feature_gates", ()):
             gate_name = gate.partition("=")[0]
@@ -159,6 +163,11 @@ class ClusterBackend:
                 if not retrying(self.kube.served)(group_version):
                     return f"needs {group_version}, which {version} does not serve"
         return None
+
+    def tested_versions(self) -> tuple[str, ...]:
+        """The releases a subtest runs on (both, for an upgrade and downgrade)."""
+        assert self.versions is not None
+        return (self.versions.previous.version, self.versions.current.version)
 
     def drop(self, subtest: str) -> None:
         self.dropped.add(subtest)

@@ -8,29 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from e2e_dra._suite._gates import choose_gates, common_gates
+from e2e_dra._suite._gates import choose_gates
 from e2e_dra._suite._plan import Entry
 from e2e_dra._suite._real import ClusterBackend
+from e2e_dra.subtest import too_old
 
-RUNTIME_CONFIG = ",".join(
-    (
-        "resource.k8s.io/v1beta1",
-        "resource.k8s.io/v1beta2",
-        "resource.k8s.io/v1alpha3",
-        "scheduling.k8s.io/v1beta1",
-    )
+RUNTIME_CONFIG = ("resource.k8s.io/v1beta1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1alpha3")
+FEATURE_GATES = (
+    "DRADeviceTaintRules",
+    "DRADeviceTaints",
+    "DRAExtendedResource",
+    "DRAPartitionableDevices",
 )
-FEATURE_GATES = ",".join(
-    f"{gate}=true"
-    for gate in (
-        "DRADeviceTaintRules",
-        "DRADeviceTaints",
-        "DRAExtendedResource",
-        "DRAPartitionableDevices",
-        "DRAWorkloadResourceClaims",
-        "GenericWorkload",
-    )
-)
+"""Upstream's base settings; subtests add their own ``requires`` and ``feature_gates``."""
 
 
 class UpgradeDowngradeBackend(ClusterBackend):
@@ -38,6 +28,7 @@ class UpgradeDowngradeBackend(ClusterBackend):
         super().__init__(*args, **kwargs)
         self._restore: Any = None
         self._feature_gates = ""
+        self._runtime_config = ""
 
     def run_step(self, entry: Entry) -> None:
         step = entry.step
@@ -58,19 +49,26 @@ class UpgradeDowngradeBackend(ClusterBackend):
 
     def _versions(self) -> None:
         versions = self.resolve_versions()
+        active = [
+            s
+            for s in self.subtests.values()
+            if too_old(s.since, versions.previous.version, versions.current.version) is None
+        ]
+        runtime_config = [*RUNTIME_CONFIG]
+        runtime_config += sorted({gv for s in active for gv in s.requires} - set(RUNTIME_CONFIG))
         wanted = ",".join(
-            [FEATURE_GATES]
-            + [_with_value(g) for s in self.subtests.values() for g in s.feature_gates]
+            _with_value(gate)
+            for gate in [*FEATURE_GATES, *(g for s in active for g in s.feature_gates)]
         )
-        accepted = common_gates([versions.previous.bin_dir, versions.current.bin_dir])
-        choice = choose_gates(wanted, accepted)
+        choice = choose_gates(wanted, [versions.previous.bin_dir, versions.current.bin_dir])
         for gate, why in sorted(choice.dropped.items()):
             self.say(f"FEATURE_GATES: dropping {gate}: {why}")
         self._feature_gates = choice.flag_value
+        self._runtime_config = ",".join(runtime_config)
         self.info.update(
             feature_gates=self._feature_gates,
             feature_gates_dropped=choice.dropped,
-            runtime_config=RUNTIME_CONFIG,
+            runtime_config=self._runtime_config,
         )
 
     @property
@@ -80,7 +78,7 @@ class UpgradeDowngradeBackend(ClusterBackend):
 
     def _bring_up(self) -> None:
         assert self.versions is not None
-        env = {"RUNTIME_CONFIG": RUNTIME_CONFIG, "FEATURE_GATES": self._feature_gates}
+        env = {"RUNTIME_CONFIG": self._runtime_config, "FEATURE_GATES": self._feature_gates}
         self.bring_up(
             self.artifacts,
             f"0-initial-{self._previous_state}",

@@ -1,0 +1,26 @@
+"""A DRA-ready node runtime on this host: containerd with CDI, CNI, etcd, cfssl, local images.
+
+``ensure_node_runtime()`` finds what is there and builds, installs or starts the rest;
+``NodeRuntime.env()`` is what hack/local-up-cluster.sh must be given to use it.
+"""
+
+from e2e_dra.provision._images import PAUSE_IMAGE, TEST_IMAGE
+from e2e_dra.provision._runtime import (
+    NodeRuntime,
+    NodeRuntimeIncomplete,
+    PieceResult,
+    ensure_node_runtime,
+    node_dir,
+    stop_node_runtime,
+)
+
+__all__ = [
+    "PAUSE_IMAGE",
+    "TEST_IMAGE",
+    "NodeRuntime",
+    "NodeRuntimeIncomplete",
+    "PieceResult",
+    "ensure_node_runtime",
+    "node_dir",
+    "stop_node_runtime",
+]

@@ -1,0 +1,295 @@
+"""Acceptance of the node runtime: upstream's hack/local-up-cluster.sh runs a pod on it.
+
+The script runs as upstream documents it (not in dry-run), with the provisioned binaries, the DRA
+feature gates and nothing but ``NodeRuntime.env()`` to tell it about this host. It must bring the
+node to Ready, run a pod of the test image to completion, show its output in ``kubectl logs``, and
+leave no component process behind when it is interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from e2e_dra._console import in_ci, say
+from e2e_dra.errors import E2EDRAError, ProvisionError
+from e2e_dra.provision import (
+    PAUSE_IMAGE,
+    TEST_IMAGE,
+    NodeRuntime,
+    ensure_node_runtime,
+    stop_node_runtime,
+)
+from e2e_dra.releases import Release
+from e2e_dra.releases._select import versions_under_test
+
+pytestmark = pytest.mark.real
+
+HOST_LOCK = Path("/tmp/e2e-dra-host.lock")
+CERT_DIR = Path("/var/run/kubernetes")
+DRA_FEATURE_GATES = (
+    "DRADeviceTaintRules=true,DRADeviceTaints=true,DRAExtendedResource=true,"
+    "DRAPartitionableDevices=true"
+)
+DRA_RUNTIME_CONFIG = "resource.k8s.io/v1beta1,resource.k8s.io/v1beta2,resource.k8s.io/v1alpha3"
+HOW_TO_INSTALL = "run `./run.sh e2e-dra provision` as root (see README: Requirements)"
+
+
+def _missing(reason: str) -> None:
+    """In CI a missing real part fails the run; elsewhere the test is skipped with the reason."""
+    message = f"{reason}: {HOW_TO_INSTALL}"
+    if in_ci():
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def release() -> Release:
+    try:
+        return versions_under_test().current  # the main job needs both; they are cached
+    except E2EDRAError as exc:
+        _missing(f"no Kubernetes release to run ({exc})")
+        raise  # unreachable: _missing raises
+
+
+@pytest.fixture(scope="module")
+def runtime(release: Release) -> NodeRuntime:
+    if os.geteuid() != 0:
+        _missing("the node runtime and the kubelet need root")
+    try:
+        return ensure_node_runtime(release.source_dir)
+    except E2EDRAError as exc:
+        _missing(f"cannot provision the node runtime ({exc})")
+        raise
+
+
+def test_a_second_provisioning_does_nothing(release: Release, runtime: NodeRuntime):
+    again = ensure_node_runtime(release.source_dir)
+    assert [(r.name, r.action) for r in again.results] == [
+        (r.name, "found") for r in runtime.results
+    ]
+
+
+def test_checking_a_provisioned_node_reports_every_piece_found(
+    release: Release, runtime: NodeRuntime
+):
+    checked = ensure_node_runtime(release.source_dir, check_only=True)
+    assert {r.action for r in checked.results} == {"found"}
+    assert checked.env() == runtime.env()
+
+
+def test_a_containerd_found_gone_is_started_again(
+    release: Release, runtime: NodeRuntime, monkeypatch: pytest.MonkeyPatch
+):
+    """On a node dir of its own, so the shared containerd (and any cluster on it) is untouched."""
+    node = Path(tempfile.mkdtemp(prefix="e2e-dra-node-"))
+    monkeypatch.setenv("E2E_DRA_NODE_DIR", str(node))
+    try:
+        first = ensure_node_runtime(release.source_dir)
+        actions = {r.name: r.action for r in first.results}
+        assert actions["containerd daemon"] == actions["images"] == "made"
+        assert first.runtime_endpoint == f"unix://{node}/containerd/containerd.sock"
+        assert stop_node_runtime()
+        with pytest.raises(ProvisionError, match=r"containerd daemon \(not running\)"):
+            ensure_node_runtime(release.source_dir, check_only=True)
+        again = ensure_node_runtime(release.source_dir)
+        actions = {r.name: r.action for r in again.results}
+        assert actions["containerd daemon"] == "made"
+        assert actions["images"] == "found"  # they live in the node dir, not in the daemon
+        images = subprocess.run(
+            [*again.ctr(), "-n", "k8s.io", "images", "ls", "-q"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        assert TEST_IMAGE in images and PAUSE_IMAGE in images
+    finally:
+        stop_node_runtime()
+        shutil.rmtree(node, ignore_errors=True)
+
+
+@pytest.fixture
+def host_lock() -> Iterator[None]:
+    """One real cluster per host: its ports and /var/run/kubernetes are shared."""
+    with open(HOST_LOCK, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class LocalUpCluster:
+    """hack/local-up-cluster.sh running in its own session, as a person would run it."""
+
+    def __init__(self, source_dir: Path, bin_dir: Path, env: dict[str, str], log_dir: Path):
+        self.kubectl_path = bin_dir / "kubectl"
+        self.log_dir = log_dir
+        self.kubeconfig = CERT_DIR / "admin.kubeconfig"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.output = log_dir / "local-up-cluster.out"
+        with open(self.output, "wb") as out:
+            self.proc = subprocess.Popen(
+                ["bash", str(source_dir / "hack" / "local-up-cluster.sh"), "-o", str(bin_dir)],
+                cwd=source_dir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> str:
+        proc = subprocess.run(
+            [str(self.kubectl_path), "--kubeconfig", str(self.kubeconfig), *args],
+            capture_output=True,
+            text=True,
+            input=input,
+            timeout=60,
+            check=False,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
+        return proc.stdout
+
+    def wait_for(self, what: str, condition: Callable[[], bool], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(
+                    f"local-up-cluster.sh exited ({self.proc.returncode}) while waiting for "
+                    f"{what}; last output:\n{self.tail()}"
+                )
+            if condition():
+                return
+            time.sleep(1)
+        raise AssertionError(f"no {what} within {timeout:.0f}s; last output:\n{self.tail()}")
+
+    def node_ready(self) -> bool:
+        if not self.kubeconfig.exists():
+            return False
+        raw = self.kubectl("get", "nodes", "-o", "json", check=False)
+        try:
+            nodes = json.loads(raw)["items"]
+        except (ValueError, KeyError):
+            return False
+        return any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for node in nodes
+            for c in node.get("status", {}).get("conditions", [])
+        )
+
+    def interrupt(self, timeout: float = 120) -> None:
+        """Ctrl-C, as a person would: the script's trap stops every component it started."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout)
+
+    def leftovers(self, component_dirs: list[Path]) -> dict[int, str]:
+        """Processes in the script's session, or running a component binary (``sudo`` may give
+        the kubelet a session of its own); we hold the host lock, so any such process is ours."""
+        dirs = {d.resolve() for d in component_dirs}
+        left = {}
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ")
+                exe = Path(os.readlink(stat.parent / "exe"))
+            except (OSError, IndexError):
+                continue
+            in_session = int(fields[3]) == self.proc.pid  # fields[3]: session id
+            if fields[0] != "Z" and (in_session or exe.parent in dirs):
+                left[int(stat.parent.name)] = cmdline.decode(errors="replace")[:120]
+        return left
+
+    def kill(self, pids: dict[int, str]) -> None:
+        for pid in [self.proc.pid, *pids]:
+            with contextlib.suppress(ProcessLookupError):
+                (os.killpg if pid == self.proc.pid else os.kill)(pid, signal.SIGKILL)
+
+    def tail(self, lines: int = 25) -> str:
+        return "\n".join(self.output.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _writable_tree(source_dir: Path, into: Path) -> Path:
+    """The parts of the tree the script uses, writable (the module cache is read-only)."""
+    for part in ("hack", "cluster"):
+        shutil.copytree(source_dir / part, into / part, symlinks=True)
+    for path in into.rglob("*"):
+        if not path.is_symlink():
+            path.chmod(path.stat().st_mode | 0o200)
+    return into
+
+
+def test_local_up_cluster_runs_a_pod_of_the_test_image(
+    release: Release, runtime: NodeRuntime, host_lock: None, tmp_path: Path
+):
+    assert release.source_dir is not None
+    tree = _writable_tree(release.source_dir, tmp_path / "kubernetes")
+    env = dict(os.environ)
+    env.update(runtime.env())
+    env.update(
+        PATH=f"{release.bin_dir}:{env['PATH']}",  # the script's kubectl lookup uses PATH
+        FEATURE_GATES=DRA_FEATURE_GATES,
+        RUNTIME_CONFIG=DRA_RUNTIME_CONFIG,
+        LOG_DIR=str(tmp_path / "logs"),
+    )
+    started = time.monotonic()
+    cluster = LocalUpCluster(tree, release.bin_dir, env, tmp_path / "logs")
+    try:
+        cluster.wait_for("Ready node", cluster.node_ready, timeout=300)
+        say(f"local-up-cluster.sh: node Ready {time.monotonic() - started:.1f}s after start")
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "hello", "namespace": "default"},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "hello",
+                        "image": TEST_IMAGE,
+                        "imagePullPolicy": "IfNotPresent",
+                        "command": ["sh", "-c", "echo hello from $(hostname)"],
+                    }
+                ],
+            },
+        }
+        cluster.wait_for(
+            "default service account",
+            lambda: bool(cluster.kubectl("get", "serviceaccount", "default", check=False)),
+            timeout=120,
+        )
+        cluster.kubectl("create", "-f", "-", input=json.dumps(pod))
+        cluster.wait_for(
+            "pod hello Succeeded",
+            lambda: (
+                cluster.kubectl(
+                    "get", "pod", "hello", "-o", "jsonpath={.status.phase}", check=False
+                )
+                == "Succeeded"
+            ),
+            timeout=180,
+        )
+        assert cluster.kubectl("logs", "hello").strip() == "hello from hello"
+        say(f"local-up-cluster.sh: pod output seen {time.monotonic() - started:.1f}s after start")
+        cluster.kubectl("delete", "pod", "hello", "--wait=true", "--timeout=60s")
+    finally:
+        cluster.interrupt()
+        etcd_dirs = [d for d in runtime.path_dirs if (d / "etcd").exists()]
+        left = cluster.leftovers([release.bin_dir, *etcd_dirs])  # not containerd: it stays up
+        cluster.kill(left)
+    assert cluster.proc.returncode is not None, "local-up-cluster.sh ignored Ctrl-C"
+    assert left == {}, f"processes left after Ctrl-C: {left}"

@@ -81,7 +81,7 @@ def versions_under_test() -> VersionsUnderTest:
     from e2e_dra.versions import previous_minor
 
     source = release_source()
-    current = _local_current() or _fetched_current(source)
+    current = current_release(source)
     line = str(previous_minor(current.version))
     previous_version = source.resolve(line)
     say(
@@ -91,6 +91,11 @@ def versions_under_test() -> VersionsUnderTest:
     return VersionsUnderTest(
         current=current, previous=previous, previous_minor=line, source=source.name
     )
+
+
+def current_release(source: ReleaseSource | None = None) -> Release:
+    """The release under test alone, with a source tree (for suites that need no other)."""
+    return _local_current() or _fetched_current(source or release_source())
 
 
 def _fetched_current(source: ReleaseSource) -> Release:

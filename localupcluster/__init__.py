@@ -1,0 +1,49 @@
+"""Start a local Kubernetes cluster with hack/local-up-cluster.sh and restart its components with
+other binaries or feature gates: the engine of an upgrade/downgrade test (a port of upstream's
+test/utils/localupcluster).
+"""
+
+from localupcluster._components import (
+    COMPONENTS,
+    FEATURE_GATED_COMPONENTS,
+    KUBE_CLUSTER_COMPONENTS,
+)
+from localupcluster._gates import (
+    LOCKED_GATES,
+    filter_locked_gates,
+    locked_gates,
+    merge_feature_gates,
+    parse_feature_gates,
+)
+from localupcluster._parse import RunLine, parse_run_line, parse_setting, split_command_line
+from localupcluster.cluster import (
+    Cluster,
+    ClusterError,
+    ModifyOptions,
+    ReadyTime,
+    binary_index,
+    log_dir_for_test,
+)
+from localupcluster.cmd import Cmd
+
+__all__ = [
+    "COMPONENTS",
+    "FEATURE_GATED_COMPONENTS",
+    "KUBE_CLUSTER_COMPONENTS",
+    "LOCKED_GATES",
+    "Cluster",
+    "ClusterError",
+    "Cmd",
+    "ModifyOptions",
+    "ReadyTime",
+    "RunLine",
+    "binary_index",
+    "filter_locked_gates",
+    "locked_gates",
+    "log_dir_for_test",
+    "merge_feature_gates",
+    "parse_feature_gates",
+    "parse_run_line",
+    "parse_setting",
+    "split_command_line",
+]

@@ -1,0 +1,119 @@
+"""``e2e-dra cluster up``: a DRA-enabled local cluster for a person to poke at.
+
+It stays in the foreground; Ctrl-C or SIGTERM stops every component and exits 0. Only stdout's
+``kubeconfig: PATH`` line is meant for other tools; progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    cluster = subparsers.add_parser(
+        "cluster", help="run a local cluster (hack/local-up-cluster.sh)"
+    )
+    actions = cluster.add_subparsers(dest="cluster_command", metavar="COMMAND", required=True)
+    up = actions.add_parser(
+        "up",
+        help="bring a DRA-enabled cluster up and keep it running until Ctrl-C",
+        description="Run hack/local-up-cluster.sh -d from a Kubernetes source tree and start its "
+        "components ourselves, with the resource.k8s.io beta/alpha APIs enabled. Prints "
+        "`kubeconfig: PATH` once every component is ready, then waits; Ctrl-C or SIGTERM stops "
+        "every component and exits 0. Defaults come from the versions under test (the current "
+        "release) and the node runtime from `e2e-dra provision`.",
+    )
+    up.add_argument("--source-dir", type=Path, help="Kubernetes source tree (hack/)")
+    up.add_argument("--bin-dir", type=Path, help="directory with the five server binaries")
+    up.add_argument("--feature-gates", default="", metavar="G", help="e.g. DRADeviceTaints=true")
+    up.add_argument("--log-dir", type=Path, help="component logs (default: $ARTIFACTS/cluster-up)")
+    up.add_argument(
+        "--no-provision",
+        action="store_true",
+        help="use the environment as it is instead of `e2e-dra provision`'s node runtime",
+    )
+    up.add_argument(
+        "--skip-node-ready",
+        action="store_true",
+        help="do not wait for the node to be Ready (the kubelet's /healthz is still awaited)",
+    )
+    up.set_defaults(handler=_up)
+
+
+DRA_RUNTIME_CONFIG = "resource.k8s.io/v1beta1,resource.k8s.io/v1beta2,resource.k8s.io/v1alpha3"
+"""Older resource.k8s.io versions on top of the default v1, so any client version can be tried."""
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def _up(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from e2e_dra._console import say
+    from e2e_dra._paths import artifacts_dir
+    from localupcluster._gates import parse_feature_gates
+    from localupcluster.cluster import Cluster
+
+    parse_feature_gates(args.feature_gates, where="--feature-gates")
+    source_dir, bin_dir = args.source_dir, args.bin_dir
+    if source_dir is None or bin_dir is None:
+        from e2e_dra.releases._select import versions_under_test
+
+        current = versions_under_test().current
+        source_dir = source_dir or current.source_dir
+        bin_dir = bin_dir or current.bin_dir
+    if source_dir is None:
+        from e2e_dra.errors import E2EDRAError
+
+        raise E2EDRAError(
+            "no Kubernetes source tree for hack/local-up-cluster.sh: pass --source-dir"
+        )
+    env = _cluster_env(source_dir, provision=not args.no_provision)
+
+    ready = threading.Event()
+    stop_requested = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop_requested.set()
+        if not ready.is_set():
+            raise _Interrupted(signal.Signals(signum).name)
+
+    # Installed before the cluster's own handlers, which stop every component and then call these.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    cluster = Cluster(
+        source_dir,
+        args.log_dir or artifacts_dir() / "cluster-up",
+        wait_for_nodes=not args.skip_node_ready,
+    )
+    try:
+        cluster.start("up", bin_dir, env, args.feature_gates)
+    except _Interrupted as exc:
+        say(f"interrupted by {exc} while starting: every component is stopped")
+        return 0
+    ready.set()
+    print(f"kubeconfig: {cluster.kubeconfig}", flush=True)
+    say("cluster is up; press Ctrl-C to stop it")
+    try:
+        while not stop_requested.wait(timeout=1):
+            pass
+    finally:
+        cluster.stop(reason="stopped by the user")
+    say("cluster stopped")
+    return 0
+
+
+def _cluster_env(source_dir: Path | None, *, provision: bool) -> dict[str, str]:
+    import os
+
+    env = {"RUNTIME_CONFIG": os.environ.get("RUNTIME_CONFIG") or DRA_RUNTIME_CONFIG}
+    if provision:
+        from e2e_dra.provision import ensure_node_runtime
+
+        env = {**ensure_node_runtime(source_dir).env(), **env}
+    return env

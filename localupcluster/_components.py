@@ -1,0 +1,48 @@
+"""Names, order and network endpoints of the long-running cluster components."""
+
+from __future__ import annotations
+
+KUBE_CLUSTER_COMPONENTS: tuple[str, ...] = (
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubelet",
+    "kube-proxy",
+)
+"""In the order in which they need to be started and upgraded; stopped in reverse."""
+
+ETCD = "etcd"
+COMPONENTS: tuple[str, ...] = (ETCD, *KUBE_CLUSTER_COMPONENTS)
+"""Every long-running process the engine starts itself (etcd only with newer scripts)."""
+
+FEATURE_GATED_COMPONENTS: tuple[str, ...] = (
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubelet",
+)
+"""kube-proxy takes gates from its config file only, so it is never restarted for a gate change."""
+
+DEFAULT_SETTINGS: dict[str, str] = {
+    "API_HOST_IP": "127.0.0.1",
+    "API_SECURE_PORT": "6443",
+    "KUBELET_HOST": "127.0.0.1",
+    "KUBELET_PORT": "10250",
+    "KCM_SECURE_PORT": "10257",
+    "SCHEDULER_SECURE_PORT": "10259",
+    "PROXY_HEALTHZ_PORT": "10256",
+    "ETCD_HOST": "127.0.0.1",
+    "ETCD_PORT": "2379",
+    "CERT_DIR": "/var/run/kubernetes",
+}
+"""What hack/local-up-cluster.sh uses when it does not print an assignment."""
+
+PORT_SETTING: dict[str, str] = {
+    ETCD: "ETCD_PORT",
+    "kube-apiserver": "API_SECURE_PORT",
+    "kube-controller-manager": "KCM_SECURE_PORT",
+    "kube-scheduler": "SCHEDULER_SECURE_PORT",
+    "kubelet": "KUBELET_PORT",
+    "kube-proxy": "PROXY_HEALTHZ_PORT",
+}
+"""The setting naming the port each component listens on (checked for strangers before a start)."""

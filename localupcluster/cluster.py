@@ -1,0 +1,470 @@
+"""A local cluster whose components can be restarted one by one with other binaries or gates.
+
+``hack/local-up-cluster.sh -d`` keeps all knowledge of how components are configured: it prepares
+certificates, kubeconfigs and config files and prints each long-running component's command line
+instead of starting it. We start those commands ourselves, each in its own process group with its
+own log, so that :meth:`Cluster.modify` can later stop some of them and start them again with a
+different binary (upgrade/downgrade) or different feature gates.
+
+Two generations of the script are supported: older ones start etcd themselves, print
+"Local etcd is running..." and sleep, so the script is kept running (it owns etcd) until
+:meth:`Cluster.stop`; newer ones print etcd as a ``RUN`` line and exit, and their exit status must
+be 0. The script keeps running while we start components -- it approves the kubelet's serving
+certificate request in that time -- so its output is read by a thread, never blocking it.
+
+Running as root without ``sudo`` installed, a leading ``sudo``/``sudo -E`` in a printed command
+line is dropped when starting it (it would change nothing) and kept in the saved command line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from e2e_dra._console import say
+from e2e_dra._paths import artifacts_dir
+from e2e_dra.errors import E2EDRAError
+from localupcluster._components import (
+    COMPONENTS,
+    DEFAULT_SETTINGS,
+    ETCD,
+    FEATURE_GATED_COMPONENTS,
+    KUBE_CLUSTER_COMPONENTS,
+    PORT_SETTING,
+)
+from localupcluster._gates import filter_locked_gates, merge_feature_gates
+from localupcluster._hostlock import HostLock
+from localupcluster._parse import OLD_SCRIPT_READY_LINE, parse_run_line, parse_setting
+from localupcluster._ports import listener, process_group_of
+from localupcluster._readiness import (
+    ComponentExited,
+    ComponentNotReady,
+    probe_for,
+    wait_http_ready,
+    wait_nodes_ready,
+)
+from localupcluster._signals import InterruptGuard
+from localupcluster._tls import AdminTLS, admin_tls
+from localupcluster.cmd import Cmd, describe_exit
+
+MAX_RETRIES = 10
+"""Restarts of a component that exits before it is ready (e.g. its port not yet released)."""
+RETRY_DELAY = 1.0
+HELPER_TIMEOUT = 300.0
+LOG_TAIL_LINES = 25
+PORT_RELEASE_GRACE = 5.0
+
+
+class ClusterError(E2EDRAError):
+    """The cluster could not be started or changed; the message names the component and its log."""
+
+
+@dataclass
+class ModifyOptions:
+    """What :meth:`Cluster.modify` changes; the result of a modify undoes its binary changes."""
+
+    bin_dir: Path | None = None
+    file_by_component: dict[str, Path] = field(default_factory=dict)
+    feature_gates_by_component: dict[str, str] = field(default_factory=dict)
+
+    def component_file(self, component: str) -> Path | None:
+        if component in self.file_by_component:
+            return Path(self.file_by_component[component])
+        if self.bin_dir is not None:
+            return Path(self.bin_dir) / component
+        return None
+
+
+@dataclass(frozen=True)
+class ReadyTime:
+    """How long one component took from its (last) start to ready, for the benchmark."""
+
+    component: str
+    state: str
+    seconds: float
+    attempts: int
+
+
+def binary_index(argv: list[str], component: str) -> int:
+    """Index of the first word whose basename is ``component`` (skips ``sudo -E`` wrappers)."""
+    for index, word in enumerate(argv):
+        if word and os.path.basename(word) == component:
+            return index
+    raise ClusterError(f"binary filename of {component} not found in {' '.join(argv)!r}")
+
+
+def log_dir_for_test(test_name: str) -> Path:
+    """``$ARTIFACTS/<test name>`` with tags and path-hostile characters removed (as upstream)."""
+    name = re.sub(r"\s*\[[^\]]*\]", "", test_name)
+    name = re.sub(r"[\s/:()\\]+", "-", name).strip("-") or "cluster"
+    return artifacts_dir() / name
+
+
+class Cluster:
+    """Drives ``<source_dir>/hack/local-up-cluster.sh``; logs go to ``log_dir``.
+
+    Log files: ``<component>-<state>.log`` per start (retries append to it below a ``starting:``
+    line), ``local-up-cluster-<state>.log`` for the script, ``kubectl-<state>.log`` for the
+    commands it asks us to run. ``wait_for_nodes=False`` skips waiting for node Ready after the
+    kubelet is healthy (for engines tested without a real apiserver).
+    """
+
+    def __init__(
+        self,
+        source_dir: Path,
+        log_dir: Path,
+        *,
+        wait_for_nodes: bool = True,
+        ready_timeout: float = 180.0,
+        node_ready_timeout: float = 300.0,
+        retry_delay: float = RETRY_DELAY,
+    ) -> None:
+        self.source_dir = Path(source_dir)
+        self.log_dir = Path(log_dir)
+        self.wait_for_nodes = wait_for_nodes
+        self.ready_timeout = ready_timeout
+        self.node_ready_timeout = node_ready_timeout
+        self.retry_delay = retry_delay
+        self.settings: dict[str, str] = {}
+        self.running: dict[str, Cmd] = {}
+        self.ready_times: list[ReadyTime] = []
+        self._argv: dict[str, list[str]] = {}
+        self._env: dict[str, str] = {}
+        self._script: Cmd | None = None
+        self._helpers: list[Cmd] = []
+        self._tls_cache: AdminTLS | None = None
+        self._versions: dict[str, str] = {}
+        self._lock = HostLock()
+        self._guard = InterruptGuard(self._interrupted)
+        self._stopping = False
+        self._dropped_sudo_said = False
+
+    # -- public API ----------------------------------------------------------------------------
+
+    @property
+    def kubeconfig(self) -> Path:
+        return Path(self.setting("CERT_DIR")) / "admin.kubeconfig"
+
+    def setting(self, name: str) -> str:
+        """A ``+ VAR=value`` value (bash's single quotes removed), else the script's default."""
+        value = self.settings.get(name, DEFAULT_SETTINGS.get(name, ""))
+        if len(value) >= 2 and value[0] == value[-1] == "'":
+            value = value[1:-1]
+        return value
+
+    def log_path(self, component: str) -> Path | None:
+        cmd = self.running.get(component)
+        return cmd.log_file if cmd else None
+
+    def command_line(self, component: str) -> list[str]:
+        """The saved command line of ``component`` (what a restart re-executes)."""
+        return list(self._argv[component])
+
+    def start(
+        self, state: str, bin_dir: Path, env: Mapping[str, str], feature_gates: str = ""
+    ) -> None:
+        """Run the script with ``bin_dir``'s binaries; return once every component is ready."""
+        self.stop()
+        script = self.source_dir / "hack" / "local-up-cluster.sh"
+        if not script.is_file():
+            raise ClusterError(f"no hack/local-up-cluster.sh in source dir {self.source_dir}")
+        missing = [c for c in KUBE_CLUSTER_COMPONENTS if not os.access(Path(bin_dir) / c, os.X_OK)]
+        if missing:
+            raise ClusterError(
+                f"binary dir {bin_dir} lacks component binaries: {', '.join(missing)}"
+            )
+        not_text = sorted(k for k, v in env.items() if not isinstance(v, str))
+        if not_text:
+            raise ClusterError(f"environment values must be strings: {', '.join(not_text)}")
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.settings, self.running, self._argv, self._helpers = {}, {}, {}, []
+        self._tls_cache = None
+        self._env = dict(env)
+        verbose = self._env.get("KUBE_VERBOSE", os.environ.get("KUBE_VERBOSE", ""))
+        if not verbose.isdigit() or int(verbose) < 2:
+            self._env["KUBE_VERBOSE"] = "2"  # makes bash trace the "+ VAR=value" assignments
+        self._lock.acquire()
+        self._guard.install()
+        try:
+            self._run_script(state, script, Path(bin_dir), feature_gates)
+        except BaseException as exc:
+            self.stop(reason=f"start of state {state} failed: {type(exc).__name__}")
+            raise
+        say(f"cluster is running, use KUBECONFIG={self.kubeconfig} to access it")
+
+    def modify(self, state: str, options: ModifyOptions) -> ModifyOptions:
+        """Restart the components ``options`` touches; return options that undo binary swaps."""
+        affected = [
+            c
+            for c in KUBE_CLUSTER_COMPONENTS
+            if options.component_file(c) or options.feature_gates_by_component.get(c)
+        ]
+        for component in affected:
+            if component not in self.running:
+                raise ClusterError(f"cannot modify {component}: it is not running")
+            new_file = options.component_file(component)
+            if new_file is not None:
+                if not os.access(new_file, os.X_OK):
+                    raise ClusterError(f"component binary {new_file} for {component} is missing")
+                binary_index(self._argv[component], component)  # fails before anything stops
+        restore = ModifyOptions()
+        try:
+            for component in reversed(affected):
+                cmd = self.running.pop(component)
+                say(f"stopping {cmd.name} (pid {cmd.pid}) before replacing it")
+                cmd.stop(f"replacing it for state {state}")
+                new_file = options.component_file(component)
+                if new_file is not None:
+                    argv = self._argv[component]
+                    index = binary_index(argv, component)
+                    restore.file_by_component[component] = Path(argv[index])
+                    argv[index] = str(new_file)
+            for component in affected:
+                gates = options.feature_gates_by_component.get(component)
+                if gates:
+                    self._argv[component] = merge_feature_gates(self._argv[component], gates)
+                self._run_component(state, component, self._argv[component])
+        except KeyboardInterrupt:
+            self.stop(reason=f"modify to state {state} interrupted")
+            raise
+        return restore
+
+    def toggle_feature_gates(self, state: str, gates: str) -> None:
+        """Restart apiserver, controller-manager, scheduler and kubelet with ``gates`` merged in.
+
+        Gates the kubelet's release locks are dropped for the kubelet (it has no
+        ``--emulated-version`` to make them settable); the control plane keeps them all.
+        """
+        options = ModifyOptions()
+        for component in FEATURE_GATED_COMPONENTS:
+            if component == "kubelet":
+                options.feature_gates_by_component[component] = filter_locked_gates(
+                    gates, self.component_version(component)
+                )
+            else:
+                options.feature_gates_by_component[component] = gates
+        self.modify(state, options)
+
+    def component_version(self, component: str) -> str:
+        """``<binary> --version`` of the binary the component runs (e.g. "v1.37.2")."""
+        argv = self._argv.get(component)
+        if argv is None:
+            raise ClusterError(f"{component} is not part of this cluster")
+        binary = argv[binary_index(argv, component)]
+        if binary not in self._versions:
+            try:
+                output = subprocess.run(
+                    [binary, "--version"], capture_output=True, text=True, timeout=30, check=True
+                ).stdout
+            except (OSError, subprocess.SubprocessError) as exc:
+                raise ClusterError(f"cannot run {binary} --version: {exc}") from exc
+            match = re.search(r"v\d+\.\d+\.\d+\S*", output)
+            if match is None:
+                raise ClusterError(f"{binary} --version printed no version: {output.strip()!r}")
+            self._versions[binary] = match.group(0)
+        return self._versions[binary]
+
+    def stop(self, reason: str = "cluster stopped") -> list[str]:
+        """Stop everything in reverse start order; returns the names of what was stopped."""
+        if self._stopping:
+            return []
+        self._stopping = True
+        stopped: list[str] = []
+        try:
+            for helper in self._helpers:
+                if helper.running():
+                    helper.stop(reason)
+            for component in reversed(COMPONENTS):
+                cmd = self.running.pop(component, None)
+                if cmd is not None:
+                    if cmd.running():
+                        say(f"stopping {cmd.name} (pid {cmd.pid})")
+                        stopped.append(cmd.name)
+                    cmd.stop(reason)
+                    self._check_gone(cmd)
+            if self._script is not None:
+                if self._script.running():
+                    stopped.append(self._script.name)
+                self._script.stop(reason)
+                self._check_gone(self._script)
+                self._script = None
+        finally:
+            self._guard.uninstall()
+            self._lock.release()
+            self._stopping = False
+        return stopped
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _interrupted(self, why: str) -> None:
+        if self._stopping or not (self.running or self._script):
+            return
+        stopped = self.stop(reason=f"interrupted ({why})")
+        names = ", ".join(stopped) or "nothing"
+        say(f"interrupted ({why}): stopped {names}; no cluster process left")
+
+    def _check_gone(self, cmd: Cmd) -> None:
+        left = cmd.leftovers()
+        if left:
+            raise ClusterError(f"{cmd.name}: processes {left} survived SIGKILL of their group")
+
+    def _run_script(self, state: str, script: Path, bin_dir: Path, feature_gates: str) -> None:
+        self._script = Cmd(
+            f"local-up-cluster-{state}",
+            ["bash", str(script), "-o", str(bin_dir), "-d"],
+            log_file=self.log_dir / f"local-up-cluster-{state}.log",
+            env=self._env,
+            cwd=self.source_dir,
+            capture=True,
+        )
+        say(f"running hack/local-up-cluster.sh -d (log: {self._script.log_file})")
+        self._script.start()
+        for line in self._script.lines():
+            if OLD_SCRIPT_READY_LINE in line:
+                break  # older script: it keeps etcd running until we stop it
+            run = parse_run_line(line)
+            if run is not None:
+                if run.name in COMPONENTS:
+                    argv = run.argv
+                    if feature_gates and run.name in FEATURE_GATED_COMPONENTS:
+                        argv = merge_feature_gates(argv, feature_gates)
+                    self._argv[run.name] = argv
+                    self._run_component(state, run.name, argv)
+                else:
+                    self._run_helper(state, run.name, run.argv)
+                continue
+            setting = parse_setting(line)
+            if setting is not None:
+                self.settings[setting[0]] = setting[1]
+        else:
+            returncode = self._script.wait()
+            if returncode != 0:
+                raise ClusterError(
+                    f"hack/local-up-cluster.sh failed ({describe_exit(returncode)}); "
+                    f"log: {self._script.log_file}; last lines:\n"
+                    f"{self._script.tail(LOG_TAIL_LINES)}"
+                )
+            self._script = None
+        if "START_MODE" not in self._env:
+            missing = [c for c in KUBE_CLUSTER_COMPONENTS if c not in self.running]
+            if missing:
+                raise ClusterError(
+                    f"hack/local-up-cluster.sh finished without starting {', '.join(missing)}; "
+                    f"log: {self.log_dir / f'local-up-cluster-{state}.log'}"
+                )
+
+    def _exec_argv(self, argv: list[str]) -> list[str]:
+        words = list(argv)
+        while words and not words[0]:
+            words.pop(0)
+        path = self._env.get("PATH", os.environ.get("PATH"))
+        sudo_missing = os.geteuid() == 0 and not shutil.which("sudo", path=path)
+        if words and words[0] == "sudo" and sudo_missing:
+            words.pop(0)
+            while words and words[0].startswith("-"):
+                words.pop(0)
+            if not self._dropped_sudo_said:
+                say("running as root without sudo installed: starting commands without 'sudo'")
+                self._dropped_sudo_said = True
+        return words
+
+    def _run_helper(self, state: str, name: str, argv: list[str]) -> None:
+        cmd = Cmd(
+            name,
+            self._exec_argv(argv),
+            log_file=self.log_dir / f"{name}-{state}.log",
+            env=self._env,
+            cwd=self.source_dir,
+            capture=True,
+        )
+        self._helpers.append(cmd)
+        cmd.start()
+        returncode = cmd.wait(timeout=HELPER_TIMEOUT)
+        if returncode != 0:
+            raise ClusterError(
+                f"{name} command failed ({describe_exit(returncode)}): {' '.join(argv)}\n"
+                f"{cmd.tail(LOG_TAIL_LINES)}"
+            )
+
+    def _tls(self) -> AdminTLS:
+        if self._tls_cache is None:
+            self._tls_cache = admin_tls(self.kubeconfig)
+        return self._tls_cache
+
+    def _check_port(self, component: str) -> None:
+        port = self.setting(PORT_SETTING[component])
+        if not port.isdigit() or int(port) == 0:
+            return
+        holder = listener(int(port))
+        deadline = time.monotonic() + PORT_RELEASE_GRACE
+        while holder is not None and holder.pid is None and time.monotonic() < deadline:
+            time.sleep(0.1)  # a socket without a visible owner is usually being released
+            holder = listener(int(port))
+        if holder is None:
+            return
+        ours = {cmd.pid for cmd in self.running.values()} | {
+            self._script.pid if self._script else None
+        }
+        if holder.pid is not None and process_group_of(holder.pid) in ours:
+            return
+        raise ClusterError(
+            f"cannot start {component}: {holder.describe()}; stop it first (another cluster?)"
+        )
+
+    def _run_component(self, state: str, component: str, argv: list[str]) -> None:
+        """Start ``component`` and wait until it is ready, restarting it while it dies early."""
+        name = f"{component}-{state}"
+        log_file = self.log_dir / f"{name}.log"
+        binary = argv[binary_index(argv, component)] if component != ETCD else None
+        if binary is not None and not os.access(binary, os.X_OK):
+            raise ClusterError(f"component binary {binary} for {component} is missing")
+        self._check_port(component)
+        say(f"starting {name} (log: {log_file})")
+        for attempt in range(1, MAX_RETRIES + 2):
+            cmd = Cmd(name, self._exec_argv(argv), log_file=log_file, env=self._env)
+            cmd.start()
+            self.running[component] = cmd
+            try:
+                self._wait_ready(component, cmd)
+            except ComponentExited as exc:
+                if attempt > MAX_RETRIES:
+                    raise self._not_ready(cmd, f"{exc} ({attempt} attempts)") from None
+                ended = describe_exit(cmd.returncode)
+                say(f"{name} exited ({ended}); retrying ({attempt}/{MAX_RETRIES})")
+                cmd.stop("exited before it was ready")
+                time.sleep(self.retry_delay)
+                continue
+            except ComponentNotReady as exc:
+                raise self._not_ready(cmd, str(exc)) from None
+            seconds = time.monotonic() - (cmd.started_at or time.monotonic())
+            self.ready_times.append(ReadyTime(component, state, seconds, attempt))
+            say(f"started {name} with pid {cmd.pid}, ready after {seconds:.1f}s")
+            return
+
+    def _wait_ready(self, component: str, cmd: Cmd) -> None:
+        deadline = time.monotonic() + self.ready_timeout
+        wait_http_ready(cmd, probe_for(component, self._settings_view(), self._tls), deadline)
+        if component == "kubelet" and self.wait_for_nodes:
+            api = f"https://{self.setting('API_HOST_IP')}:{self.setting('API_SECURE_PORT')}"
+            wait_nodes_ready(cmd, api, self._tls(), time.monotonic() + self.node_ready_timeout)
+
+    def _settings_view(self) -> dict[str, str]:
+        return {name: self.setting(name) for name in {*DEFAULT_SETTINGS, *self.settings}}
+
+    def _not_ready(self, cmd: Cmd, why: str) -> ClusterError:
+        return ClusterError(
+            f"{cmd.name} did not get ready: {why}; log: {cmd.log_file}; last lines:\n"
+            f"{cmd.tail(LOG_TAIL_LINES)}"
+        )

@@ -1,0 +1,124 @@
+"""The engine with real Kubernetes: start the previous release, upgrade to the current one,
+downgrade back; after each step the apiserver and the node report the expected version and no
+process of the replaced binaries is left.
+
+Needs root, the releases under test and the node runtime (`e2e-dra provision`). The cluster holds
+the host lock (/tmp/e2e-dra-host.lock), so it waits for any other real cluster on this host.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from e2e_dra._console import in_ci
+from e2e_dra.errors import E2EDRAError
+from e2e_dra.kube import Kube, path
+from localupcluster import KUBE_CLUSTER_COMPONENTS, Cluster, ModifyOptions
+from localupcluster.cmd import process_group_members
+
+pytestmark = pytest.mark.real
+
+HOW_TO_INSTALL = "run `./run.sh e2e-dra provision` as root (see README: Requirements)"
+
+
+def _missing(reason: str) -> None:
+    message = f"{reason}: {HOW_TO_INSTALL}"
+    if in_ci():
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def parts():
+    from e2e_dra.provision import ensure_node_runtime
+    from e2e_dra.releases._select import versions_under_test
+
+    if os.geteuid() != 0:
+        _missing("the kubelet and the node runtime need root")
+    try:
+        versions = versions_under_test()
+        runtime = ensure_node_runtime(versions.current.source_dir, check_only=True)
+    except E2EDRAError as exc:
+        _missing(f"no real cluster parts ({exc})")
+        raise
+    return versions, runtime.env()
+
+
+@pytest.fixture
+def cluster(parts, tmp_path: Path) -> Iterator[Cluster]:
+    versions, _ = parts
+    engine = Cluster(versions.current.source_dir, tmp_path / "logs")
+    try:
+        yield engine
+    finally:
+        engine.stop()
+
+
+def processes_using(directory: Path) -> list[str]:
+    """Command lines of live processes whose executable or argv lives in ``directory``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(word.decode(errors="replace").startswith(f"{directory}/") for word in argv):
+            found.append(f"{proc.name}: {b' '.join(argv).decode(errors='replace')[:120]}")
+    return found
+
+
+def assert_versions(cluster: Cluster, expected: str) -> None:
+    """The apiserver at once; the node once the new kubelet has synced its status (<= 60 s)."""
+    kube = Kube.from_kubeconfig(cluster.kubeconfig)
+    try:
+        assert kube.get("/version")["gitVersion"] == expected
+        deadline = time.monotonic() + 60
+        while True:
+            nodes = kube.list(path("v1", "nodes"))
+            reported = [n["status"]["nodeInfo"]["kubeletVersion"] for n in nodes]
+            if reported == [expected] or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert reported == [expected]
+    finally:
+        kube.close()
+    for component in KUBE_CLUSTER_COMPONENTS:
+        assert cluster.component_version(component) == expected
+
+
+def test_upgrade_and_downgrade_swap_every_component(parts, cluster: Cluster) -> None:
+    versions, env = parts
+    previous, current = versions.previous, versions.current
+    assert previous.version != current.version
+
+    cluster.start(f"0-initial-{versions.previous_minor}", previous.bin_dir, env)
+    assert_versions(cluster, previous.version)
+    initial = {c: cluster.running[c].pid for c in KUBE_CLUSTER_COMPONENTS}
+
+    undo = cluster.modify(f"1-{current.version}", ModifyOptions(bin_dir=current.bin_dir))
+    assert_versions(cluster, current.version)
+    assert processes_using(previous.bin_dir) == []
+    assert all(not process_group_members(pid) for pid in initial.values() if pid)
+
+    upgraded = {c: cluster.running[c].pid for c in KUBE_CLUSTER_COMPONENTS}
+    cluster.modify(f"2-restored-{versions.previous_minor}", undo)
+    assert_versions(cluster, previous.version)
+    assert processes_using(current.bin_dir) == []
+    assert all(not process_group_members(pid) for pid in upgraded.values() if pid)
+
+    logs = cluster.log_dir
+    for component in KUBE_CLUSTER_COMPONENTS:
+        for state in (f"0-initial-{versions.previous_minor}", f"1-{current.version}"):
+            last = (logs / f"{component}-{state}.log").read_text().splitlines()[-1]
+            assert last.endswith("terminated, result: signal: killed"), (component, state)
+
+    cluster.stop()
+    assert processes_using(previous.bin_dir) == []
+    assert [c for c in ("etcd", *KUBE_CLUSTER_COMPONENTS) if c in cluster.running] == []

@@ -1,0 +1,317 @@
+"""The engine against a fake source tree: a script printing RUN lines like local-up-cluster.sh
+and fake components serving health endpoints (tests/fake_k8s)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_k8s.harness import NEW_VERSION, OLD_VERSION, FakeTree, make_fake_tree
+
+from localupcluster import KUBE_CLUSTER_COMPONENTS, Cluster, ClusterError, ModifyOptions
+from localupcluster.cmd import process_group_members
+
+ALL = ("etcd", *KUBE_CLUSTER_COMPONENTS)
+
+
+@pytest.fixture
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeTree:
+    monkeypatch.setenv("E2E_DRA_HOST_LOCK", str(tmp_path / "host.lock"))
+    return make_fake_tree(tmp_path / "fake")
+
+
+def leftovers(tree: FakeTree) -> dict[str, list[int]]:
+    """Processes still alive in any process group a fake component ever ran in."""
+    alive = {}
+    for name in ALL:
+        for record in tree.starts(name):
+            members = process_group_members(record["pgid"])
+            if members:
+                alive[name] = members
+    return alive
+
+
+@pytest.fixture
+def cluster(tree: FakeTree, tmp_path: Path) -> Iterator[Cluster]:
+    engine = Cluster(tree.source_dir, tmp_path / "logs", wait_for_nodes=False, ready_timeout=30)
+    yield engine
+    engine.stop()
+    assert leftovers(tree) == {}
+
+
+def versions(tree: FakeTree, name: str) -> list[str]:
+    return [record["version"] for record in tree.starts(name)]
+
+
+@pytest.mark.parametrize("generation", ["new", "old"])
+def test_start_runs_components_in_order_with_the_scripts_command_lines(
+    tree: FakeTree, cluster: Cluster, generation: str
+) -> None:
+    env = {**tree.env, "FAKE_SCRIPT_GENERATION": generation}
+    cluster.start("0-initial", tree.old_bin, env, feature_gates="DRAThing=true")
+
+    assert [name for name, _ in tree.start_order()] == list(ALL)
+    assert all(versions(tree, c) == [OLD_VERSION] for c in KUBE_CLUSTER_COMPONENTS)
+    assert cluster.settings["API_SECURE_PORT"] == str(tree.ports["API_SECURE_PORT"])
+    assert cluster.kubeconfig == tree.cert_dir / "admin.kubeconfig"
+    assert len(tree.starts("kubectl")) == 3
+    apiserver = tree.starts("kube-apiserver")[0]["argv"]
+    assert "" in apiserver  # the empty "${priv_arg}" word reached the process
+    assert "--feature-gates=AllAlpha=false,DRAThing=true" in apiserver
+    assert tree.starts("kubelet")[0]["argv"][-1] == "--feature-gates=DRAThing=true"
+    assert not any(a.startswith("--feature-gates") for a in tree.starts("kube-proxy")[0]["argv"])
+    # New scripts print etcd as a RUN line (ours to run); old ones run it themselves.
+    ours = ALL if generation == "new" else KUBE_CLUSTER_COMPONENTS
+    assert set(cluster.running) == set(ours)
+    for component in ours:
+        assert cluster.running[component].running()
+        assert cluster.log_path(component) == cluster.log_dir / f"{component}-0-initial.log"
+    assert "etcd" in leftovers(tree)  # running, whoever started it
+    assert cluster.command_line("kubelet")[:2] == ["sudo", "-E"]
+
+    cluster.stop()
+    assert leftovers(tree) == {}
+    for component in ours:
+        lines = (cluster.log_dir / f"{component}-0-initial.log").read_text().splitlines()
+        assert lines[-2].endswith("killing: cluster stopped")
+        assert lines[-1].endswith("terminated, result: signal: killed")
+
+
+def test_upgrade_then_downgrade_swaps_binaries_in_reverse_then_forward_order(
+    tree: FakeTree, cluster: Cluster
+) -> None:
+    cluster.start("0-initial", tree.old_bin, tree.env)
+    first_etcd_pid = cluster.running["etcd"].pid
+    undo = cluster.modify("1-upgraded", ModifyOptions(bin_dir=tree.new_bin))
+
+    assert undo.file_by_component == {c: tree.old_bin / c for c in KUBE_CLUSTER_COMPONENTS}
+    assert all(versions(tree, c) == [OLD_VERSION, NEW_VERSION] for c in KUBE_CLUSTER_COMPONENTS)
+    assert tree.start_order()[len(ALL) :] == [(c, NEW_VERSION) for c in KUBE_CLUSTER_COMPONENTS]
+    assert cluster.running["etcd"].pid == first_etcd_pid  # etcd is never modified
+    # Stopped in reverse order: the kube-proxy log was closed first, the apiserver's last.
+    killed_at = {
+        c: (cluster.log_dir / f"{c}-0-initial.log").read_text().splitlines()[-2].split(": ")[0]
+        for c in KUBE_CLUSTER_COMPONENTS
+    }
+    assert sorted(KUBE_CLUSTER_COMPONENTS, key=killed_at.__getitem__, reverse=True) == list(
+        KUBE_CLUSTER_COMPONENTS
+    )
+    assert cluster.command_line("kubelet")[2] == str(tree.new_bin / "kubelet")
+    assert cluster.log_path("kubelet") == cluster.log_dir / "kubelet-1-upgraded.log"
+
+    restore = cluster.modify("2-restored", undo)
+    assert all(versions(tree, c)[-1] == OLD_VERSION for c in KUBE_CLUSTER_COMPONENTS)
+    assert restore.file_by_component == {c: tree.new_bin / c for c in KUBE_CLUSTER_COMPONENTS}
+    assert {t.state for t in cluster.ready_times} == {"0-initial", "1-upgraded", "2-restored"}
+
+
+def test_modify_restarts_only_what_it_changes(tree: FakeTree, cluster: Cluster) -> None:
+    cluster.start("0-initial", tree.old_bin, tree.env)
+    undo = cluster.modify(
+        "1-new-kubelet", ModifyOptions(file_by_component={"kubelet": tree.new_bin / "kubelet"})
+    )
+    assert undo == ModifyOptions(file_by_component={"kubelet": tree.old_bin / "kubelet"})
+    assert versions(tree, "kubelet") == [OLD_VERSION, NEW_VERSION]
+    for component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"):
+        assert versions(tree, component) == [OLD_VERSION]
+
+
+def test_toggle_feature_gates_restarts_gated_components_and_spares_kube_proxy(
+    tree: FakeTree, cluster: Cluster
+) -> None:
+    cluster.start("0-initial", tree.new_bin, tree.env, feature_gates="DRAThing=false")
+    cluster.toggle_feature_gates("1-on", "DRAThing=true,DRAExtendedResource=false")
+
+    apiserver = tree.starts("kube-apiserver")[-1]["argv"]
+    assert "--feature-gates=AllAlpha=false,DRAExtendedResource=false,DRAThing=true" in apiserver
+    kubelet = tree.starts("kubelet")[-1]["argv"]
+    # DRAExtendedResource is locked in 1.37: the kubelet (no --emulated-version) must not get it.
+    assert [a for a in kubelet if a.startswith("--feature-gates")] == [
+        "--feature-gates=DRAThing=true"
+    ]
+    assert len(tree.starts("kube-proxy")) == 1
+    assert len(tree.starts("kube-scheduler")) == 2
+
+    cluster.toggle_feature_gates("2-off", "DRAThing=false")
+    assert (
+        "--feature-gates=AllAlpha=false,DRAExtendedResource=false,DRAThing=false"
+        in (tree.starts("kube-controller-manager")[-1]["argv"])
+    )
+
+
+def test_component_that_dies_early_is_retried(tree: FakeTree, cluster: Cluster) -> None:
+    tree.die_early("kube-apiserver", 3)
+    cluster.retry_delay = 0.1
+    cluster.start("0-initial", tree.old_bin, tree.env)
+    assert len(tree.starts("kube-apiserver")) == 4
+    assert [t.attempts for t in cluster.ready_times if t.component == "kube-apiserver"] == [4]
+    log = (cluster.log_dir / "kube-apiserver-0-initial.log").read_text()
+    assert log.count("starting: ") == 4
+    assert log.count("dying early on purpose") == 3
+
+
+def test_component_that_keeps_dying_fails_naming_it_and_its_log(
+    tree: FakeTree, cluster: Cluster
+) -> None:
+    tree.die_early("kube-controller-manager", 100)
+    cluster.retry_delay = 0.1
+    with pytest.raises(ClusterError) as caught:
+        cluster.start("0-initial", tree.old_bin, tree.env)
+    message = str(caught.value)
+    assert message.startswith("kube-controller-manager-0-initial did not get ready")
+    assert "11 attempts" in message
+    assert str(cluster.log_dir / "kube-controller-manager-0-initial.log") in message
+    assert "dying early on purpose" in message
+    assert cluster.running == {}
+    assert leftovers(tree) == {}
+
+
+def test_component_that_never_gets_ready_fails_after_the_timeout(
+    tree: FakeTree, tmp_path: Path
+) -> None:
+    tree.ready_delay("kube-scheduler", 3600)
+    engine = Cluster(tree.source_dir, tmp_path / "logs", wait_for_nodes=False, ready_timeout=2)
+    with pytest.raises(
+        ClusterError, match=r"kube-scheduler-0-initial did not get ready: GET https"
+    ):
+        engine.start("0-initial", tree.old_bin, tree.env)
+    assert leftovers(tree) == {}
+
+
+def test_failing_script_shows_its_last_lines_and_leaves_nothing_running(
+    tree: FakeTree, cluster: Cluster
+) -> None:
+    env = {**tree.env, "FAKE_SCRIPT_FAIL_AFTER": "kube-scheduler"}
+    with pytest.raises(ClusterError, match=r"(?s)failed \(exit status 3\).*fake failure after"):
+        cluster.start("0-initial", tree.old_bin, env)
+    assert leftovers(tree) == {}
+
+
+def test_failing_kubectl_command_is_reported(tree: FakeTree, cluster: Cluster) -> None:
+    env = {**tree.env, "FAKE_KUBECTL_EXIT": "1"}
+    with pytest.raises(ClusterError, match=r"kubectl command failed \(exit status 1\)"):
+        cluster.start("0-initial", tree.old_bin, env)
+
+
+def test_port_held_by_a_stranger_is_named(tree: FakeTree, cluster: Cluster) -> None:
+    with socket.socket() as stranger:
+        stranger.bind(("127.0.0.1", tree.ports["API_SECURE_PORT"]))
+        stranger.listen()
+        with pytest.raises(ClusterError) as caught:
+            cluster.start("0-initial", tree.old_bin, tree.env)
+    port = tree.ports["API_SECURE_PORT"]
+    assert f"cannot start kube-apiserver: port {port} is in use by pid {os.getpid()}" in str(
+        caught.value
+    )
+    assert tree.starts("kube-apiserver") == []
+
+
+def test_missing_binaries_are_named_before_anything_starts(
+    tree: FakeTree, cluster: Cluster
+) -> None:
+    (tree.old_bin / "kube-proxy").unlink()
+    (tree.old_bin / "kubelet").unlink()
+    with pytest.raises(ClusterError, match=r"lacks component binaries: kubelet, kube-proxy$"):
+        cluster.start("0-initial", tree.old_bin, tree.env)
+    assert tree.starts("etcd") == []
+
+
+def test_modify_with_a_missing_binary_changes_nothing(tree: FakeTree, cluster: Cluster) -> None:
+    cluster.start("0-initial", tree.old_bin, tree.env)
+    missing = r"component binary .*/nowhere/kube-apiserver for kube-apiserver is missing"
+    with pytest.raises(ClusterError, match=missing):
+        cluster.modify("1-x", ModifyOptions(bin_dir=tree.source_dir / "nowhere"))
+    assert all(cluster.running[c].running() for c in KUBE_CLUSTER_COMPONENTS)
+    assert all(len(tree.starts(c)) == 1 for c in KUBE_CLUSTER_COMPONENTS)
+
+
+def test_sudo_is_dropped_when_it_is_absent_and_we_are_root(
+    tree: FakeTree, cluster: Cluster
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("dropping sudo only happens as root")
+    # A PATH with everything the fake script needs but without sudo.
+    bare = tree.records.parent / "bare-path"
+    bare.mkdir()
+    for tool in (
+        "bash",
+        "mktemp",
+        "openssl",
+        "base64",
+        "curl",
+        "seq",
+        "sleep",
+        "cat",
+        "rm",
+        "touch",
+        "mkdir",
+        "dirname",
+        "env",
+    ):
+        found = subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True, text=True)
+        (bare / tool).symlink_to(found.stdout.strip())
+    etcd_dir = tree.env["PATH"].split(":")[0]
+    env = {**tree.env, "PATH": f"{etcd_dir}:{bare}", "FAKE_CONTROLPLANE_SUDO": "sudo -E"}
+    cluster.start("0-initial", tree.old_bin, env)
+    assert cluster.command_line("kube-apiserver")[:2] == ["sudo", "-E"]
+    assert cluster.running["kube-apiserver"].argv[0] == str(tree.old_bin / "kube-apiserver")
+    assert cluster.running["kube-proxy"].argv[0] == str(tree.old_bin / "kube-proxy")
+
+
+INTERRUPTIBLE = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+from fake_k8s.harness import FakeTree
+from localupcluster import Cluster
+env = {env!r}
+cluster = Cluster(Path({source!r}), Path({logs!r}), wait_for_nodes=False)
+cluster.start("0-initial", Path({bin_dir!r}), env)
+print("READY", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize(("signal_name", "exit_code"), [("SIGINT", -2), ("SIGTERM", -15)])
+def test_interrupted_run_leaves_no_process_and_says_so(
+    tree: FakeTree, tmp_path: Path, signal_name: str, exit_code: int
+) -> None:
+    import signal
+
+    code = INTERRUPTIBLE.format(
+        tests=str(Path(__file__).parent),
+        env=tree.env,
+        source=str(tree.source_dir),
+        logs=str(tmp_path / "logs"),
+        bin_dir=str(tree.old_bin),
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "READY"
+        assert len(tree.starts("kube-proxy")) == 1 and leftovers(tree) != {}
+        child.send_signal(getattr(signal, signal_name))
+        _, stderr = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    assert child.returncode == exit_code
+    assert f"interrupted ({signal_name})" in " ".join(stderr.split())
+    assert leftovers(tree) == {}
+    assert (
+        "killing: interrupted" in (tmp_path / "logs" / "kube-apiserver-0-initial.log").read_text()
+    )
+
+
+def test_environment_values_must_be_strings(tree: FakeTree, cluster: Cluster) -> None:
+    env = {**tree.env, "RUNTIME_CONFIG": ("resource.k8s.io/v1beta1",), "X": 1}
+    with pytest.raises(
+        ClusterError, match=r"environment values must be strings: RUNTIME_CONFIG, X$"
+    ):
+        cluster.start("0-initial", tree.old_bin, env)  # type: ignore[arg-type]
+    assert tree.starts("etcd") == []

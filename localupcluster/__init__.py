@@ -3,6 +3,8 @@ other binaries or feature gates: the engine of an upgrade/downgrade test (a port
 test/utils/localupcluster).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from localupcluster._components import (
     COMPONENTS,
     FEATURE_GATED_COMPONENTS,
@@ -16,15 +18,38 @@ from localupcluster._gates import (
     parse_feature_gates,
 )
 from localupcluster._parse import RunLine, parse_run_line, parse_setting, split_command_line
-from localupcluster.cluster import (
-    Cluster,
-    ClusterError,
-    ModifyOptions,
-    ReadyTime,
-    binary_index,
-    log_dir_for_test,
-)
-from localupcluster.cmd import Cmd
+
+if TYPE_CHECKING:
+    from localupcluster.cluster import (
+        Cluster,
+        ClusterError,
+        ModifyOptions,
+        ReadyTime,
+        binary_index,
+        log_dir_for_test,
+    )
+    from localupcluster.cmd import Cmd
+
+# The process engine pulls in httpx and the TLS helpers; the CLI only needs names and parsers, so
+# those load on first use.
+_LAZY = {
+    "Cluster": "localupcluster.cluster",
+    "ClusterError": "localupcluster.cluster",
+    "ModifyOptions": "localupcluster.cluster",
+    "ReadyTime": "localupcluster.cluster",
+    "binary_index": "localupcluster.cluster",
+    "log_dir_for_test": "localupcluster.cluster",
+    "Cmd": "localupcluster.cmd",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'localupcluster' has no attribute {name!r}")
+
 
 __all__ = [
     "COMPONENTS",

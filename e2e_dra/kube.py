@@ -8,6 +8,7 @@ package still does what it is good at: kubeconfig loading, TLS, auth, and exec s
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import threading
@@ -171,7 +172,14 @@ class Kube:
         return self.request("GET", url_path, query=query)
 
     def list(self, url_path: str, **query: Any) -> list[dict]:
-        return self.request("GET", url_path, query=query).get("items") or []
+        """The items, each with the ``kind`` and ``apiVersion`` that list items leave out."""
+        answer = self.request("GET", url_path, query=query)
+        kind = (answer.get("kind") or "").removesuffix("List")
+        items = answer.get("items") or []
+        for item in items:
+            item.setdefault("kind", kind)
+            item.setdefault("apiVersion", answer.get("apiVersion"))
+        return items
 
     def create(self, url_path: str, body: dict, **query: Any) -> dict:
         return self.request("POST", url_path, body=body, query=query)
@@ -258,33 +266,35 @@ _TRANSIENT_TEXT = (
     "connection reset",
     "connection refused",
     "broken pipe",
-    "ConnectionResetError",
-    "RemoteDisconnected",
-    "ProtocolError",
-    "MaxRetryError",
-    "NewConnectionError",
-    "timed out",
     "http2: server sent GOAWAY",
     "the server is currently unable to handle the request",
+    "unable to upgrade connection",  # exec right after a kubelet restart
 )
 
 
 def transient(exc: BaseException) -> bool:
-    """Errors that a restarted API server produces for a while and that go away on their own.
+    """Errors that a restarted API server (or kubelet) produces for a while, then stops producing.
 
     Connection failures, 5xx, 429, and the bogus authorization errors (403/401) that stale
-    connections see right after a restart, before the authorizer caches are warm again. Real
-    failures (404, 409, 422, a 403 that persists past the retry window) are not retried forever:
-    the retry window bounds them.
+    connections see right after a restart, before the authorizer's caches are warm again. Real
+    failures (404, 409, 422, an assertion, a wait that timed out) are not transient; a 403 that
+    persists is bounded by the retry window.
     """
     if isinstance(exc, KubeError):
-        if exc.status == 0 or exc.status >= 500 or exc.status == 429:
-            return True
-        if exc.status in (401, 403):
+        if exc.status == 0 or exc.status >= 500 or exc.status in (401, 403, 429):
             return True
         return any(text in exc.message for text in _TRANSIENT_TEXT)
-    text = f"{type(exc).__name__}: {exc}"
-    return any(marker in text for marker in _TRANSIENT_TEXT)
+    if isinstance(exc, (ConnectionError, EOFError, http.client.HTTPException)):
+        return True
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    if isinstance(exc, HTTPError):
+        return True
+    if isinstance(exc, ApiException):  # exec streams (websocket handshake) report this way
+        status = exc.status or 0
+        return status == 0 or status >= 500 or any(t in str(exc) for t in _TRANSIENT_TEXT)
+    return type(exc).__module__.startswith("websocket")
 
 
 def retrying(fn: Callable[..., T], *, timeout: float = 120) -> Callable[..., T]:

@@ -48,7 +48,14 @@ reset_host_state() {
 }
 
 ensure_venv
-reset_host_state
+# Another e2e-dra cluster on this host holds the host lock: its certificates, plugin sockets and
+# CDI specs live in these directories, so leave them alone.
+host_lock="${E2E_DRA_HOST_LOCK:-/tmp/e2e-dra-host.lock}"
+if flock -n "$host_lock" true 2>/dev/null; then
+  reset_host_state
+else
+  echo "run.sh: a cluster is running on this host ($host_lock is held): host state left as it is" >&2
+fi
 
 export ARTIFACTS="${ARTIFACTS:-/tmp/artifacts}"
 mkdir -p "$ARTIFACTS"

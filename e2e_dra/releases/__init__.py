@@ -9,13 +9,19 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from e2e_dra.releases._download import DownloadSource
     from e2e_dra.releases._gobuild import GoBuildSource
-    from e2e_dra.releases._select import current_release, release_source, versions_under_test
+    from e2e_dra.releases._select import (
+        VersionsUnderTest,
+        current_release,
+        release_source,
+        versions_under_test,
+    )
 
 __all__ = [
     "DownloadSource",
     "GoBuildSource",
     "Release",
     "ReleaseSource",
+    "VersionsUnderTest",
     "current_release",
     "release_source",
     "versions_under_test",
@@ -24,6 +30,7 @@ __all__ = [
 _LAZY = {
     "DownloadSource": "e2e_dra.releases._download",
     "GoBuildSource": "e2e_dra.releases._gobuild",
+    "VersionsUnderTest": "e2e_dra.releases._select",
     "current_release": "e2e_dra.releases._select",
     "release_source": "e2e_dra.releases._select",
     "versions_under_test": "e2e_dra.releases._select",

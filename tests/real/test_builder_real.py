@@ -7,14 +7,14 @@ namespace empty. The upgrade/downgrade itself is the main suite's job.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import DRA_FEATURE_GATES, DRA_RUNTIME_CONFIG
 
-from e2e_dra._console import in_ci, say
+from e2e_dra._console import say
 from e2e_dra.builder import Builder
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.kube import Kube, path
@@ -24,20 +24,6 @@ from e2e_dra.waits import eventually
 pytestmark = pytest.mark.real
 
 NODE = "127.0.0.1"
-RUNTIME_CONFIG = "resource.k8s.io/v1beta1,resource.k8s.io/v1beta2,resource.k8s.io/v1alpha3"
-FEATURE_GATES = (
-    "DRADeviceTaintRules=true,DRADeviceTaints=true,DRAExtendedResource=true,"
-    "DRAPartitionableDevices=true"
-)
-HOW_TO_INSTALL = "run `./run.sh e2e-dra provision` as root (see README: Requirements)"
-
-
-def _missing(reason: str) -> None:
-    """In CI a missing real part fails the run; elsewhere the test is skipped with the reason."""
-    message = f"{reason}: {HOW_TO_INSTALL}"
-    if in_ci():
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 @dataclass
@@ -47,28 +33,11 @@ class Live:
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    from e2e_dra.provision import ensure_node_runtime
-    from e2e_dra.releases._select import _fetched_current, _local_current, release_source
-    from localupcluster.cluster import Cluster
-
-    if os.geteuid() != 0:
-        _missing("a real cluster needs root")
-    try:
-        release = _local_current() or _fetched_current(release_source())
-        if release.source_dir is None:
-            _missing(f"no Kubernetes source tree for {release.version}")
-        runtime = ensure_node_runtime(release.source_dir)
-    except E2EDRAError as exc:
-        _missing(f"no release or node runtime to run ({exc})")
-        raise  # unreachable: _missing raises
+def live(start_cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     artifacts = tmp_path_factory.mktemp("builder-real")
-    assert release.source_dir is not None
-    cluster = Cluster(release.source_dir, artifacts / "logs")
-    env = {**runtime.env(), "RUNTIME_CONFIG": RUNTIME_CONFIG, "FEATURE_GATES": FEATURE_GATES}
-    try:
-        cluster.start("0-builder", release.bin_dir, env)
-        kube = Kube.from_kubeconfig(cluster.kubeconfig)
+    extra_env = {"RUNTIME_CONFIG": DRA_RUNTIME_CONFIG, "FEATURE_GATES": DRA_FEATURE_GATES}
+    with start_cluster(artifacts / "logs", state="0-builder", extra_env=extra_env) as running:
+        kube = running.kube
         eventually(
             lambda: kube.get(path("v1", "nodes", NODE)),
             what=f"node {NODE} to be ready",
@@ -79,8 +48,6 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             ),
         )
         yield Live(kube, artifacts)
-    finally:
-        cluster.stop()
 
 
 def _run_chain(live: Live, subtest: Subtest) -> Builder:

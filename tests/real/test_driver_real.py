@@ -7,60 +7,33 @@ lock) on the provisioned node runtime.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import LiveCluster
 
-from e2e_dra._console import in_ci, say
+from e2e_dra._console import say
 from e2e_dra.driver import Driver, node_devices
-from e2e_dra.errors import E2EDRAError
-from e2e_dra.kube import Kube, path
+from e2e_dra.kube import path
 
 pytestmark = pytest.mark.real
 
-HOW_TO_INSTALL = "run `./run.sh e2e-dra provision` as root (see README: Requirements)"
 DRIVER = "real-driver.e2e-dra.k8s.io"
 NAMESPACE = "default"
 RESOURCE = "resource.k8s.io/v1"
 
 
-def _missing(reason: str) -> None:
-    message = f"{reason}: {HOW_TO_INSTALL}"
-    if in_ci():
-        pytest.fail(message)
-    pytest.skip(message)
-
-
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Iterator[tuple[object, Kube, Path]]:
-    from e2e_dra.provision import ensure_node_runtime
-    from e2e_dra.releases._select import _fetched_current, _local_current, release_source
-    from localupcluster import Cluster
-
-    if os.geteuid() != 0:
-        _missing("the kubelet and the node runtime need root")
-    try:
-        source = release_source()
-        release = _local_current(source) or _fetched_current(source)
-        runtime = ensure_node_runtime(release.source_dir, check_only=True)
-    except E2EDRAError as exc:
-        _missing(f"no real cluster parts ({exc})")
-        raise
-    log_dir = tmp_path_factory.mktemp("driver-real-logs")
-    running = Cluster(release.source_dir, log_dir)
-    try:
-        running.start("driver-real", release.bin_dir, runtime.env())
-        yield running, Kube.from_kubeconfig(running.kubeconfig), release.bin_dir
-    finally:
-        running.stop()
+def cluster(start_cluster, tmp_path_factory) -> Iterator[LiveCluster]:
+    with start_cluster(tmp_path_factory.mktemp("driver-real-logs"), state="driver-real") as live:
+        yield live
 
 
 @pytest.fixture
 def driver(cluster, tmp_path: Path) -> Iterator[Driver]:
-    _, kube, _ = cluster
+    kube = cluster.kube
     node = kube.list(path("v1", "nodes"))[0]["metadata"]["name"]
     with Driver(
         DRIVER, node, kube, resources=node_devices(node, 2), log_dir=tmp_path / "driver"
@@ -83,7 +56,7 @@ def _wait(what: str, condition, timeout: float, poll: float = 0.5):
 def test_a_pod_gets_the_claim_parameters_and_the_cdi_spec_goes_away(cluster, driver):
     from e2e_dra.provision import TEST_IMAGE
 
-    _, kube, _ = cluster
+    kube = cluster.kube
     kube.create(
         path(RESOURCE, "deviceclasses"),
         {
@@ -166,7 +139,7 @@ def test_a_pod_gets_the_claim_parameters_and_the_cdi_spec_goes_away(cluster, dri
 def test_slices_come_back_after_a_kubelet_restart(cluster, driver):
     from localupcluster import ModifyOptions
 
-    running, kube, bin_dir = cluster
+    running, kube, bin_dir = cluster.cluster, cluster.kube, cluster.release.bin_dir
     before = {s["metadata"]["uid"] for s in driver.slices()}
     registrations = driver.calls.count("/NotifyRegistrationStatus")
 

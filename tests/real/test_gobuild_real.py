@@ -11,37 +11,29 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import missing
 
-from e2e_dra._console import in_ci
 from e2e_dra.errors import E2EDRAError
-from e2e_dra.releases import Release
-from e2e_dra.releases._gobuild import BUILT_COMMANDS, GoBuildSource
-from e2e_dra.releases._select import VersionsUnderTest, versions_under_test
+from e2e_dra.releases import GoBuildSource, Release, VersionsUnderTest, versions_under_test
+from e2e_dra.releases._gobuild import BUILT_COMMANDS
 
 pytestmark = pytest.mark.real
 
-HOW_TO_INSTALL = (
+HOW_TO_BUILD = (
     "building Kubernetes needs Go >= 1.25 on PATH and a reachable Go module proxy (GOPROXY); "
     "run `./run.sh e2e-dra build 1.37` to see what is missing"
 )
 
 
-def _missing(reason: str) -> None:
-    """In CI a missing real part fails the run; elsewhere the test is skipped with the reason."""
-    message = f"{reason}: {HOW_TO_INSTALL}"
-    if in_ci():
-        pytest.fail(message)
-    pytest.skip(message)
-
-
 @pytest.fixture(scope="module")
 def versions() -> Iterator[VersionsUnderTest]:
+    """Both releases from the build source (overrides the session fixture of any source)."""
     if not (shutil.which("go") or Path("/usr/local/go/bin/go").exists()):
-        _missing("no Go toolchain")
+        missing("no Go toolchain", HOW_TO_BUILD)
     try:
         GoBuildSource().proxy.listed  # noqa: B018 -- is the proxy there at all?
     except E2EDRAError as exc:
-        _missing(f"the Go module proxy does not answer ({exc})")
+        missing(f"the Go module proxy does not answer ({exc})", HOW_TO_BUILD)
     with pytest.MonkeyPatch.context() as env:
         env.setenv("E2E_DRA_RELEASE_SOURCE", "build")
         yield versions_under_test()  # a failing build fails the test: that is a bug of ours

@@ -8,50 +8,22 @@ the host lock (/tmp/e2e-dra-host.lock), so it waits for any other real cluster o
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from e2e_dra._console import in_ci
-from e2e_dra.errors import E2EDRAError
 from e2e_dra.kube import Kube, path
+from e2e_dra.releases import VersionsUnderTest
 from localupcluster import KUBE_CLUSTER_COMPONENTS, Cluster, ModifyOptions
 from localupcluster.cmd import process_group_members
 
 pytestmark = pytest.mark.real
 
-HOW_TO_INSTALL = "run `./run.sh e2e-dra provision` as root (see README: Requirements)"
-
-
-def _missing(reason: str) -> None:
-    message = f"{reason}: {HOW_TO_INSTALL}"
-    if in_ci():
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-@pytest.fixture(scope="module")
-def parts():
-    from e2e_dra.provision import ensure_node_runtime
-    from e2e_dra.releases._select import versions_under_test
-
-    if os.geteuid() != 0:
-        _missing("the kubelet and the node runtime need root")
-    try:
-        versions = versions_under_test()
-        runtime = ensure_node_runtime(versions.current.source_dir, check_only=True)
-    except E2EDRAError as exc:
-        _missing(f"no real cluster parts ({exc})")
-        raise
-    return versions, runtime.env()
-
 
 @pytest.fixture
-def cluster(parts, tmp_path: Path) -> Iterator[Cluster]:
-    versions, _ = parts
+def cluster(versions: VersionsUnderTest, tmp_path: Path) -> Iterator[Cluster]:
     engine = Cluster(versions.current.source_dir, tmp_path / "logs")
     try:
         yield engine
@@ -93,12 +65,13 @@ def assert_versions(cluster: Cluster, expected: str) -> None:
         assert cluster.component_version(component) == expected
 
 
-def test_upgrade_and_downgrade_swap_every_component(parts, cluster: Cluster) -> None:
-    versions, env = parts
+def test_upgrade_and_downgrade_swap_every_component(
+    versions: VersionsUnderTest, node_env: dict[str, str], cluster: Cluster
+) -> None:
     previous, current = versions.previous, versions.current
     assert previous.version != current.version
 
-    cluster.start(f"0-initial-{versions.previous_minor}", previous.bin_dir, env)
+    cluster.start(f"0-initial-{versions.previous_minor}", previous.bin_dir, node_env)
     assert_versions(cluster, previous.version)
     initial = {c: cluster.running[c].pid for c in KUBE_CLUSTER_COMPONENTS}
 

@@ -9,7 +9,6 @@ leave no component process behind when it is interrupted.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
@@ -21,8 +20,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from conftest import DRA_FEATURE_GATES, DRA_RUNTIME_CONFIG, missing
 
-from e2e_dra._console import in_ci, say
+from e2e_dra._console import say
 from e2e_dra.errors import E2EDRAError, ProvisionError
 from e2e_dra.provision import (
     PAUSE_IMAGE,
@@ -32,46 +32,20 @@ from e2e_dra.provision import (
     stop_node_runtime,
 )
 from e2e_dra.releases import Release
-from e2e_dra.releases._select import versions_under_test
+from localupcluster._hostlock import HostLock
 
 pytestmark = pytest.mark.real
 
-HOST_LOCK = Path("/tmp/e2e-dra-host.lock")
 CERT_DIR = Path("/var/run/kubernetes")
-DRA_FEATURE_GATES = (
-    "DRADeviceTaintRules=true,DRADeviceTaints=true,DRAExtendedResource=true,"
-    "DRAPartitionableDevices=true"
-)
-DRA_RUNTIME_CONFIG = "resource.k8s.io/v1beta1,resource.k8s.io/v1beta2,resource.k8s.io/v1alpha3"
-HOW_TO_INSTALL = "run `./run.sh e2e-dra provision` as root (see README: Requirements)"
-
-
-def _missing(reason: str) -> None:
-    """In CI a missing real part fails the run; elsewhere the test is skipped with the reason."""
-    message = f"{reason}: {HOW_TO_INSTALL}"
-    if in_ci():
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 @pytest.fixture(scope="module")
-def release() -> Release:
-    try:
-        return versions_under_test().current  # the main job needs both; they are cached
-    except E2EDRAError as exc:
-        _missing(f"no Kubernetes release to run ({exc})")
-        raise  # unreachable: _missing raises
-
-
-@pytest.fixture(scope="module")
-def runtime(release: Release) -> NodeRuntime:
-    if os.geteuid() != 0:
-        _missing("the node runtime and the kubelet need root")
+def runtime(as_root: None, release: Release) -> NodeRuntime:
+    """Provisions what is missing (the other real tests only check)."""
     try:
         return ensure_node_runtime(release.source_dir)
     except E2EDRAError as exc:
-        _missing(f"cannot provision the node runtime ({exc})")
-        raise
+        missing(f"cannot provision the node runtime ({exc})")
 
 
 def test_a_second_provisioning_does_nothing(release: Release, runtime: NodeRuntime):
@@ -122,12 +96,12 @@ def test_a_containerd_found_gone_is_started_again(
 @pytest.fixture
 def host_lock() -> Iterator[None]:
     """One real cluster per host: its ports and /var/run/kubernetes are shared."""
-    with open(HOST_LOCK, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    lock = HostLock()
+    lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 class LocalUpCluster:

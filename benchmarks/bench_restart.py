@@ -51,7 +51,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from e2e_dra.provision import ensure_node_runtime
-    from e2e_dra.releases._select import versions_under_test
+    from e2e_dra.releases import versions_under_test
 
     versions = versions_under_test()
     env = ensure_node_runtime(versions.current.source_dir, check_only=True).env()

@@ -62,7 +62,7 @@ def _up(args: argparse.Namespace) -> int:
     parse_feature_gates(args.feature_gates, where="--feature-gates")
     source_dir, bin_dir = args.source_dir, args.bin_dir
     if source_dir is None or bin_dir is None:
-        from e2e_dra.releases._select import versions_under_test
+        from e2e_dra.releases import versions_under_test
 
         current = versions_under_test().current
         source_dir = source_dir or current.source_dir

@@ -29,7 +29,7 @@ from e2e_dra.releases._gobuild import (
 )
 from e2e_dra.releases._gomodule import build_go_mod, parse_replaces, staging_version
 from e2e_dra.releases._goproxy import ModuleProxy, escape_module_path, proxy_url
-from e2e_dra.releases._select import versions_under_test
+from e2e_dra.releases import versions_under_test
 
 KUBERNETES_GO_MOD = """\
 // This is a generated file. Do not edit directly.

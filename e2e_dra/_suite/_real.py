@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from e2e_dra.builder import Builder
     from e2e_dra.driver import Driver
     from e2e_dra.kube import Kube
-    from e2e_dra.releases._select import VersionsUnderTest
+    from e2e_dra.releases import VersionsUnderTest
     from localupcluster.cluster import Cluster
 
 NAMESPACE = "default"
@@ -67,7 +67,7 @@ class ClusterBackend:
     # --- steps every suite has ----------------------------------------------------------------
 
     def resolve_versions(self) -> VersionsUnderTest:
-        from e2e_dra.releases._select import versions_under_test
+        from e2e_dra.releases import versions_under_test
 
         versions = versions_under_test()
         if versions.current.source_dir is None:

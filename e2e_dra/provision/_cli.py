@@ -56,7 +56,7 @@ def _provision(args: argparse.Namespace) -> int:
         return 0
     source_dir = args.source_dir
     if source_dir is None and not args.runtime_only and not args.check:
-        from e2e_dra.releases._select import versions_under_test
+        from e2e_dra.releases import versions_under_test
 
         versions = versions_under_test()
         for label, release in (("current", versions.current), ("previous", versions.previous)):

@@ -19,7 +19,7 @@ import pytest
 
 from e2e_dra._cache import CacheEntry
 from e2e_dra.errors import E2EDRAError, ReleaseError, VersionError
-from e2e_dra.releases import release_source
+from e2e_dra.releases import release_source, versions_under_test
 from e2e_dra.releases._gobuild import (
     BUILT_COMMANDS,
     VERSION_DEFS_FILE,
@@ -29,7 +29,6 @@ from e2e_dra.releases._gobuild import (
 )
 from e2e_dra.releases._gomodule import build_go_mod, parse_replaces, staging_version
 from e2e_dra.releases._goproxy import ModuleProxy, escape_module_path, proxy_url
-from e2e_dra.releases import versions_under_test
 
 KUBERNETES_GO_MOD = """\
 // This is a generated file. Do not edit directly.

@@ -8,9 +8,10 @@ matter (and is shuffled on purpose).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import pkgutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -111,6 +112,17 @@ class Context:
     artifacts: Path
     namespace: str = "default"
     log: Callable[[str], None] = field(default=print)
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        """A named part of a phase (upstream's ``tCtx.Run``): said when it starts, and named in
+        the failure, so a red phase tells which of its checks broke."""
+        self.log(f"{self.phase}: {name}")
+        try:
+            yield
+        except Exception as exc:
+            exc.add_note(f"e2e-dra: in step {name!r} of phase {self.phase!r}")
+            raise
 
 
 def discover(package: str = "subtests", kind: type = Subtest) -> list[Any]:

@@ -1,4 +1,5 @@
-"""Shared by extended-resource-explicit and -implicit (DRAExtendedResource).
+"""Shared by extended-resource-explicit and -implicit (DRAExtendedResource) and by the
+gate-cycle subtest extended-resource.
 
 A pod asks for an extended resource (``resources.requests``) instead of a claim; the scheduler
 creates a "special" ResourceClaim owned by the pod and records it in
@@ -25,23 +26,23 @@ def extended_resource_subtest(kind: str) -> Subtest:
     """The subtest ``extended-resource-<kind>``; ``kind`` is "explicit" or "implicit"."""
 
     def initial(ctx: Context) -> Phase:
-        resource = _resource_name(ctx, kind)
-        before = _create_pod(ctx, f"{kind}-before-upgrade", resource)
-        _verify(ctx, before, resource)
+        resource = resource_name(ctx, kind)
+        before = create_pod(ctx, f"{kind}-before-upgrade", resource)
+        verify_pod_running_with_claim(ctx, before, resource)
 
         def after_upgrade(ctx: Context) -> Phase:
-            _verify(ctx, before, resource)
-            after = _create_pod(ctx, f"{kind}-after-upgrade", resource)
-            _verify(ctx, after, resource)
+            verify_pod_running_with_claim(ctx, before, resource)
+            after = create_pod(ctx, f"{kind}-after-upgrade", resource)
+            verify_pod_running_with_claim(ctx, after, resource)
 
             def after_downgrade(ctx: Context) -> None:
                 pods = (before, after)
                 for pod in pods:
-                    _verify(ctx, pod, resource)
-                claims = [_claim_name(ctx, pod) for pod in pods]
+                    verify_pod_running_with_claim(ctx, pod, resource)
+                claims = [claim_name_from_pod(ctx, pod) for pod in pods]
                 for pod in pods:
                     ctx.builder.delete_pod_and_wait(pod)
-                _wait_claims_gone(ctx, claims)
+                wait_claims_gone(ctx, claims)
 
             return after_downgrade
 
@@ -50,7 +51,7 @@ def extended_resource_subtest(kind: str) -> Subtest:
     return Subtest(name=f"extended-resource-{kind}", initial=initial, resources=devices_per_node(8))
 
 
-def _resource_name(ctx: Context, kind: str) -> str:
+def resource_name(ctx: Context, kind: str) -> str:
     """Explicit: a new class maps ``<driver>/resource-explicit``; implicit: the default class
     is reachable as ``deviceclass.resource.kubernetes.io/<class>`` without any setup."""
     b = ctx.builder
@@ -65,7 +66,7 @@ def _resource_name(ctx: Context, kind: str) -> str:
     return resource
 
 
-def _create_pod(ctx: Context, name: str, resource: str) -> str:
+def create_pod(ctx: Context, name: str, resource: str) -> str:
     b = ctx.builder
     pod = b.pod()
     pod["metadata"]["name"] = name
@@ -77,7 +78,7 @@ def _create_pod(ctx: Context, name: str, resource: str) -> str:
     return name
 
 
-def _verify(ctx: Context, name: str, resource: str) -> None:
+def verify_pod_running_with_claim(ctx: Context, name: str, resource: str) -> None:
     """Running with the driver's env, and a special claim that is allocated and maps ``resource``.
 
     The run+exec check is retried as a whole: right after a node restart, exec can fail with
@@ -105,13 +106,13 @@ def _verify(ctx: Context, name: str, resource: str) -> None:
     assert resource in mapped, f"pod {name}: requestMappings {mapped} lack {resource}"
 
 
-def _claim_name(ctx: Context, pod: str) -> str:
+def claim_name_from_pod(ctx: Context, pod: str) -> str:
     status = ctx.builder.read_pod(pod).get("status", {}).get("extendedResourceClaimStatus")
     assert status, f"pod {pod} has no status.extendedResourceClaimStatus"
     return status["resourceClaimName"]
 
 
-def _wait_claims_gone(ctx: Context, names: list[str]) -> None:
+def wait_claims_gone(ctx: Context, names: list[str]) -> None:
     """The garbage collector removes special claims once their pods are gone."""
     claims = path("resource.k8s.io/v1", "resourceclaims", namespace=ctx.namespace)
 

@@ -8,14 +8,17 @@ where a release under test lacks that API.
 
 from __future__ import annotations
 
-from e2e_dra.kube import path
 from e2e_dra.subtest import Context, Phase, Subtest
 from e2e_dra.waits import consistently
 from subtests._pools import devices_per_node
-
-SCHEDULING = "scheduling.k8s.io/v1beta1"
-STABLE_FOR = 15.0
-STABLE_POLL = 0.1
+from subtests._workload import (
+    SCHEDULING,
+    STABLE_FOR,
+    STABLE_POLL,
+    claim_path,
+    claim_state,
+    group_claim,
+)
 
 
 def initial(ctx: Context) -> Phase:
@@ -28,37 +31,17 @@ def initial(ctx: Context) -> Phase:
     b.test_pod(persistent_pod)
     b.test_pod(new_pod)
 
-    group_name = pod_group["metadata"]["name"]
-    group = ctx.kube.get(path(SCHEDULING, "podgroups", group_name, namespace=ctx.namespace))
-    statuses = group.get("status", {}).get("resourceClaimStatuses", [])
-    claim_name = _generated_claim(statuses, group["spec"]["resourceClaims"][0]["name"])
-    claim = ctx.kube.get(_claim_path(ctx, claim_name))
-    expected_reservation = [
-        {
-            "apiGroup": "scheduling.k8s.io",
-            "resource": "podgroups",
-            "name": group_name,
-            "uid": group["metadata"]["uid"],
-        }
-    ]
-    reserved_for = claim.get("status", {}).get("reservedFor")
-    assert reserved_for == expected_reservation, (
-        f"ResourceClaim {claim_name} is reserved for {reserved_for}, "
-        f"expected only PodGroup {group_name}"
-    )
-    stable = {
-        "uid": claim["metadata"]["uid"],
-        "allocation": claim["status"].get("allocation"),
-        "reservedFor": reserved_for,
-    }
+    claim = group_claim(ctx, pod_group)
+    claim_name = claim["metadata"]["name"]
+    stable = claim_state(claim)
 
     def check_claim_stable(ctx: Context) -> None:
         consistently(
-            lambda: ctx.kube.get(_claim_path(ctx, claim_name)),
+            lambda: ctx.kube.get(claim_path(ctx, claim_name)),
             what=f"ResourceClaim {claim_name} keeping its UID, allocation and reservation",
             duration=STABLE_FOR,
             poll=STABLE_POLL,
-            holds=lambda claim: _claim_state(claim) == stable,
+            holds=lambda claim: claim_state(claim) == stable,
         )
 
     def after_upgrade(ctx: Context) -> Phase:
@@ -82,29 +65,6 @@ def initial(ctx: Context) -> Phase:
         return after_downgrade
 
     return after_upgrade
-
-
-def _generated_claim(statuses: list[dict], claim_in_group: str) -> str:
-    """The name of the claim generated for the group's only claim entry."""
-    assert len(statuses) == 1 and statuses[0].get("name") == claim_in_group, (
-        f"PodGroup status.resourceClaimStatuses {statuses} should name one claim {claim_in_group}"
-    )
-    name = statuses[0].get("resourceClaimName")
-    assert name, f"PodGroup status is missing the generated ResourceClaim name: {statuses}"
-    return name
-
-
-def _claim_path(ctx: Context, name: str) -> str:
-    return path("resource.k8s.io/v1", "resourceclaims", name, namespace=ctx.namespace)
-
-
-def _claim_state(claim: dict) -> dict:
-    status = claim.get("status", {})
-    return {
-        "uid": claim["metadata"]["uid"],
-        "allocation": status.get("allocation"),
-        "reservedFor": status.get("reservedFor"),
-    }
 
 
 SUBTEST = Subtest(

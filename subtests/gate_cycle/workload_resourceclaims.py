@@ -5,19 +5,17 @@ and reservation; once the gate is back, new pods of the group share that claim a
 
 from __future__ import annotations
 
-from e2e_dra.kube import path
 from e2e_dra.subtest import Context, GateCycleSubtest, Phase
 from e2e_dra.waits import consistently
 from subtests._pools import devices_per_node
-from subtests.workload_resourceclaims import (
+from subtests._workload import (
     SCHEDULING,
     STABLE_FOR,
     STABLE_POLL,
-    _claim_state,
-    _generated_claim,
+    claim_path,
+    claim_state,
+    group_claim,
 )
-
-RESOURCE_V1 = "resource.k8s.io/v1"
 
 
 def initial(ctx: Context) -> Phase:
@@ -30,21 +28,18 @@ def initial(ctx: Context) -> Phase:
     b.test_pod(pod)
     b.test_pod(pod_to_delete)
 
-    group_name = pod_group["metadata"]["name"]
-    group = ctx.kube.get(path(SCHEDULING, "podgroups", group_name, namespace=ctx.namespace))
-    statuses = group.get("status", {}).get("resourceClaimStatuses", [])
-    claim_name = _generated_claim(statuses, group["spec"]["resourceClaims"][0]["name"])
-    claims = path(RESOURCE_V1, "resourceclaims", namespace=ctx.namespace)
-    stable = _claim_state(ctx.kube.get(f"{claims}/{claim_name}"))
+    claim = group_claim(ctx, pod_group)
+    claim_name = claim["metadata"]["name"]
+    stable = claim_state(claim)
 
     def only_the_group_claim(ctx: Context) -> None:
         """Every claim in the namespace: exactly the group's, unchanged (no per-pod claims)."""
         consistently(
-            lambda: ctx.kube.list(claims),
+            lambda: ctx.kube.list(claim_path(ctx)),
             what=f"ResourceClaim {claim_name} staying the only, unchanged claim",
             duration=STABLE_FOR,
             poll=STABLE_POLL,
-            holds=lambda items: [_claim_state(c) for c in items] == [stable],
+            holds=lambda items: [claim_state(c) for c in items] == [stable],
         )
 
     def gate_off(ctx: Context) -> Phase:

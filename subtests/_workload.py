@@ -1,0 +1,63 @@
+"""Shared by the workload-resourceclaims subtests of both suites (DRAWorkloadResourceClaims).
+
+A PodGroup that lists a claim gets one ResourceClaim generated for the whole group, reserved for
+the group rather than for its pods. Both suites check that claim the same way and compare it over
+time by the same three fields, so those checks live here.
+"""
+
+from __future__ import annotations
+
+from e2e_dra.kube import path
+from e2e_dra.subtest import Context
+
+SCHEDULING = "scheduling.k8s.io/v1beta1"
+RESOURCE_V1 = "resource.k8s.io/v1"
+STABLE_FOR = 15.0  # upstream's checkClaimsStable: Consistently 15 s ...
+STABLE_POLL = 0.1  # ... polling every 100 ms
+
+
+def claim_path(ctx: Context, name: str | None = None) -> str:
+    """A ResourceClaim of the subtest's namespace (or, without ``name``, their collection)."""
+    return path(RESOURCE_V1, "resourceclaims", name, namespace=ctx.namespace)
+
+
+def group_claim(ctx: Context, pod_group: dict) -> dict:
+    """The claim generated for ``pod_group``, checked to be reserved for the group alone.
+
+    The group's status must name exactly one generated claim for its only claim entry, and that
+    claim's ``status.reservedFor`` must be exactly the PodGroup (not its pods).
+    """
+    group_name = pod_group["metadata"]["name"]
+    group = ctx.kube.get(path(SCHEDULING, "podgroups", group_name, namespace=ctx.namespace))
+    statuses = group.get("status", {}).get("resourceClaimStatuses", [])
+    claim_in_group = group["spec"]["resourceClaims"][0]["name"]
+    assert len(statuses) == 1 and statuses[0].get("name") == claim_in_group, (
+        f"PodGroup status.resourceClaimStatuses {statuses} should name one claim {claim_in_group}"
+    )
+    claim_name = statuses[0].get("resourceClaimName")
+    assert claim_name, f"PodGroup status is missing the generated ResourceClaim name: {statuses}"
+    claim = ctx.kube.get(claim_path(ctx, claim_name))
+    expected_reservation = [
+        {
+            "apiGroup": "scheduling.k8s.io",
+            "resource": "podgroups",
+            "name": group_name,
+            "uid": group["metadata"]["uid"],
+        }
+    ]
+    reserved_for = claim.get("status", {}).get("reservedFor")
+    assert reserved_for == expected_reservation, (
+        f"ResourceClaim {claim_name} is reserved for {reserved_for}, "
+        f"expected only PodGroup {group_name}"
+    )
+    return claim
+
+
+def claim_state(claim: dict) -> dict:
+    """What must not change while pods come and go: identity, allocation, reservation."""
+    status = claim.get("status", {})
+    return {
+        "uid": claim["metadata"]["uid"],
+        "allocation": status.get("allocation"),
+        "reservedFor": status.get("reservedFor"),
+    }

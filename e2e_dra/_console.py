@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
+from collections.abc import Callable, Iterator
 
 from rich.console import Console
 
@@ -26,9 +28,26 @@ def console() -> Console:
     )
 
 
+_sinks: list[Callable[[str], None]] = []
+
+
 def say(message: str) -> None:
     """A progress line: what we are doing now."""
-    console().log(message)
+    if _sinks:
+        _sinks[-1](message)
+    else:
+        console().log(message)
+
+
+@contextlib.contextmanager
+def said_through(sink: Callable[[str], None]) -> Iterator[None]:
+    """Route progress lines to ``sink`` for a while: the suite shows them live between pytest's
+    own lines, where stderr would be captured and seen only after a test ends."""
+    _sinks.append(sink)
+    try:
+        yield
+    finally:
+        _sinks.remove(sink)
 
 
 def fancy() -> bool:

@@ -194,6 +194,7 @@ def _write_line(config: pytest.Config, line: str) -> None:
 @pytest.fixture(scope="module")
 def e2e_dra_run(request: pytest.FixtureRequest) -> Iterator[SuiteRun]:
     """The running suite of this module; its teardown stops the cluster (also on -x, Ctrl-C)."""
+    from e2e_dra._console import said_through
     from e2e_dra._paths import artifacts_dir
     from e2e_dra._suite._artifacts import Summary
     from e2e_dra._suite._reporting import LiveView
@@ -218,10 +219,12 @@ def e2e_dra_run(request: pytest.FixtureRequest) -> Iterator[SuiteRun]:
     request.getfixturevalue("record_testsuite_property")("e2e_dra_seed", str(state.seed))
     run = SuiteRun(suite, subtests, backend, summary, activity=view.activity)
     try:
-        yield run
+        with said_through(view.say):
+            yield run
     finally:
         try:
-            run.close()
+            with said_through(view.say):
+                run.close()
         finally:
             view.close()
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from e2e_dra._console import say
-from e2e_dra.errors import E2EDRAError
+from e2e_dra.errors import E2EDRAError, ExecError
 from e2e_dra.kube import Kube, KubeError, NotFound, path, retrying
 from e2e_dra.waits import eventually
 
@@ -425,7 +425,9 @@ class Builder:
 
     def check_container_env(self, pod_name: str, container: str, env: Iterable[str]) -> None:
         """``env`` in the container prints each ``k=v`` line (as a substring, like upstream)."""
-        stdout, stderr = self.exec(pod_name, container, ["env"])
+        # Right after a kubelet restart, exec answers "pod does not exist" for a pod the API
+        # shows as Running until the kubelet has synced it again: retry that, as upstream does.
+        stdout, stderr = retrying(self.exec)(pod_name, container, ["env"])
         if stderr:
             raise AssertionError(f"env in {pod_name}/{container} wrote to stderr: {stderr!r}")
         missing = [line for line in env if f"{line}\n" not in stdout]
@@ -435,7 +437,11 @@ class Builder:
             )
 
     def exec(self, pod_name: str, container: str, command: list[str]) -> tuple[str, str]:
-        """Run ``command`` in a container; (stdout, stderr). A failed exec is a KubeError."""
+        """Run ``command`` in a container; (stdout, stderr).
+
+        An exec the server could not set up is a KubeError (a restarted kubelet explains it); a
+        command that ran and failed is an :class:`ExecError` (nothing explains it away).
+        """
         from kubernetes import client, stream
         from kubernetes.client.exceptions import ApiException
 
@@ -461,12 +467,12 @@ class Builder:
             stdout = session.read_stdout(timeout=0)
             stderr = session.read_stderr(timeout=0)
             if session.is_open():
-                raise KubeError(0, "ExecTimeout", f"{command} did not finish in 60s", path=where)
+                raise ExecError(f"{where}: {command} did not finish in 60s")
             code = session.returncode
         finally:
             session.close()
         if code != 0:
-            raise KubeError(0, "ExecFailed", f"{command} exited with {code}: {stderr}", path=where)
+            raise ExecError(f"{where}: {command} exited with {code}: {stderr}")
         return stdout, stderr
 
     # --- tear-down ----------------------------------------------------------------------------

@@ -22,3 +22,7 @@ class ReleaseError(E2EDRAError):
 
 class ProvisionError(E2EDRAError):
     """A part of the node runtime is missing and could not be installed."""
+
+
+class ExecError(E2EDRAError):
+    """A command in a container ran and failed, or did not finish (no restart explains that)."""

@@ -11,11 +11,12 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from e2e_dra.errors import ExecError
 from e2e_dra.kube import KubeError, transient
 
 T = TypeVar("T")
 
-RETRIED_BY_DEFAULT: tuple[type[BaseException], ...] = (AssertionError, KubeError)
+RETRIED_BY_DEFAULT: tuple[type[BaseException], ...] = (AssertionError, KubeError, ExecError)
 """Errors a probe may raise while the awaited state is not there yet (Gomega retries those too).
 
 Programming errors (KeyError, TypeError, ...) are not in this list: they fail at once.

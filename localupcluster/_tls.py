@@ -28,7 +28,12 @@ class AdminTLS:
 
 @functools.cache
 def unverified() -> ssl.SSLContext:
-    """Shared: building a context costs tens of milliseconds, a visible share of a restart."""
+    """Shared: building a context costs tens of milliseconds, a visible share of a restart.
+    Never add a client certificate to it: scheduler and controller-manager probes use it too."""
+    return _unverified_context()
+
+
+def _unverified_context() -> ssl.SSLContext:
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
@@ -80,7 +85,7 @@ def admin_tls(kubeconfig: Path) -> AdminTLS:
         try:
             verified = ssl.create_default_context(cafile=str(ca))
             verified.load_cert_chain(str(cert), str(key))
-            insecure = unverified()
+            insecure = _unverified_context()  # its own: this one carries the admin identity
             insecure.load_cert_chain(str(cert), str(key))
         except (OSError, ssl.SSLError) as exc:
             raise E2EDRAError(f"kubeconfig {kubeconfig}: unusable TLS material: {exc}") from exc

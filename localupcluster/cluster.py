@@ -58,6 +58,8 @@ MAX_RETRIES = 10
 RETRY_DELAY = 1.0
 HELPER_TIMEOUT = 300.0
 LOG_TAIL_LINES = 25
+SCRIPT_IDLE_TIMEOUT = 600.0
+"""A local-up-cluster.sh that prints nothing for this long and does not end is hung."""
 PORT_RELEASE_GRACE = 5.0
 
 
@@ -276,28 +278,42 @@ class Cluster:
             return []
         self._stopping = True
         stopped: list[str] = []
+        errors: list[BaseException] = []
+
+        def attempt(cmd: Cmd) -> None:
+            # One process that will not die must not keep us from stopping the others.
+            try:
+                cmd.stop(reason)
+            except Exception as exc:
+                errors.append(exc)
+
         try:
             for helper in self._helpers:
                 if helper.running():
-                    helper.stop(reason)
+                    attempt(helper)
             for component in reversed(COMPONENTS):
                 cmd = self.running.pop(component, None)
                 if cmd is not None:
                     if cmd.running():
                         say(f"stopping {cmd.name} (pid {cmd.pid})")
                         stopped.append(cmd.name)
-                    cmd.stop(reason)
-                    self._check_gone(cmd)
+                    attempt(cmd)
             if self._script is not None:
                 if self._script.running():
                     stopped.append(self._script.name)
-                self._script.stop(reason)
-                self._check_gone(self._script)
+                attempt(self._script)
                 self._script = None
         finally:
             self._guard.uninstall()
-            self._lock.release()
+            if not errors:  # with a survivor, the next cluster must not start on top of it
+                self._lock.release()
             self._stopping = False
+        if errors:
+            raise ClusterError(
+                "could not stop every process of the cluster: "
+                + "; ".join(str(e) for e in errors)
+                + f" (the host lock {self._lock.path} stays held until this process exits)"
+            )
         return stopped
 
     def __enter__(self) -> Cluster:
@@ -315,11 +331,6 @@ class Cluster:
         names = ", ".join(stopped) or "nothing"
         say(f"interrupted ({why}): stopped {names}; no cluster process left")
 
-    def _check_gone(self, cmd: Cmd) -> None:
-        left = cmd.leftovers()
-        if left:
-            raise ClusterError(f"{cmd.name}: processes {left} survived SIGKILL of their group")
-
     def _run_script(self, state: str, script: Path, bin_dir: Path, feature_gates: str) -> None:
         self._script = Cmd(
             f"local-up-cluster-{state}",
@@ -331,7 +342,7 @@ class Cluster:
         )
         say(f"running hack/local-up-cluster.sh -d (log: {self._script.log_file})")
         self._script.start()
-        for line in self._script.lines():
+        for line in self._script.lines(idle_timeout=SCRIPT_IDLE_TIMEOUT):
             if OLD_SCRIPT_READY_LINE in line:
                 break  # older script: it keeps etcd running until we stop it
             run = parse_run_line(line)
@@ -349,7 +360,7 @@ class Cluster:
             if setting is not None:
                 self.settings[setting[0]] = setting[1]
         else:
-            returncode = self._script.wait()
+            returncode = self._script.wait(timeout=SCRIPT_IDLE_TIMEOUT)
             if returncode != 0:
                 raise ClusterError(
                     f"hack/local-up-cluster.sh failed ({describe_exit(returncode)}); "

@@ -174,12 +174,22 @@ class Cmd:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def lines(self) -> Iterator[str]:
-        """Output lines as they come, until the process closes its output (capture mode)."""
+    def lines(self, idle_timeout: float | None = None) -> Iterator[str]:
+        """Output lines as they come, until the process closes its output (capture mode).
+
+        ``idle_timeout``: give up (raise) when no line came for that long: a hung script must
+        not hang the run.
+        """
         if not self.capture:
             raise E2EDRAError(f"command {self.name} does not capture its output")
         while True:
-            item = self._lines.get()
+            try:
+                item = self._lines.get(timeout=idle_timeout)
+            except queue.Empty:
+                raise E2EDRAError(
+                    f"command {self.name} printed nothing for {idle_timeout:g}s and did not end; "
+                    f"log: {self.log_file}"
+                ) from None
             if item is _EOF:
                 self._lines.put(_EOF)
                 return

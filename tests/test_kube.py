@@ -6,6 +6,7 @@ import pytest
 import urllib3.exceptions
 from kubernetes.client.exceptions import ApiException
 
+from e2e_dra.errors import ExecError
 from e2e_dra.kube import Conflict, KubeError, NotFound, path, transient
 
 
@@ -54,6 +55,7 @@ def test_what_a_restart_explains_is_retried(exc: BaseException) -> None:
         AssertionError("timed out after 60s waiting for pod p to be Running"),
         TimeoutError("timed out waiting for claims to be deleted"),
         KeyError("kind"),
+        ExecError("default/p/c: ['env'] exited with 1: "),
     ],
 )
 def test_real_failures_are_not_retried(exc: BaseException) -> None:

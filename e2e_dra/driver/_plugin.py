@@ -136,14 +136,24 @@ class Driver:
                 ]
             # The DRA service first: once the kubelet sees the registration socket, it calls it.
             self._servers.append(
-                (serve_unix(self.dra_socket, dra_registrars, interceptors), self.dra_socket)
+                (
+                    serve_unix(
+                        self.dra_socket, dra_registrars, interceptors, thread_name=self._threads
+                    ),
+                    self.dra_socket,
+                )
             )
             registration = _registrar(
                 pluginregistration_v1_pb2_grpc, "Registration", self._registration
             )
             self._servers.append(
                 (
-                    serve_unix(self.registration_socket, [registration], interceptors),
+                    serve_unix(
+                        self.registration_socket,
+                        [registration],
+                        interceptors,
+                        thread_name=self._threads,
+                    ),
                     self.registration_socket,
                 )
             )
@@ -153,23 +163,47 @@ class Driver:
             raise
 
     def stop(self) -> None:
-        """Remove the sockets first (the kubelet unregisters), then what we own in the API."""
-        self.health.close()
+        """Remove the sockets first (the kubelet unregisters), then what we own in the API.
+
+        Every step is tried even when an earlier one fails (an API server that is away must not
+        strand the RBAC objects or the log handler); the first error is raised at the end.
+        """
+        errors: list[BaseException] = []
+
+        def attempt(step: Callable[[], object]) -> None:
+            try:
+                step()
+            except Exception as exc:
+                log.warning("driver %s: stopping: %s", self.name, exc)
+                errors.append(exc)
+
+        attempt(self.health.close)
         while self._servers:
             server, socket = self._servers.pop()
-            stop_server(server, socket)
+            attempt(lambda server=server, socket=socket: stop_server(server, socket))
         publisher, self._publisher = self._publisher, None
         if publisher is not None:
             registered = self.calls.succeeded(REGISTRATION_METHOD)
             # The kubelet removes node-local slices of a plugin that went away; everything else
             # (cluster-wide slices, or a driver the kubelet never knew) is ours to remove.
-            publisher.stop(
-                delete=lambda item: not (registered and (item.get("spec") or {}).get("nodeName"))
+            attempt(
+                lambda: publisher.stop(
+                    delete=lambda item: (
+                        not (registered and (item.get("spec") or {}).get("nodeName"))
+                    )
+                )
             )
-        if self._identity is not None:
-            self._identity.delete()
-            self._identity: PluginIdentity | None = None
+        identity, self._identity = self._identity, None
+        if identity is not None:
+            attempt(identity.delete)
         self._close_log()
+        if errors:
+            raise errors[0]
+
+    @property
+    def _threads(self) -> str:
+        """Prefix of this driver's thread names, which its log file picks its lines by."""
+        return f"driver-{self.name}"
 
     def __enter__(self) -> Driver:
         self.start()
@@ -290,6 +324,13 @@ class Driver:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         handler = logging.FileHandler(self.log_dir / f"driver-{self.name}.log")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        # Every driver of the suite logs through the same module loggers: keep the lines of this
+        # driver's threads, and those that name it.
+        handler.addFilter(
+            lambda record: (
+                record.threadName.startswith(self._threads) or self.name in record.getMessage()
+            )
+        )
         logging.getLogger("e2e_dra.driver").addHandler(handler)
         if logging.getLogger("e2e_dra.driver").getEffectiveLevel() > logging.INFO:
             logging.getLogger("e2e_dra.driver").setLevel(logging.INFO)

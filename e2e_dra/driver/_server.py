@@ -19,12 +19,15 @@ def serve_unix(
     interceptors: Sequence[grpc.ServerInterceptor] = (),
     *,
     workers: int = 8,
+    thread_name: str | None = None,
 ) -> grpc.Server:
     """A started server on ``socket``; a stale socket file from a crashed run is replaced."""
     socket.parent.mkdir(parents=True, exist_ok=True)
     remove_socket(socket)
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=socket.stem),
+        futures.ThreadPoolExecutor(
+            max_workers=workers, thread_name_prefix=thread_name or socket.stem
+        ),
         interceptors=list(interceptors),
         options=[("grpc.so_reuseport", 0)],
     )

@@ -56,8 +56,6 @@ class _PoolState:
 
 @dataclass
 class _Stats:
-    writes: int = 0
-    reconciles: int = 0
     errors: list[str] = field(default_factory=list)
 
 
@@ -71,7 +69,6 @@ class SlicePublisher:
         *,
         reconcile_pool: str | None = None,
         owner_node: str | None = None,
-        on_error: Callable[[Exception], None] | None = None,
     ):
         self.driver = driver
         self.reconcile_pool = reconcile_pool
@@ -79,7 +76,6 @@ class SlicePublisher:
         self.expect_dropped_fields = False
         self.stats = _Stats()
         self._kube = kube
-        self._on_error = on_error
         self._lock = threading.RLock()
         self._pools: dict[str, _PoolState] = {}
         self._retired: set[str] = set()  # pools published before and no longer wanted
@@ -88,7 +84,8 @@ class SlicePublisher:
         self._owner_refs: list[dict] | None = None
         self._kick = threading.Event()
         self._stopping = threading.Event()
-        self._synced = threading.Event()
+        # None: not tried yet; False: this API server rejects the spec.pool.name field selector.
+        self._pool_selector: bool | None = None
         self._thread: threading.Thread | None = None
 
     # --- public -------------------------------------------------------------------------------
@@ -104,7 +101,9 @@ class SlicePublisher:
                 if current is None or current.pool != pool:
                     self._pools[name] = _PoolState(copy.deepcopy(pool))
                 self._retired.discard(name)
-            self._synced.clear()
+            # Publishing again means "write it as given": slices the server stored with fields
+            # dropped (a gate was off) are rewritten now that it may keep them.
+            self._written.clear()
         self._kick.set()
 
     def expected_slice_count(self) -> int:
@@ -115,6 +114,8 @@ class SlicePublisher:
         with self._lock:
             self._kube = kube
             self._api_version = None
+            self._pool_selector = None  # the new server may know the field
+            self._written.clear()
         self._kick.set()
 
     @property
@@ -127,7 +128,9 @@ class SlicePublisher:
             return self._api_version
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=f"slices-{self.driver}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"driver-{self.driver}-slices", daemon=True
+        )
         self._thread.start()
 
     def stop(self, *, delete: Callable[[dict], bool] = lambda _: True) -> None:
@@ -141,10 +144,6 @@ class SlicePublisher:
                 self._kube.delete(
                     kube_api.path(self.api_version, "resourceslices", item["metadata"]["name"])
                 )
-
-    def wait_synced(self, timeout: float) -> bool:
-        """Until one reconcile pass found nothing to change since the last publish()."""
-        return self._synced.wait(timeout)
 
     def slices(self) -> list[dict]:
         """The driver's slices in the API now (all pools, also those of other publishers)."""
@@ -184,11 +183,14 @@ class SlicePublisher:
             kube_api.path(self.api_version, "resourceslices"),
             resource_version=resource_version,
             timeout_seconds=int(RESYNC_PERIOD),
-            fieldSelector=f"spec.driver={self.driver}",
+            fieldSelector=self._selector(),
         )
         abandoned = threading.Event()
         watcher = threading.Thread(
-            target=self._consume, args=(events, abandoned), name="slices-watch", daemon=True
+            target=self._consume,
+            args=(events, abandoned),
+            name=f"driver-{self.driver}-watch",
+            daemon=True,
         )
         watcher.start()
         self._kick.wait(RESYNC_PERIOD)
@@ -232,12 +234,7 @@ class SlicePublisher:
         """One pass: list, fix what differs; the list's resourceVersion, and whether we wrote."""
         with self._lock:
             self._kick.clear()
-            self.stats.reconciles += 1
-            collection = self._kube.request(
-                "GET",
-                kube_api.path(self.api_version, "resourceslices"),
-                query={"fieldSelector": f"spec.driver={self.driver}"},
-            )
+            collection = self._list_own()
             existing = {
                 item["metadata"]["name"]: item
                 for item in collection.get("items") or []
@@ -254,8 +251,6 @@ class SlicePublisher:
                     self._written.pop(name, None)
                     changed = True
             self._retired.clear()
-            if not changed:
-                self._synced.set()
             return collection["metadata"]["resourceVersion"], changed
 
     def _ensure(self, name: str, body: dict, current: dict | None) -> bool:
@@ -279,7 +274,6 @@ class SlicePublisher:
             stored = self._kube.update(
                 kube_api.path(self.api_version, "resourceslices", name), manifest
             )
-        self.stats.writes += 1
         if _contains(stored.get("spec") or {}, want):
             self._written.pop(name, None)
         else:
@@ -290,6 +284,35 @@ class SlicePublisher:
             if not self.expect_dropped_fields:
                 self._report(error)
         return True
+
+    def _selector(self) -> str:
+        """Like upstream's controller: narrow to the one pool we reconcile by ``spec.pool.name``
+        where the server knows that field, else list the driver's slices and filter here."""
+        if self.reconcile_pool and self._pool_selector is not False:
+            return f"spec.driver={self.driver},spec.pool.name={self.reconcile_pool}"
+        return f"spec.driver={self.driver}"
+
+    def _list_own(self) -> dict:
+        url = kube_api.path(self.api_version, "resourceslices")
+        try:
+            return self._kube.request("GET", url, query={"fieldSelector": self._selector()})
+        except KubeError as exc:
+            if exc.status != 400 or not self.reconcile_pool or self._pool_selector is False:
+                raise
+            log.info(
+                "ResourceSlices of %s: the API server rejects the spec.pool.name field selector "
+                "(%s); filtering pool %s locally",
+                self.driver,
+                exc.message,
+                self.reconcile_pool,
+            )
+            self._pool_selector = False
+            return self._kube.request("GET", url, query={"fieldSelector": self._selector()})
+
+    @property
+    def pool_selector_rejected(self) -> bool:
+        """Whether the server refused the ``spec.pool.name`` field selector (we filter locally)."""
+        return self._pool_selector is False
 
     def _decide_generations(self, existing) -> None:
         for pool_name, state in self._pools.items():
@@ -374,8 +397,6 @@ class SlicePublisher:
         message = f"ResourceSlices of {self.driver}: {exc}"
         self.stats.errors.append(message)
         log.warning("%s", message)
-        if self._on_error is not None:
-            self._on_error(exc)
 
 
 def _contains(actual: object, wanted: object) -> bool:

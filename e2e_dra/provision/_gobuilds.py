@@ -139,7 +139,9 @@ def build(tool: GoTool) -> Path:
             ["-tags", tool.tags] if tool.tags else []
         )
         what = f"building {tool.name} {tool.version}"
-        log = tmp / "build.log"
+        # Outside the entry: a failed fill removes its temp dir, and the error points here.
+        log = runtime_cache_dir() / ".logs" / f"{tool.key}.log"
+        log.unlink(missing_ok=True)
         if tool.main_source is None:
             pkgs = [f"{p}@{tool.version}" for p in tool.packages]
             run_go(

@@ -28,7 +28,7 @@ def go_binary() -> str:
     if not found:
         raise ProvisionError(
             "the Go toolchain is needed to build Kubernetes and the node runtime from the Go "
-            "module proxy: install Go >= 1.25 (https://go.dev/doc/install) and put `go` on PATH"
+            "module proxy: install Go >= 1.26.6 (https://go.dev/doc/install) and put `go` on PATH"
         )
     return found
 

@@ -86,7 +86,7 @@ def initial(ctx: Context) -> Phase:
             b = ctx.builder
             b.create(pod)
             b.wait_unschedulable(pod["metadata"]["name"])
-            # Delete the slice now: the driver's final "all slices gone" check would wait for it.
+            # Our own slice: delete it now, before the tear-down sweeps the other objects.
             _delete_slice(ctx.kube)
 
         return after_downgrade

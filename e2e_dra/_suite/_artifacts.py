@@ -113,7 +113,13 @@ def dump_cluster(kube: Kube, directory: Path, label: str, namespace: str = "defa
     """DRA objects, pods, events and nodes as the server sees them now, in one JSON file."""
     from e2e_dra.kube import KubeError, path
 
-    versions = resource_versions(kube)
+    try:
+        versions = resource_versions(kube)
+    except KubeError as exc:  # the API server is away: dump what does not need discovery
+        versions = []
+        unreachable = str(exc)
+    else:
+        unreachable = None
     queries: dict[str, tuple[str, str, str | None]] = {
         "nodes": ("v1", "nodes", None),
         "pods": ("v1", "pods", namespace),
@@ -125,14 +131,23 @@ def dump_cluster(kube: Kube, directory: Path, label: str, namespace: str = "defa
             queries[plural] = (api, plural, None)
         for plural in ("resourceclaims", "resourceclaimtemplates"):
             queries[plural] = (api, plural, namespace)
-    for version in ("v1", "v1beta2", "v1alpha3"):
-        if version in versions:
-            queries["devicetaintrules"] = (f"resource.k8s.io/{version}", "devicetaintrules", None)
-            break
     dump: dict[str, Any] = {"label": label, "namespace": namespace}
+    if unreachable:
+        dump["discovery_error"] = unreachable
     for key, (api_version, plural, ns) in queries.items():
         try:
             dump[key] = kube.list(path(api_version, plural, namespace=ns))
         except KubeError as exc:
             dump[key] = {"error": str(exc)}
+    # DeviceTaintRules are not served at every version that serves the other DRA kinds.
+    for version in ("v1", "v1beta2", "v1alpha3"):
+        if version not in versions:
+            continue
+        try:
+            dump["devicetaintrules"] = kube.list(
+                path(f"resource.k8s.io/{version}", "devicetaintrules")
+            )
+            break
+        except KubeError as exc:
+            dump["devicetaintrules"] = {"error": str(exc)}
     return write_json(directory / f"dump-{safe_name(label)}.json", dump)

@@ -120,7 +120,8 @@ class ClusterBackend:
     def refresh_clients(self) -> None:
         """After a restart: new connections everywhere (old ones point at a dead server)."""
         assert self.kube is not None
-        self.kube = self.kube.fresh()
+        old, self.kube = self.kube, self.kube.fresh()
+        old.close()
         for harness in self.harnesses.values():
             harness.driver.use_client(self.kube)
             harness.builder.use_client(self.kube)
@@ -195,8 +196,14 @@ class ClusterBackend:
     def on_failure(self, entry: Entry, exc: BaseException) -> list[str]:
         lines = []
         if self.kube is not None:
-            dump = dump_cluster(self.kube.fresh(), self.artifacts / "dumps", entry.id, NAMESPACE)
-            lines.append(f"e2e-dra: DRA objects, pods and events: {dump}")
+            kube = self.kube.fresh()
+            try:
+                dump = dump_cluster(kube, self.artifacts / "dumps", entry.id, NAMESPACE)
+                lines.append(f"e2e-dra: DRA objects, pods and events: {dump}")
+            except Exception as exc:  # never let the report hide the failure it reports
+                lines.append(f"e2e-dra: no dump of the cluster: {exc}")
+            finally:
+                kube.close()
         if entry.subtest in self.harnesses:
             harness = self.harnesses[str(entry.subtest)]
             calls = self._save_calls(harness.driver)

@@ -33,6 +33,13 @@ def go_binary() -> str:
     return found
 
 
+def go_version() -> str:
+    """``go1.26.8``: what ``go env GOVERSION`` says (empty when it says nothing)."""
+    return subprocess.run(
+        [go_binary(), "env", "GOVERSION"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+
+
 def go_env(**extra: str) -> dict[str, str]:
     """The environment of every Go build of ours."""
     root = cache_root() / "go"

@@ -149,6 +149,15 @@ def parse_minor(text: str) -> Minor:
     return Minor(int(match["major"]), int(match["minor"]))
 
 
+def is_minor(text: str) -> bool:
+    """``1.36`` (a release line), as opposed to a release such as ``v1.36.5``."""
+    try:
+        parse_minor(text)
+    except VersionError:
+        return False
+    return True
+
+
 def previous_minor(version: str | KubeVersion) -> Minor:
     """The release line to upgrade from: minor - 1, or minor - 2 for an ``-alpha.0`` build.
 

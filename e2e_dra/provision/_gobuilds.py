@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from e2e_dra._cache import CacheEntry
-from e2e_dra._gotool import go_binary, go_env, run_go
+from e2e_dra._gotool import go_env, go_version, run_go
 from e2e_dra._paths import cache_root
 from e2e_dra.errors import ProvisionError
 
@@ -180,9 +179,7 @@ def build(tool: GoTool) -> Path:
 
 
 def _local_go_minor() -> str:
-    out = subprocess.run(
-        [go_binary(), "env", "GOVERSION"], capture_output=True, text=True, check=False
-    ).stdout.strip()
+    out = go_version()
     found = re.match(r"go(\d+\.\d+)", out)
     if not found:
         raise ProvisionError(

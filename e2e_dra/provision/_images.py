@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import platform
 import subprocess
 import tarfile
 import tempfile
@@ -192,8 +191,9 @@ def import_image(ctr: list[str], image: ImageArchive) -> None:
 
 
 def go_arch() -> str:
-    machine = platform.machine()
-    return {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm"}.get(machine, machine)
+    from e2e_dra.releases._download import host_platform
+
+    return host_platform()[1]
 
 
 _EPOCH = "1970-01-01T00:00:00Z"

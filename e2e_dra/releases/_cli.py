@@ -89,13 +89,13 @@ def _resolve(args: argparse.Namespace) -> int:
 
 def _download(args: argparse.Namespace) -> int:
     from e2e_dra.releases._download import DownloadSource
-    from e2e_dra.versions import parse_minor
+    from e2e_dra.versions import is_minor, parse_minor
 
     source = DownloadSource(
         base_url=args.base_url, cache_dir=args.cache_dir, os_=args.os_, arch=args.arch
     )
     version = args.version
-    if _is_minor(version):
+    if is_minor(version):
         version = source.resolve(str(parse_minor(version)))
     print(source.fetch(version).bin_dir)
     return 0
@@ -133,10 +133,6 @@ def _release_source(base_url: str | None) -> Any:
 
         raise ReleaseError(f"no default release source ({exc}); pass --base-url URL") from None
     return release_source()
-
-
-def _is_minor(text: str) -> bool:
-    return text.strip().lstrip("v").count(".") == 1
 
 
 def _env_path(name: str) -> Path | None:

@@ -14,7 +14,6 @@ import contextlib
 import os
 import shutil
 import stat
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from functools import cached_property
@@ -25,14 +24,14 @@ import httpx
 
 from e2e_dra._cache import CacheEntry
 from e2e_dra._console import console, fancy, say
-from e2e_dra._gotool import go_binary, go_env, run_go
+from e2e_dra._gotool import go_env, go_version, run_go
 from e2e_dra._paths import cache_root
 from e2e_dra.errors import ReleaseError
 from e2e_dra.releases import Release
 from e2e_dra.releases._download import host_platform
 from e2e_dra.releases._gomodule import KUBERNETES_MODULE, build_go_mod
 from e2e_dra.releases._goproxy import ModuleProxy, escape_module_path
-from e2e_dra.versions import parse_minor, parse_version
+from e2e_dra.versions import is_minor, parse_version
 from localupcluster import KUBE_CLUSTER_COMPONENTS
 
 BUILT_COMMANDS: tuple[str, ...] = (*KUBE_CLUSTER_COMPONENTS, "kubectl")
@@ -95,7 +94,7 @@ class GoBuildSource:
 
     def release_tag(self, version: str) -> str:
         """The exact release tag meant by ``version``; only released tags are on the proxy."""
-        if _is_minor(version):
+        if is_minor(version):
             return self.resolve(version)
         parsed = parse_version(version)
         if not parsed.is_release:
@@ -137,7 +136,7 @@ class GoBuildSource:
             "version": version,
             "origin": "build",
             "proxy": self.proxy.base_url,
-            "go": _go_version(),
+            "go": go_version(),
             "build_seconds": timings,
             "total_seconds": round(time.monotonic() - started, 1),
         }
@@ -227,20 +226,6 @@ def copy_source_tree(
         platform_dir.mkdir(parents=True)
         # relative, so that it survives the rename of the entry into place
         (platform_dir / goarch).symlink_to("../../../../../bin")
-
-
-def _is_minor(version: str) -> bool:
-    try:
-        parse_minor(version)
-    except ValueError:
-        return False
-    return True
-
-
-def _go_version() -> str:
-    return subprocess.run(
-        [go_binary(), "env", "GOVERSION"], capture_output=True, text=True, check=False
-    ).stdout.strip()
 
 
 @contextlib.contextmanager

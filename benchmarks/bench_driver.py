@@ -19,8 +19,8 @@ from pathlib import Path
 
 import grpc
 
-from e2e_dra.driver import Driver, node_devices
-from e2e_dra.driver._pb import dra_v1_pb2, dra_v1_pb2_grpc
+from e2e_dra.driver import Driver, _rpc, node_devices
+from e2e_dra.driver._pb import dra_v1_pb2
 
 DRIVER = "bench-driver.k8s.io"
 
@@ -43,8 +43,8 @@ def bench_latency(calls: int) -> None:
         with Driver(
             DRIVER, "node", None, get_claim=get_claim, kubelet_root=root, cdi_dir=root / "cdi"
         ) as driver:
-            stub = dra_v1_pb2_grpc.DRAPluginStub(
-                grpc.insecure_channel(f"unix://{driver.dra_socket}")
+            stub = _rpc.stub(
+                grpc.insecure_channel(f"unix://{driver.dra_socket}"), dra_v1_pb2, "DRAPlugin"
             )
             prepare, unprepare = [], []
             for index in range(calls):

@@ -17,24 +17,19 @@ from pathlib import Path
 import grpc
 import pytest
 
-from e2e_dra.driver import Driver, DriverError
+from e2e_dra.driver import Driver, DriverError, _rpc
 from e2e_dra.driver._pb import (
     dra_v1_pb2,
-    dra_v1_pb2_grpc,
     dra_v1beta1_pb2,
-    dra_v1beta1_pb2_grpc,
     health_v1_pb2,
-    health_v1_pb2_grpc,
     health_v1alpha1_pb2,
-    health_v1alpha1_pb2_grpc,
     pluginregistration_v1_pb2,
-    pluginregistration_v1_pb2_grpc,
 )
 from e2e_dra.kube import NotFound
 
 DRIVER = "test-driver.cdi.k8s.io"
 NODE = "node-1"
-VERSIONS = [(dra_v1_pb2, dra_v1_pb2_grpc), (dra_v1beta1_pb2, dra_v1beta1_pb2_grpc)]
+VERSIONS = [dra_v1_pb2, dra_v1beta1_pb2]
 
 
 def allocated_claim(
@@ -117,11 +112,11 @@ def channel(socket: Path) -> grpc.Channel:
 
 
 def registration(driver: Driver):
-    return pluginregistration_v1_pb2_grpc.RegistrationStub(channel(driver.registration_socket))
+    return _rpc.stub(channel(driver.registration_socket), pluginregistration_v1_pb2, "Registration")
 
 
-def node_stub(driver: Driver, grpc_module=dra_v1_pb2_grpc):
-    return grpc_module.DRAPluginStub(channel(driver.dra_socket))
+def node_stub(driver: Driver, pb=dra_v1_pb2):
+    return _rpc.stub(channel(driver.dra_socket), pb, "DRAPlugin")
 
 
 def refs(pb, *claims: dict) -> list:
@@ -209,8 +204,8 @@ def test_failure_of_an_unknown_method_is_refused(driver: Driver):
 # --- prepare / unprepare ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("pb", "grpc_module"), VERSIONS, ids=["v1", "v1beta1"])
-def test_prepare_writes_cdi_spec_and_unprepare_removes_it(driver, claims, pb, grpc_module):
+@pytest.mark.parametrize("pb", VERSIONS, ids=["v1", "v1beta1"])
+def test_prepare_writes_cdi_spec_and_unprepare_removes_it(driver, claims, pb):
     claim = claims.add(
         allocated_claim(
             "external-claimcore-dra",
@@ -218,7 +213,7 @@ def test_prepare_writes_cdi_spec_and_unprepare_removes_it(driver, claims, pb, gr
             configs=[opaque({"x": "from-class"}, source="FromClass"), opaque({"a": "b"})],
         )
     )
-    stub = node_stub(driver, grpc_module)
+    stub = node_stub(driver, pb)
 
     response = stub.NodePrepareResources(pb.NodePrepareResourcesRequest(claims=refs(pb, claim)))
 
@@ -390,15 +385,11 @@ def test_blocked_prepare_waits_until_released(driver, claims):
 # --- health -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("pb", "grpc_module"),
-    [(health_v1_pb2, health_v1_pb2_grpc), (health_v1alpha1_pb2, health_v1alpha1_pb2_grpc)],
-    ids=["v1", "v1alpha1"],
-)
-def test_health_stream_sends_changes_at_once(driver, pb, grpc_module):
+@pytest.mark.parametrize("pb", [health_v1_pb2, health_v1alpha1_pb2], ids=["v1", "v1alpha1"])
+def test_health_stream_sends_changes_at_once(driver, pb):
     driver.set_health(NODE, "device-01", "Healthy")
-    stub = grpc_module.DRAResourceHealthStub(channel(driver.dra_socket))
-    stream = stub.NodeWatchResources(pb.NodeWatchResourcesRequest(), timeout=10)
+    health = _rpc.stub(channel(driver.dra_socket), pb, "DRAResourceHealth")
+    stream = health.NodeWatchResources(pb.NodeWatchResourcesRequest(), timeout=10)
 
     first = next(stream)
     assert [(d.device.device_name, d.health) for d in first.devices] == [("device-01", pb.HEALTHY)]

@@ -14,8 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -25,18 +24,14 @@ from e2e_dra.driver._identity import PluginIdentity
 from e2e_dra.driver._node_service import ClaimGetter, ClaimRef, DRAServicer, NodeService
 from e2e_dra.driver._pb import (
     dra_v1_pb2,
-    dra_v1_pb2_grpc,
     dra_v1beta1_pb2,
-    dra_v1beta1_pb2_grpc,
     health_v1_pb2,
-    health_v1_pb2_grpc,
     health_v1alpha1_pb2,
-    health_v1alpha1_pb2_grpc,
     health_v1beta1_pb2,
-    health_v1beta1_pb2_grpc,
-    pluginregistration_v1_pb2_grpc,
+    pluginregistration_v1_pb2,
 )
 from e2e_dra.driver._registration import RegistrationServicer
+from e2e_dra.driver._rpc import handler, short_name
 from e2e_dra.driver._server import serve_unix, stop_server
 from e2e_dra.driver._slices import Pool, SlicePublisher
 from e2e_dra.errors import E2EDRAError
@@ -48,17 +43,9 @@ log = logging.getLogger(__name__)
 
 REGISTRATION_METHOD = "/pluginregistration.Registration/NotifyRegistrationStatus"
 
-# (short name the kubelet expects, _pb2 module, _pb2_grpc module); short names must equal
-# "<proto package>.<service>" of what is served.
-_NODE_SERVICES = (
-    ("v1.DRAPlugin", dra_v1_pb2, dra_v1_pb2_grpc),
-    ("v1beta1.DRAPlugin", dra_v1beta1_pb2, dra_v1beta1_pb2_grpc),
-)
-_HEALTH_SERVICES = (
-    ("v1.DRAResourceHealth", health_v1_pb2, health_v1_pb2_grpc),
-    ("v1beta1.DRAResourceHealth", health_v1beta1_pb2, health_v1beta1_pb2_grpc),
-    ("v1alpha1.DRAResourceHealth", health_v1alpha1_pb2, health_v1alpha1_pb2_grpc),
-)
+# The versions served, newest first; registration advertises them by their short names.
+_NODE_SERVICES = (dra_v1_pb2, dra_v1beta1_pb2)
+_HEALTH_SERVICES = (health_v1_pb2, health_v1beta1_pb2, health_v1alpha1_pb2)
 
 
 class DriverError(E2EDRAError):
@@ -108,9 +95,9 @@ class Driver:
         self._reconcile_pool = reconcile_pool
         self._get_claim = get_claim
         self._node = NodeService(name, cdi_dir, self._fetch_claim)
-        services = [short for short, _, _ in _NODE_SERVICES]
+        services = [short_name(pb, "DRAPlugin") for pb in _NODE_SERVICES]
         if health:
-            services += [short for short, _, _ in _HEALTH_SERVICES]
+            services += [short_name(pb, "DRAResourceHealth") for pb in _HEALTH_SERVICES]
         self._registration = RegistrationServicer(name, str(self.dra_socket), services)
         self._publisher: SlicePublisher | None = None
         self._servers: list[tuple[grpc.Server, Path]] = []
@@ -125,27 +112,24 @@ class Driver:
         try:
             self._start_api_side()
             interceptors = [self.calls.interceptor()]
-            dra_registrars = [
-                _registrar(grpc_mod, "DRAPlugin", DRAServicer(self._node, pb))
-                for _, pb, grpc_mod in _NODE_SERVICES
+            dra_services = [
+                handler(pb, "DRAPlugin", DRAServicer(self._node, pb)) for pb in _NODE_SERVICES
             ]
             if self._health_enabled:
-                dra_registrars += [
-                    _registrar(grpc_mod, "DRAResourceHealth", HealthServicer(self.health, pb))
-                    for _, pb, grpc_mod in _HEALTH_SERVICES
+                dra_services += [
+                    handler(pb, "DRAResourceHealth", HealthServicer(self.health, pb))
+                    for pb in _HEALTH_SERVICES
                 ]
             # The DRA service first: once the kubelet sees the registration socket, it calls it.
             self._servers.append(
                 (
                     serve_unix(
-                        self.dra_socket, dra_registrars, interceptors, thread_name=self._threads
+                        self.dra_socket, dra_services, interceptors, thread_name=self._threads
                     ),
                     self.dra_socket,
                 )
             )
-            registration = _registrar(
-                pluginregistration_v1_pb2_grpc, "Registration", self._registration
-            )
+            registration = handler(pluginregistration_v1_pb2, "Registration", self._registration)
             self._servers.append(
                 (
                     serve_unix(
@@ -341,8 +325,3 @@ class Driver:
         if handler is not None:
             logging.getLogger("e2e_dra.driver").removeHandler(handler)
             handler.close()
-
-
-def _registrar(grpc_module: ModuleType, service: str, servicer: Any) -> Callable:
-    add = getattr(grpc_module, f"add_{service}Servicer_to_server")
-    return lambda server: add(servicer, server)

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent import futures
 from pathlib import Path
 
 import grpc
 
-Registrar = Callable[[grpc.Server], None]
-
 
 def serve_unix(
     socket: Path,
-    registrars: Sequence[Registrar],
+    services: Sequence[grpc.GenericRpcHandler],
     interceptors: Sequence[grpc.ServerInterceptor] = (),
     *,
     workers: int = 8,
@@ -31,8 +29,7 @@ def serve_unix(
         interceptors=list(interceptors),
         options=[("grpc.so_reuseport", 0)],
     )
-    for register in registrars:
-        register(server)
+    server.add_generic_rpc_handlers(tuple(services))
     if server.add_insecure_port(f"unix://{socket}") == 0:
         raise OSError(f"cannot listen on {socket}")
     server.start()

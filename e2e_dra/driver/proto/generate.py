@@ -1,4 +1,7 @@
-"""Regenerate the committed gRPC stubs in ``e2e_dra/driver/_pb`` from the .proto files here.
+"""Regenerate the committed protobuf modules in ``e2e_dra/driver/_pb`` from the .proto files here.
+
+Only messages and service descriptors are generated; ``e2e_dra/driver/_rpc.py`` builds the gRPC
+servers and clients from those descriptors, so there is no per-service gRPC glue to keep.
 
 Run ``python -m e2e_dra.driver.proto.generate`` (needs ``grpcio-tools``) after changing a .proto
 file; ``tests/test_driver_protos.py`` fails while the committed stubs differ from fresh output.
@@ -39,7 +42,6 @@ def generate(out_dir: Path) -> list[Path]:
         f"-I{include}",
         f"--python_out={out_dir}",
         f"--pyi_out={out_dir}",
-        f"--grpc_python_out={out_dir}",
         *(path.name for path in proto_files()),
     ]
     if protoc.main(args) != 0:

@@ -16,6 +16,19 @@ STABLE_FOR = 15.0  # upstream's checkClaimsStable: Consistently 15 s ...
 STABLE_POLL = 0.1  # ... polling every 100 ms
 
 
+def start_group(ctx: Context, pods: int) -> tuple[dict, list[dict], dict]:
+    """A Workload with one inline-claim PodGroup and ``pods`` running pods in it: upstream's
+    first phase of both variants. Returns the PodGroup, the pods and the group's claim."""
+    b = ctx.builder
+    workload, template = b.workload_inline()
+    pod_group = b.pod_group(workload, workload["spec"]["podGroupTemplates"][0])
+    members = [b.grouped_pod_with_claims(pod_group) for _ in range(pods)]
+    b.create(workload, pod_group, template, *members)
+    for pod in members:
+        b.test_pod(pod)
+    return pod_group, members, group_claim(ctx, pod_group)
+
+
 def claim_path(ctx: Context, name: str | None = None) -> str:
     """A ResourceClaim of the subtest's namespace (or, without ``name``, their collection)."""
     return path(RESOURCE_V1, "resourceclaims", name, namespace=ctx.namespace)

@@ -17,21 +17,12 @@ from subtests._workload import (
     STABLE_POLL,
     claim_path,
     claim_state,
-    group_claim,
+    start_group,
 )
 
 
 def initial(ctx: Context) -> Phase:
-    b = ctx.builder
-    workload, template = b.workload_inline()
-    pod_group = b.pod_group(workload, workload["spec"]["podGroupTemplates"][0])
-    persistent_pod = b.grouped_pod_with_claims(pod_group)
-    new_pod = b.grouped_pod_with_claims(pod_group)
-    b.create(workload, pod_group, template, persistent_pod, new_pod)
-    b.test_pod(persistent_pod)
-    b.test_pod(new_pod)
-
-    claim = group_claim(ctx, pod_group)
+    pod_group, (_persistent_pod, new_pod), claim = start_group(ctx, pods=2)
     claim_name = claim["metadata"]["name"]
     stable = claim_state(claim)
 

@@ -14,21 +14,12 @@ from subtests._workload import (
     STABLE_POLL,
     claim_path,
     claim_state,
-    group_claim,
+    start_group,
 )
 
 
 def initial(ctx: Context) -> Phase:
-    b = ctx.builder
-    workload, template = b.workload_inline()
-    pod_group = b.pod_group(workload, workload["spec"]["podGroupTemplates"][0])
-    pod = b.grouped_pod_with_claims(pod_group)
-    pod_to_delete = b.grouped_pod_with_claims(pod_group)
-    b.create(workload, pod_group, template, pod, pod_to_delete)
-    b.test_pod(pod)
-    b.test_pod(pod_to_delete)
-
-    claim = group_claim(ctx, pod_group)
+    pod_group, (_pod, pod_to_delete), claim = start_group(ctx, pods=2)
     claim_name = claim["metadata"]["name"]
     stable = claim_state(claim)
 

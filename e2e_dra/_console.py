@@ -1,4 +1,8 @@
-"""One place that decides how we talk to a person: rich on a terminal, plain lines in CI."""
+"""One place that decides how we talk to a person: rich on a terminal, plain lines in CI.
+
+Plain lines are never wrapped: a log reader greps for URLs and paths, and rich's 80-column default
+for a non-terminal would split them.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import contextlib
 import functools
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 
 from rich.console import Console
@@ -32,11 +37,19 @@ _sinks: list[Callable[[str], None]] = []
 
 
 def say(message: str) -> None:
-    """A progress line: what we are doing now."""
-    if _sinks:
-        _sinks[-1](message)
-    else:
-        console().log(message)
+    """A progress line: what we are doing now.
+
+    Best effort: a reader that went away (a closed pipe, a full disk under the log) must not turn
+    a progress line into an exception in the middle of stopping a cluster.
+    """
+    with contextlib.suppress(OSError, ValueError):
+        if _sinks:
+            _sinks[-1](message)
+        elif console().is_terminal:
+            console().log(message)
+        else:
+            stamp = time.strftime("[%H:%M:%S]")
+            console().print(f"{stamp} {message}", soft_wrap=True, markup=False, highlight=False)
 
 
 @contextlib.contextmanager

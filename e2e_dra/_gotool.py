@@ -3,22 +3,48 @@
 Kubernetes, containerd, etcd and cfssl are built here because their release downloads cannot be
 reached from every machine. All builds share one module cache and one build cache under our cache
 root, so a second build of anything reuses the first one's work and survives between runs.
+
+A release may need a newer Go than the one installed (Kubernetes 1.38's go.mod says ``go 1.27.0``).
+Then, as upstream's ``hack/lib/golang.sh`` does, we build with the Go the release names in its
+``.go-version``, fetched through the Go module proxy, unless the user's ``GOTOOLCHAIN`` names one.
+(The module itself is downloaded first with the oldest Go its go.mod accepts, as
+``GOTOOLCHAIN=auto`` would pick it.) A fetched toolchain is run by path with ``GOTOOLCHAIN=local``:
+the go command checks a toolchain it switches to against the checksum database every time, even
+one already in the module cache, which fails under the ``GOSUMDB=off`` our module builds use; so
+only the fetch goes through the checksum database. Toolchains share the build cache safely: Go keys
+every cached action by the identity of the compiler that produced it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import re
 import shutil
 import signal
 import subprocess
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from e2e_dra._console import say
 from e2e_dra._paths import cache_root
+from e2e_dra._platform import host_platform
 from e2e_dra.errors import ProvisionError
+
+DEFAULT_SUMDB = "sum.golang.org"
+_GO_VERSION_RE = re.compile(r"go(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+@dataclass(frozen=True)
+class GoToolchain:
+    """One Go toolchain: its name (``go1.27.3``) and the go command that runs it."""
+
+    name: str
+    go: str
+    fetched: bool = False  # through the module proxy, as opposed to the installed one
 
 
 def go_binary() -> str:
@@ -33,11 +59,92 @@ def go_binary() -> str:
     return found
 
 
+@functools.cache
 def go_version() -> str:
-    """``go1.26.8``: what ``go env GOVERSION`` says (empty when it says nothing)."""
+    """``go1.26.8``: the installed toolchain (never one that ``GOTOOLCHAIN`` would switch to)."""
+    env = dict(os.environ, GOTOOLCHAIN="local")
     return subprocess.run(
-        [go_binary(), "env", "GOVERSION"], capture_output=True, text=True, check=False
+        [go_binary(), "env", "GOVERSION"], capture_output=True, text=True, check=False, env=env
     ).stdout.strip()
+
+
+def go_version_key(version: str) -> tuple[int, int, int]:
+    """``go1.27.3``, ``1.27`` or ``1.27.0`` -> ``(1, 27, 3)``; a language version ends in 0."""
+    text = version if version.startswith("go") else f"go{version}"
+    match = _GO_VERSION_RE.match(text)
+    if not match:
+        raise ProvisionError(f"not a Go version: {version!r} (e.g. go1.27.3)")
+    return int(match[1]), int(match[2]), int(match[3] or 0)
+
+
+def installed_toolchain() -> GoToolchain:
+    return GoToolchain(name=go_version(), go=go_binary())
+
+
+def toolchain_for(required: str, preferred: str | None = None) -> GoToolchain:
+    """The toolchain that builds a module whose go.mod says ``go <required>``.
+
+    In order: the user's ``GOTOOLCHAIN`` when it names a toolchain (``go1.27.3``) or is ``local``;
+    the installed Go when it is new enough; ``preferred`` (a release's ``.go-version``, or a
+    go.mod's ``toolchain`` line) when it is new enough; else the required version itself.
+    """
+    setting = os.environ.get("GOTOOLCHAIN", "").strip().split("+", 1)[0]
+    installed = installed_toolchain()
+    new_enough = go_version_key(installed.name) >= go_version_key(required)
+    if setting == "local":
+        if not new_enough:
+            raise ProvisionError(
+                f"this build needs Go >= {required} and GOTOOLCHAIN=local forbids fetching one "
+                f"(installed: {installed.name}): unset GOTOOLCHAIN or set it to a toolchain "
+                "such as go1.27.3"
+            )
+        return installed
+    if setting.startswith("go"):
+        chosen = setting
+    elif new_enough:
+        return installed
+    elif preferred and go_version_key(preferred) >= go_version_key(required):
+        chosen = preferred if preferred.startswith("go") else f"go{preferred}"
+    else:
+        chosen = f"go{required}"
+    go_version_key(chosen)  # a clear error for GOTOOLCHAIN=garbage
+    if chosen == installed.name:
+        return installed
+    return fetch_toolchain(chosen)
+
+
+def fetch_toolchain(name: str) -> GoToolchain:
+    """``golang.org/toolchain@v0.0.1-<name>.<os>-<arch>`` from the module proxy, once."""
+    env = go_env()
+    goos, goarch = host_platform()
+    root = Path(env["GOMODCACHE"]) / "golang.org" / f"toolchain@v0.0.1-{name}.{goos}-{goarch}"
+    go = root / "bin" / "go"
+    if go.is_file():
+        return GoToolchain(name=name, go=str(go), fetched=True)
+    sumdb = os.environ.get("GOSUMDB") or DEFAULT_SUMDB
+    if sumdb == "off":
+        raise ProvisionError(
+            f"fetching Go toolchain {name} needs the checksum database, which GOSUMDB=off turns "
+            f"off: unset GOSUMDB, or install {name} yourself and put it first on PATH"
+        )
+    say(f"fetching Go toolchain {name} through the Go module proxy ...")
+    started = time.monotonic()
+    proc = subprocess.run(
+        [go_binary(), "version"],
+        env=dict(env, GOTOOLCHAIN=name, GOSUMDB=sumdb),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    if proc.returncode != 0 or not go.is_file():
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ProvisionError(
+            f"could not fetch Go toolchain {name} through GOPROXY ({last}); set GOTOOLCHAIN to "
+            "a toolchain your proxy serves (e.g. go1.27.3) or install a newer Go"
+        )
+    say(f"fetched Go toolchain {name} in {time.monotonic() - started:.0f}s ({root})")
+    return GoToolchain(name=name, go=str(go), fetched=True)
 
 
 def go_env(**extra: str) -> dict[str, str]:
@@ -52,6 +159,7 @@ def go_env(**extra: str) -> dict[str, str]:
         # The checksum database is not reachable everywhere the proxy is; go.sum entries come
         # from the proxy's own module zips.
         GOSUMDB=os.environ.get("GOSUMDB", "off"),
+        # We pick the toolchain ourselves (toolchain_for) and run it by path.
         GOTOOLCHAIN="local",
         CGO_ENABLED=os.environ.get("CGO_ENABLED", "0"),
     )
@@ -66,9 +174,10 @@ def run_go(
     what: str,
     log: Path | None = None,
     env: dict[str, str] | None = None,
+    toolchain: GoToolchain | None = None,
 ) -> None:
     """Run ``go <args>`` in ``cwd``; a failure raises with the tail of its output and the log."""
-    cmd = [go_binary(), *args]
+    cmd = [toolchain.go if toolchain else go_binary(), *args]
     say(f"{what}: go {' '.join(args[:2])} ...")
     started = time.monotonic()
     log = log or cwd / "go-build.log"

@@ -12,7 +12,7 @@ with :meth:`Builder.use_client`; it keeps only names and counters, never a conne
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from e2e_dra._console import say
@@ -70,22 +70,32 @@ def object_path(obj: dict, *, collection: bool = False) -> str:
     )
 
 
-def pick_served(
-    kube: Kube, preferred: str, *fallbacks: str, log: Callable[[str], None] = say
-) -> str:
-    """``preferred`` if the server serves it, else the first served fallback (saying so).
+class NotServed(E2EDRAError):
+    """The API server does not serve the API version a subtest names."""
+
+
+def served_version(kube: Kube, group_version: str, resource: str | None = None) -> str:
+    """``group_version`` itself, once the server's discovery says it serves it (and
+    ``resource`` in it); else :class:`NotServed`, naming what the server serves instead.
 
     Upstream names API versions explicitly (core-dra deletes through v1beta1, device-taints
-    creates its rule through v1alpha3); a release that no longer serves one must not turn the
-    subtest into a 404.
+    creates its rule through v1alpha3): that version is what the subtest tests. Falling back to
+    another one would turn a check of v1beta1 into a check of v1 without anyone noticing, so
+    there is no fallback. A subtest that cannot run without a version declares it in
+    ``requires``, and the suite skips it, with the reason, where a release lacks it.
     """
+    if retrying(kube.served)(group_version, resource):
+        return group_version
+    what = f"{resource} at {group_version}" if resource else group_version
+    group = group_version.rpartition("/")[0]
+    candidates = [f"{group}/{v}" for v in ("v1", "v1beta2", "v1beta1", "v1alpha3")] if group else []
     served = retrying(kube.served)
-    for group_version in (preferred, *fallbacks):
-        if served(group_version):
-            if group_version != preferred:
-                log(f"{preferred} is not served by this cluster; using {group_version} instead")
-            return group_version
-    raise E2EDRAError(f"the API server serves none of {', '.join((preferred, *fallbacks))}")
+    others = [gv for gv in candidates if gv != group_version and served(gv, resource)]
+    version = retrying(kube.server_version)()
+    raise NotServed(
+        f"the API server ({version}) does not serve {what}, which this subtest uses"
+        + (f"; it serves it at {', '.join(others)}" if others else "")
+    )
 
 
 class Builder:
@@ -348,9 +358,10 @@ class Builder:
     def get(self, obj: dict) -> dict:
         return self.kube.get(object_path(obj))
 
-    def delete(self, obj: dict) -> None:
+    def delete(self, obj: dict, *, missing_ok: bool = False) -> None:
+        """Delete ``obj``; that it is gone already fails (NotFound) unless ``missing_ok``."""
         self.log(f"Deleting {obj['kind']} {obj['metadata']['name']}")
-        self.kube.delete(object_path(obj))
+        self.kube.delete(object_path(obj), missing_ok=missing_ok)
 
     def defer(self, cleanup: Callable[[Kube], None]) -> None:
         """Run ``cleanup(kube)`` at :meth:`tear_down`, before pods and claims are removed.
@@ -360,8 +371,24 @@ class Builder:
         """
         self._cleanups.append(cleanup)
 
-    def pick_served(self, preferred: str, *fallbacks: str) -> str:
-        return pick_served(self.kube, preferred, *fallbacks, log=self.log)
+    def api_version(self, group_version: str, resource: str | None = None) -> str:
+        """``group_version``, checked to be served now (see :func:`served_version`)."""
+        return served_version(self.kube, group_version, resource)
+
+    def api_version_by_release(
+        self, by_release: Mapping[str, str], resource: str | None = None
+    ) -> str:
+        """The group/version named for the API server's release (``{">=1.38": "g/v1beta2",
+        "<1.38": "g/v1beta1"}``, release specifiers as in ``Subtest.releases``), checked to be
+        served: for a version that a newer release stops serving, the subtest says which one it
+        uses instead, release by release, rather than falling back."""
+        from e2e_dra.versions import matches
+
+        release = retrying(self.kube.server_version)()
+        for specifier, group_version in by_release.items():
+            if matches(specifier, release):
+                return self.api_version(group_version, resource)
+        raise NotServed(f"no API version is named for the API server's release {release}")
 
     # --- pod checks ---------------------------------------------------------------------------
 
@@ -386,9 +413,29 @@ class Builder:
         )
 
     def wait_unschedulable(self, name: str, timeout: float = POD_START_TIMEOUT) -> dict:
-        """Until the scheduler reports the pod as Unschedulable (and it is still Pending)."""
+        """Until the scheduler reports the pod as Unschedulable (and it is still Pending).
+
+        As upstream's WaitForPodNameUnschedulableInNamespace, a pod that runs or ended fails at
+        once: it was scheduled, and waiting longer cannot make it unschedulable again. So does a
+        pod that is gone.
+        """
+
+        def probe() -> dict:
+            try:
+                pod = self.read_pod(name)
+            except NotFound as exc:
+                raise PodFailed(f"pod {self.namespace}/{name} is gone: {exc}") from exc
+            phase = pod.get("status", {}).get("phase")
+            if phase in ("Running", "Succeeded", "Failed"):
+                node = pod.get("spec", {}).get("nodeName")
+                raise PodFailed(
+                    f"pod {self.namespace}/{name} should be Pending and unschedulable, "
+                    f"but it is {phase} (scheduled to {node})"
+                )
+            return pod
+
         return eventually(
-            lambda: self.read_pod(name),
+            probe,
             what=f"pod {self.namespace}/{name} to be unschedulable",
             timeout=timeout,
             until=is_unschedulable,
@@ -410,6 +457,7 @@ class Builder:
         eventually(gone, what=f"{what} to be deleted", timeout=timeout)
 
     def delete_pod_and_wait(self, name: str, timeout: float = POD_DELETE_TIMEOUT) -> None:
+        """Delete a pod the subtest expects to exist (NotFound fails), then wait until gone."""
         self.log(f"Deleting Pod {name}")
         self.kube.delete(path("v1", "pods", name, namespace=self.namespace))
         self.wait_pod_gone(name, timeout)
@@ -500,11 +548,7 @@ class Builder:
         attempt("delete test pods", self._delete_test_pods)
         if retrying(self.kube.served)(SCHEDULING_V1BETA1):
             attempt("delete pod groups", self._delete_pod_groups)
-        claims = path(
-            self.pick_served(RESOURCE_V1, "resource.k8s.io/v1beta2"),
-            "resourceclaims",
-            namespace=self.namespace,
-        )
+        claims = path(RESOURCE_V1, "resourceclaims", namespace=self.namespace)
         attempt("delete claims", lambda: self._delete_all(claims))
         if prepared_claims is not None:
             attempt(
@@ -528,7 +572,9 @@ class Builder:
         for name in reversed(self._classes):
             attempt(
                 f"delete DeviceClass {name}",
-                lambda name=name: self.kube.delete(path(RESOURCE_V1, "deviceclasses", name)),
+                lambda name=name: self.kube.delete(
+                    path(RESOURCE_V1, "deviceclasses", name), missing_ok=True
+                ),
             )
         self._classes.clear()
         if errors:
@@ -542,7 +588,7 @@ class Builder:
     def _delete_test_pods(self) -> None:
         for pod in self._test_pods():
             if not pod["metadata"].get("deletionTimestamp"):
-                self.delete(pod)
+                self.delete(pod, missing_ok=True)
         eventually(
             self._test_pods,
             what=f"test pods in {self.namespace} to be deleted",
@@ -563,7 +609,7 @@ class Builder:
         for item in self.kube.list(collection):
             if not item["metadata"].get("deletionTimestamp"):
                 self.log(f"Deleting {collection.rsplit('/', 1)[-1]} {item['metadata']['name']}")
-                self.kube.delete(f"{collection}/{item['metadata']['name']}")
+                self.kube.delete(f"{collection}/{item['metadata']['name']}", missing_ok=True)
 
 
 def is_unschedulable(pod: dict) -> bool:

@@ -91,7 +91,7 @@ class Kube:
         self.api_client.user_agent = user_agent
         for key, value in self._headers.items():
             self.api_client.set_default_header(key, value)
-        self._served: dict[str, bool] = {}
+        self._served: dict[str, frozenset[str] | None] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -194,12 +194,16 @@ class Kube:
             "PATCH", url_path, body=body, query=query, content_type=_PATCH_TYPES[kind]
         )
 
-    def delete(self, url_path: str, **query: Any) -> dict | None:
-        """Delete; an object that is already gone is not an error."""
+    def delete(self, url_path: str, *, missing_ok: bool = False, **query: Any) -> dict | None:
+        """Delete. An object that is not there is a :class:`NotFound`, as upstream's client says:
+        a test that deletes what it created proves that way that the object survived. Clean-up
+        code, for which "already gone" is fine, says so with ``missing_ok=True`` (then None)."""
         try:
             return self.request("DELETE", url_path, query=query)
         except NotFound:
-            return None
+            if missing_ok:
+                return None
+            raise
 
     def watch(
         self,
@@ -227,16 +231,25 @@ class Kube:
         finally:
             response.release_conn()
 
-    def served(self, group_version: str) -> bool:
-        """Whether the server serves ``group/version`` (cached per client)."""
+    def served(self, group_version: str, resource: str | None = None) -> bool:
+        """Whether the server serves ``group/version`` (and ``resource``, a plural, in it), as
+        its discovery document says (cached per client)."""
+        resources = self.served_resources(group_version)
+        return resources is not None and (resource is None or resource in resources)
+
+    def served_resources(self, group_version: str) -> frozenset[str] | None:
+        """The resources (plurals, subresources as ``plural/sub``) that the server serves at
+        ``group/version``; None when it does not serve that version at all."""
         with self._lock:
             if group_version not in self._served:
                 url_path = f"/apis/{group_version}" if "/" in group_version else "/api/v1"
                 try:
-                    self.request("GET", url_path)
-                    self._served[group_version] = True
+                    answer = self.request("GET", url_path) or {}
                 except NotFound:
-                    self._served[group_version] = False
+                    self._served[group_version] = None
+                else:
+                    names = (r.get("name", "") for r in answer.get("resources") or [])
+                    self._served[group_version] = frozenset(name for name in names if name)
             return self._served[group_version]
 
     def server_version(self) -> str:

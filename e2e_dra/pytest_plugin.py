@@ -82,9 +82,11 @@ def _suite_of(module: Any) -> str | None:
 
 def _load(config: pytest.Config, suite: str) -> list[Entry]:
     """The suite's plan (discovering its subtests the first time)."""
+    import functools
+
     from e2e_dra._suite._plan import (
         GATE_CYCLE,
-        UPGRADE_DOWNGRADE,
+        UPGRADE_SUITES,
         gate_cycle_plan,
         upgrade_downgrade_plan,
     )
@@ -92,9 +94,9 @@ def _load(config: pytest.Config, suite: str) -> list[Entry]:
 
     state = config.stash[_STATE]
     if suite not in state.plans:
-        if suite == UPGRADE_DOWNGRADE:
+        if suite in UPGRADE_SUITES:
             found = discover(config.getini(SUBTESTS_INI), Subtest)
-            make_plan = upgrade_downgrade_plan
+            make_plan = functools.partial(upgrade_downgrade_plan, suite=suite)
         elif suite == GATE_CYCLE:
             found = discover(config.getini(GATE_CYCLE_SUBTESTS_INI), GateCycleSubtest)
             make_plan = gate_cycle_plan
@@ -219,7 +221,7 @@ def e2e_dra_run(request: pytest.FixtureRequest) -> Iterator[SuiteRun]:
     request.getfixturevalue("record_testsuite_property")("e2e_dra_seed", str(state.seed))
     run = SuiteRun(suite, subtests, backend, summary, activity=view.activity)
     try:
-        with said_through(view.say):
+        with said_through(view.say), _sigterm_as_ctrl_c():
             yield run
     finally:
         try:
@@ -227,6 +229,26 @@ def e2e_dra_run(request: pytest.FixtureRequest) -> Iterator[SuiteRun]:
                 run.close()
         finally:
             view.close()
+
+
+@contextlib.contextmanager
+def _sigterm_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM (a CI job cancelled, ``kill``) ends the run as Ctrl-C does: the phase is reported
+    interrupted, the cluster is stopped and summary.json is finished -- instead of the default,
+    an instant death that leaves all of that undone."""
+    import signal
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"{signal.Signals(signum).name} received")
+
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield  # someone else decided what SIGTERM does
+        return
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _backend(suite: str, subtests: dict[str, Any], artifacts: Any, say: Any) -> Any:

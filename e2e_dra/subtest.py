@@ -46,10 +46,15 @@ class Subtest:
     requires: tuple[str, ...] = ()
     # Feature gates the cluster must enable for this subtest (merged into FEATURE_GATES).
     feature_gates: tuple[str, ...] = ()
-    # The first Kubernetes minor ("1.37") that has everything this subtest needs. Both releases
-    # under test must be at least that; otherwise the subtest is skipped and its gates and
-    # runtime config stay off (an older release may know a gate but not the API it guards).
-    since: str | None = None
+    # The releases that have everything this subtest needs, as a PEP 440 specifier on Kubernetes
+    # versions (">=1.37", ">=1.36.3", ">=1.38.0-beta.0"; v1.38.0-beta.0 is 1.38.0b0, so ">=1.38"
+    # excludes it). Both releases under test must match; otherwise the subtest is skipped with the
+    # reason and its gates and runtime config stay off (an older release may know a gate but not
+    # the API it guards).
+    releases: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_releases(self.name, self.releases)
 
 
 GATE_CYCLE_PHASES = ("phase-0-gate-on", "phase-1-gate-off", "phase-2-gate-on-again")
@@ -78,26 +83,28 @@ class GateCycleSubtest:
     # Added to RUNTIME_CONFIG, e.g. "scheduling.k8s.io/v1beta1".
     extra_runtime_config: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
-    # The first Kubernetes minor that has everything this subtest needs (see Subtest.since).
-    since: str | None = None
+    # The releases this subtest can run on (see Subtest.releases).
+    releases: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_releases(self.name, self.releases)
 
 
-def too_old(since: str | None, *versions: str) -> str | None:
-    """Which of ``versions`` (``v1.36.5`` or ``1.36``) is older than the minor ``since``."""
-    if since is None:
+def _check_releases(name: str, releases: str | None) -> None:
+    """A malformed specifier fails when the subtest module is imported, not mid-run."""
+    if releases is not None:
+        from e2e_dra.versions import release_specifier
+
+        release_specifier(releases)
+
+
+def unsupported_release(releases: str | None, *versions: str) -> str | None:
+    """The first of ``versions`` (``v1.36.5``) that ``releases`` excludes, or None."""
+    if releases is None:
         return None
-    from e2e_dra.errors import VersionError
-    from e2e_dra.versions import parse_minor, parse_version
+    from e2e_dra.versions import matches
 
-    floor = parse_minor(since)
-    for version in versions:
-        try:
-            parsed: Any = parse_version(version)
-        except VersionError:
-            parsed = parse_minor(version)
-        if (parsed.major, parsed.minor) < (floor.major, floor.minor):
-            return version
-    return None
+    return next((v for v in versions if not matches(releases, v)), None)
 
 
 @dataclass
@@ -112,6 +119,9 @@ class Context:
     artifacts: Path
     namespace: str = "default"
     log: Callable[[str], None] = field(default=print)
+    # What the subtest observed about the cluster that is worth keeping with the run, by key
+    # (e.g. which service version a kubelet chose); the real suites put it in summary.json.
+    facts: dict[str, Any] = field(default_factory=dict)
 
     @contextlib.contextmanager
     def step(self, name: str) -> Iterator[None]:

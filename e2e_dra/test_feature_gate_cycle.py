@@ -3,17 +3,8 @@ under ``subtests/gate_cycle/`` gets its own cluster of the current release and r
 gate state. Run it alone with ``pytest e2e_dra -k gate_cycle``.
 """
 
-import pytest
-
 from e2e_dra._suite import GATE_CYCLE
+from e2e_dra._suite._items import pytestmark, test_cluster_step, test_phase
 
 E2E_DRA_SUITE = GATE_CYCLE
-pytestmark = pytest.mark.real
-
-
-def test_cluster_step(e2e_dra_run, e2e_dra_step):
-    e2e_dra_run.execute(e2e_dra_step)
-
-
-def test_phase(e2e_dra_run, e2e_dra_phase):
-    e2e_dra_run.execute(e2e_dra_phase)
+__all__ = ["pytestmark", "test_cluster_step", "test_phase"]

@@ -7,17 +7,8 @@ one per subtest and phase (``test_phase[core-dra/after-cluster-upgrade]``), in t
 ``-k core-dra`` runs one subtest through all three phases.
 """
 
-import pytest
-
 from e2e_dra._suite import UPGRADE_DOWNGRADE
+from e2e_dra._suite._items import pytestmark, test_cluster_step, test_phase
 
 E2E_DRA_SUITE = UPGRADE_DOWNGRADE
-pytestmark = pytest.mark.real
-
-
-def test_cluster_step(e2e_dra_run, e2e_dra_step):
-    e2e_dra_run.execute(e2e_dra_step)
-
-
-def test_phase(e2e_dra_run, e2e_dra_phase):
-    e2e_dra_run.execute(e2e_dra_phase)
+__all__ = ["pytestmark", "test_cluster_step", "test_phase"]

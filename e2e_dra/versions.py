@@ -18,15 +18,21 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from e2e_dra.errors import VersionError
+
+if TYPE_CHECKING:
+    from packaging.specifiers import SpecifierSet
 
 __all__ = [
     "KubeVersion",
     "Minor",
+    "matches",
     "parse_minor",
     "parse_version",
     "previous_minor",
+    "release_specifier",
     "source_version",
 ]
 
@@ -41,10 +47,13 @@ _VERSION_RE = re.compile(
     (?:[.-](?P<commits>\d+)(?:\+|-g)(?P<commit>[0-9a-f]{7,40}))?
     (?P<dirty>-dirty)?
     """,
-    re.VERBOSE,
+    re.VERBOSE | re.ASCII,  # \d is 0-9 only, not other scripts' digits
 )
-_MINOR_RE = re.compile(r"v?(?P<major>\d+)\.(?P<minor>\d+)")
+_MINOR_RE = re.compile(r"v?(?P<major>\d{1,9})\.(?P<minor>\d{1,9})", re.ASCII)
+_MAX_LENGTH = 128  # longer than any version git describe produces; int() of 4,300+ digits raises
 _PRE_RANK = {"alpha": 0, "beta": 1, "rc": 2, None: 3}
+_PEP440_PRE = {"alpha": "a", "beta": "b", "rc": "rc"}
+_SPEC_VERSION_RE = re.compile(r"v?(\d+\.\d+(?:\.\d+)?)-(alpha|beta|rc)\.(\d+)", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,17 @@ class KubeVersion:
         """The release tag this build is at or after: ``v1.37.0-alpha.0``."""
         pre = f"-{self.pre}.{self.pre_number}" if self.pre else ""
         return f"v{self.major}.{self.minor}.{self.patch}{pre}"
+
+    @property
+    def pep440(self) -> str:
+        """The same version in PEP 440 terms, for ``packaging`` specifiers.
+
+        ``v1.38.0-beta.0`` -> ``1.38.0b0``; a build N commits after a tag is that tag's
+        ``.postN`` (``v1.38.0-beta.0.1+abc`` -> ``1.38.0b0.post1``).
+        """
+        pre = f"{_PEP440_PRE[self.pre]}{self.pre_number}" if self.pre else ""
+        post = f".post{self.commits}" if self.commits else ""
+        return f"{self.major}.{self.minor}.{self.patch}{pre}{post}"
 
     @property
     def release_line(self) -> Minor:
@@ -120,9 +140,9 @@ class KubeVersion:
 def parse_version(text: str) -> KubeVersion:
     """Parse any version string Kubernetes produces; anything else raises :class:`VersionError`."""
     stripped = text.strip() if isinstance(text, str) else ""
-    match = _VERSION_RE.fullmatch(stripped)
+    match = _VERSION_RE.fullmatch(stripped) if len(stripped) <= _MAX_LENGTH else None
     if not match:
-        raise VersionError(f"not a Kubernetes version: {text!r} ({_EXAMPLES})")
+        raise VersionError(f"not a Kubernetes version: {text[:80]!r} ({_EXAMPLES})")
     number = match.group("pre_number")
     commits = match.group("commits")
     return KubeVersion(
@@ -147,6 +167,30 @@ def parse_minor(text: str) -> Minor:
             f"not a Kubernetes minor version: {text!r} (expected MAJOR.MINOR, e.g. 1.36)"
         )
     return Minor(int(match["major"]), int(match["minor"]))
+
+
+def release_specifier(text: str) -> SpecifierSet:
+    """A ``packaging`` specifier on Kubernetes releases (``">=1.36.3"``, ``">=1.38.0-beta.0"``).
+
+    Kubernetes pre-release names are turned into PEP 440 ones; :func:`matches` applies it.
+    """
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    converted = _SPEC_VERSION_RE.sub(
+        lambda m: f"{m[1]}{_PEP440_PRE[m[2]]}{m[3]}", text.replace(" ", "")
+    )
+    try:
+        return SpecifierSet(converted.replace("v", ""), prereleases=True)
+    except InvalidSpecifier:
+        raise VersionError(
+            f"not a release specifier: {text!r} (e.g. '>=1.36.3' or '>=1.37,<1.39')"
+        ) from None
+
+
+def matches(specifier: str, version: str | KubeVersion) -> bool:
+    """Whether the release ``version`` satisfies ``specifier`` (pre-releases count as such)."""
+    parsed = version if isinstance(version, KubeVersion) else parse_version(version)
+    return release_specifier(specifier).contains(parsed.pep440, prereleases=True)
 
 
 def is_minor(text: str) -> bool:
@@ -174,7 +218,7 @@ def previous_minor(version: str | KubeVersion) -> Minor:
                 line = parse_minor(version)
             except VersionError:
                 raise VersionError(
-                    f"not a Kubernetes version: {version!r} ({_EXAMPLES}, or MAJOR.MINOR)"
+                    f"not a Kubernetes version: {version[:80]!r} ({_EXAMPLES}, or MAJOR.MINOR)"
                 ) from None
             parsed = KubeVersion(text=version, major=line.major, minor=line.minor, patch=0)
     back = 2 if (parsed.pre, parsed.pre_number) == ("alpha", 0) else 1
@@ -218,7 +262,7 @@ def source_version(
 
 
 def _workspace_git_version(root: Path, script: Path, env: dict[str, str]) -> str:
-    proc = _run([str(script)], cwd=root, env=env, what=str(script))
+    proc = _run(["bash", str(script)], cwd=root, env=env, what=str(script))
     status = dict(
         line.split(" ", 1) for line in proc.splitlines() if " " in line
     )  # "<key> <value>" lines
@@ -233,10 +277,18 @@ def _version_file_git_version(path: Path) -> str:
         text = path.read_text()
     except OSError as exc:
         raise VersionError(f"cannot read KUBE_GIT_VERSION_FILE {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise VersionError(f"KUBE_GIT_VERSION_FILE {path} is not a text file") from None
     for line in text.splitlines():
         key, sep, value = line.partition("=")
         if sep and key.strip() == "KUBE_GIT_VERSION":
-            words = shlex.split(value, comments=True)
+            try:
+                words = shlex.split(value, comments=True)
+            except ValueError as exc:
+                raise VersionError(
+                    f"KUBE_GIT_VERSION_FILE {path}: cannot parse {line.strip()[:80]!r} ({exc}); "
+                    "write it as KUBE_GIT_VERSION='v1.37.0'"
+                ) from None
             if words:
                 return words[0]
     raise VersionError(f"KUBE_GIT_VERSION_FILE {path} sets no KUBE_GIT_VERSION")

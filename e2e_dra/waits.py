@@ -3,16 +3,21 @@
 Upstream leans on Gomega's Eventually/Consistently, whose defaults depend on how the test binary
 was started. Here every wait names its timeout and poll interval, and a failed wait says what it
 was waiting for and the last thing it saw -- the one line a person needs to debug a red run.
+
+A wait also ends at once when a registered check (:func:`abort_when`) reports a reason: a cluster
+component that crashed makes every wait hopeless, and saying so with the component's name and log
+beats a timeout five minutes later that blames the condition.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from e2e_dra.errors import ExecError
-from e2e_dra.kube import KubeError, transient
+from e2e_dra.errors import ComponentCrashed, ExecError
+from e2e_dra.kube import KubeError
 
 T = TypeVar("T")
 
@@ -25,6 +30,27 @@ Programming errors (KeyError, TypeError, ...) are not in this list: they fail at
 
 class WaitTimeout(AssertionError):
     """A condition did not become (or did not stay) true in time."""
+
+
+_abort_checks: list[Callable[[], str | None]] = []
+
+
+@contextlib.contextmanager
+def abort_when(check: Callable[[], str | None]) -> Iterator[None]:
+    """While inside, every wait polls ``check`` and raises :class:`ComponentCrashed` with the
+    reason it returns."""
+    _abort_checks.append(check)
+    try:
+        yield
+    finally:
+        _abort_checks.remove(check)
+
+
+def check_abort() -> None:
+    for check in list(_abort_checks):
+        reason = check()
+        if reason:
+            raise ComponentCrashed(reason)
 
 
 def eventually(
@@ -44,6 +70,7 @@ def eventually(
     deadline = time.monotonic() + timeout
     last = "nothing observed yet"
     while True:
+        check_abort()
         try:
             value = probe()
         except retry_on as exc:
@@ -67,36 +94,30 @@ def consistently(
 ) -> T:
     """Check that ``holds(probe())`` stays true for ``duration`` seconds; return the last value.
 
-    Transient API errors (a restarted apiserver answering EOF or a bogus 403) are not
-    observations and are skipped; any other error or a false check fails at once. At least
-    one real observation is required.
+    As Gomega's Consistently: an error from ``probe`` fails at once, like a false check. An
+    error is no observation, and "it held whenever we could look" proves nothing. Callers wait
+    for the API server after a restart before they start (the suite waits for the ResourceSlices).
     """
     start = time.monotonic()
     deadline = start + duration
-    value: T | None = None
-    observed = False
-    skipped = ""
     while True:
+        check_abort()
         try:
             value = probe()
         except Exception as exc:
-            if not transient(exc):
-                raise
-            skipped = _short(exc)
-        else:
-            observed = True
-            if not holds(value):
-                elapsed = time.monotonic() - start
-                raise WaitTimeout(
-                    f"{what} stopped holding after {elapsed:.1f}s of {duration:g}s; "
-                    f"value: {_short(value)}"
-                )
+            elapsed = time.monotonic() - start
+            raise WaitTimeout(
+                f"could not check that {what} after {elapsed:.1f}s of {duration:g}s: {_short(exc)}"
+            ) from exc
+        if not holds(value):
+            elapsed = time.monotonic() - start
+            raise WaitTimeout(
+                f"{what} stopped holding after {elapsed:.1f}s of {duration:g}s; "
+                f"value: {_short(value)}"
+            )
         if time.monotonic() >= deadline:
-            break
+            return value
         time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
-    if not observed:
-        raise WaitTimeout(f"could not observe {what} for {duration:g}s; last error: {skipped}")
-    return value  # type: ignore[return-value]
 
 
 def _short(value: object, limit: int = 600) -> str:

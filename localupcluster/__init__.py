@@ -10,19 +10,23 @@ from localupcluster._components import (
     FEATURE_GATED_COMPONENTS,
     KUBE_CLUSTER_COMPONENTS,
 )
+from localupcluster._errors import ClusterError
 from localupcluster._gates import (
-    LOCKED_GATES,
+    PROBED_BINARY,
+    culprit,
     filter_locked_gates,
-    locked_gates,
+    format_feature_gates,
     merge_feature_gates,
     parse_feature_gates,
+    refusal,
+    refused_gates,
 )
+from localupcluster._log import Log
 from localupcluster._parse import RunLine, parse_run_line, parse_setting, split_command_line
 
 if TYPE_CHECKING:
     from localupcluster.cluster import (
         Cluster,
-        ClusterError,
         ModifyOptions,
         ReadyTime,
         binary_index,
@@ -34,7 +38,6 @@ if TYPE_CHECKING:
 # those load on first use.
 _LAZY = {
     "Cluster": "localupcluster.cluster",
-    "ClusterError": "localupcluster.cluster",
     "ModifyOptions": "localupcluster.cluster",
     "ReadyTime": "localupcluster.cluster",
     "binary_index": "localupcluster.cluster",
@@ -55,20 +58,24 @@ __all__ = [
     "COMPONENTS",
     "FEATURE_GATED_COMPONENTS",
     "KUBE_CLUSTER_COMPONENTS",
-    "LOCKED_GATES",
+    "PROBED_BINARY",
     "Cluster",
     "ClusterError",
     "Cmd",
+    "Log",
     "ModifyOptions",
     "ReadyTime",
     "RunLine",
     "binary_index",
+    "culprit",
     "filter_locked_gates",
-    "locked_gates",
+    "format_feature_gates",
     "log_dir_for_test",
     "merge_feature_gates",
     "parse_feature_gates",
     "parse_run_line",
     "parse_setting",
+    "refusal",
+    "refused_gates",
     "split_command_line",
 ]

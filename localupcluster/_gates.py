@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import re
+import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 
-from e2e_dra.errors import E2EDRAError
+from localupcluster._errors import ClusterError
 
 FLAG = "--feature-gates="
 
@@ -23,7 +26,7 @@ def parse_feature_gates(gates: str, *, where: str = "feature gates") -> dict[str
         key, sep, value = item.partition("=")
         key, value = key.strip(), value.strip().lower()
         if not sep or not key or value not in _TRUE | _FALSE:
-            raise E2EDRAError(
+            raise ClusterError(
                 f"invalid feature gate {item!r} in {where} {gates!r}: want name=true|false"
             )
         result[key] = "true" if value in _TRUE else "false"
@@ -60,41 +63,71 @@ def merge_feature_gates(argv: Sequence[str], gates: str) -> list[str]:
     return result
 
 
-_DRA_LOCKED_SINCE: dict[str, tuple[int, int]] = {
-    "DynamicResourceAllocation": (1, 35),
-    "DRAAdminAccess": (1, 36),
-    "KubeletPodResourcesDynamicResources": (1, 36),
-    "KubeletPodResourcesGet": (1, 36),
-    "DRAExtendedResource": (1, 37),
-    "DRAPrioritizedList": (1, 37),
-    "DRAResourceClaimDeviceStatus": (1, 37),
-    "DRADeviceTaints": (1, 38),
-    "DRADeviceTaintRules": (1, 38),
-}
-"""Gate -> first minor in which it is ``LockToDefault`` (pkg/features/kube_features.go, v1.37.2;
-the 1.38 entries come from its "LockToDefault: true in 1.38" notes). A gate stays here after it is
-removed from Kubernetes: a removed gate cannot be set either. Maintain this when a new minor lands.
-"""
+PROBED_BINARY = "kube-apiserver"
+"""Which binary of a release answers for its gates: it validates ``--feature-gates`` while parsing
+its flags, before it acts on ``--version``, so asking it costs a fraction of a second. The kubelet
+checks gates only later, while it starts, but shares the apiserver's registry (pkg/features), so
+the apiserver of the same release answers for it too."""
+
+_CULPRITS = (
+    re.compile(r"unrecognized feature gate: (?P<gate>\w+)"),
+    re.compile(r"cannot set feature gate (?P<gate>\w+) to \w+, feature is locked to \w+"),
+    re.compile(r"(?P<gate>\w+) is enabled, but depends on features that are disabled"),
+)
 
 
-def locked_gates(minor: tuple[int, int]) -> frozenset[str]:
-    """DRA-related gates a component of that (major, minor) rejects an explicit value for."""
-    return frozenset(gate for gate, since in _DRA_LOCKED_SINCE.items() if minor >= since)
+@functools.cache
+def refusal(binary: Path, gates: str) -> str | None:
+    """Why ``binary --feature-gates=<gates>`` refuses to start, or None when it accepts them."""
+    try:
+        done = subprocess.run(
+            [str(binary), f"--feature-gates={gates}", "--version"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ClusterError(f"cannot run {binary} to check feature gates: {exc}") from exc
+    if done.returncode == 0:
+        return None
+    output = (done.stderr or done.stdout).strip()
+    return output.splitlines()[-1] if output else f"exit status {done.returncode}"
 
 
-LOCKED_GATES: dict[str, frozenset[str]] = {
-    f"1.{minor}": locked_gates((1, minor)) for minor in range(35, 39)
-}
-"""The table by minor, for people reading it; :func:`locked_gates` also answers other minors."""
+def culprit(message: str) -> str | None:
+    """The gate a refusal message names."""
+    for pattern in _CULPRITS:
+        match = pattern.search(message)
+        if match:
+            return match["gate"]
+    return None
 
-_VERSION = re.compile(r"v?(\d+)\.(\d+)")
+
+def refused_gates(binary: Path, gates: dict[str, str]) -> dict[str, str]:
+    """Ask ``binary`` until it accepts what is left of ``gates``: gate -> why it was refused.
+
+    ``gates`` loses the refused ones. A refusal that names no gate is an error.
+    """
+    refused: dict[str, str] = {}
+    while gates:
+        message = refusal(binary, format_feature_gates(gates))
+        if message is None:
+            break
+        gate = culprit(message)
+        if gate is None or gate not in gates:
+            raise ClusterError(
+                f"{binary} refuses --feature-gates={format_feature_gates(gates)}: {message}"
+            )
+        match = re.search(r'err="(?P<err>[^"]+)"', message)
+        refused[gate] = match["err"] if match else message
+        del gates[gate]
+    return refused
 
 
-def filter_locked_gates(gates: str, version: str) -> str:
-    """Drop the gates locked in ``version`` ("v1.37.2"): the kubelet has no --emulated-version."""
-    match = _VERSION.search(version)
-    if match is None:
-        raise E2EDRAError(f"cannot tell the Kubernetes minor of version {version!r}")
-    locked = locked_gates((int(match.group(1)), int(match.group(2))))
-    kept = {k: v for k, v in parse_feature_gates(gates).items() if k not in locked}
+def filter_locked_gates(gates: str, bin_dir: Path) -> str:
+    """``gates`` without those the release in ``bin_dir`` refuses (locked, unknown or lacking a
+    dependency): for the kubelet, which has no ``--emulated-version`` to make them settable."""
+    kept = parse_feature_gates(gates)
+    refused_gates(bin_dir / PROBED_BINARY, kept)
     return format_feature_gates(kept)

@@ -3,16 +3,32 @@
 ``Cluster.start`` holds an exclusive ``flock`` on ``E2E_DRA_HOST_LOCK`` (default
 ``/tmp/e2e-dra-host.lock``) until ``stop``. When an ancestor process already holds it (someone ran
 ``flock /tmp/e2e-dra-host.lock pytest ...``) we are inside that reservation and go ahead.
+
+A run that is killed (SIGKILL, OOM, a closed CI job) releases the lock with its death, but the
+components it started live on in their own process groups, holding the ports and the kubelet's
+directories, and the next cluster would fail on them. So every process a holder starts goes into a
+ledger next to the lock (``<lock>.json``: the process's pid and start time, and its owner's);
+whoever takes the lock next stops the recorded processes whose owner is dead (checked by pid *and*
+start time, so a reused pid is never hit) and says so. Records of an owner that is still alive are
+kept, even when it does not hold the lock (it ran inside an ancestor's reservation that ended).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
+import signal
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from e2e_dra._console import say
+import psutil
+
+from localupcluster._errors import ClusterError
+from localupcluster._log import Log, sayer
 
 DEFAULT_PATH = "/tmp/e2e-dra-host.lock"
 
@@ -22,15 +38,52 @@ def lock_path() -> Path:
 
 
 def _ancestors() -> set[int]:
-    pids, pid = set(), os.getpid()
-    while pid > 1:
-        pids.add(pid)
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            pid = int(stat[stat.rfind(")") + 2 :].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
-    return pids
+    me = psutil.Process()
+    return {me.pid, *(p.pid for p in me.parents())}
+
+
+def start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot, as /proc/<pid>/stat has it (the
+    ledger's format since the first version); None: no such process. With the pid, who the process
+    is: unlike its wall-clock start time, it does not move when the clock is set."""
+    try:
+        since_boot = psutil.Process(pid).create_time() - psutil.boot_time()
+    except psutil.Error:
+        return None
+    return str(round(since_boot * os.sysconf("SC_CLK_TCK")))
+
+
+def _alive(pid: int, started: str | None) -> bool:
+    """The process that had this pid and start time still runs (a zombie has ended)."""
+    try:
+        return (
+            started is not None
+            and start_time(pid) == started
+            and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        )
+    except psutil.Error:
+        return False
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_group(pgid: int, grace: float = 10.0) -> None:
+    """SIGTERM a process group, SIGKILL it after ``grace`` seconds."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
 
 
 def _holders(path: Path) -> set[int]:
@@ -50,9 +103,15 @@ def _holders(path: Path) -> set[int]:
 
 
 class HostLock:
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, *, log: Log | None = None) -> None:
         self.path = path or lock_path()
+        self._say = sayer(log)
         self._fd: int | None = None
+        self._inside = False  # an ancestor holds the lock for us
+
+    @property
+    def ledger(self) -> Path:
+        return self.path.with_name(self.path.name + ".json")
 
     @property
     def held(self) -> bool:
@@ -68,16 +127,100 @@ class HostLock:
             holders = _holders(self.path)
             if holders & _ancestors():
                 os.close(fd)
+                self._inside = True
+                self._take_over()
                 return
             who = ", ".join(f"pid {pid}" for pid in sorted(holders)) or "another process"
-            say(f"waiting for another e2e-dra cluster on this host ({who} holds {self.path}) ...")
+            self._say(
+                f"waiting for another e2e-dra cluster on this host ({who} holds {self.path}) ..."
+            )
             fcntl.flock(fd, fcntl.LOCK_EX)
         self._fd = fd
+        self._take_over()
 
     def release(self) -> None:
+        if self._fd is None and not self._inside:
+            return
+        self._update(lambda entries: [e for e in entries if not self._ours(e)])
+        self._inside = False
         if self._fd is None:
             return
         with contextlib.suppress(OSError):
             fcntl.flock(self._fd, fcntl.LOCK_UN)
         os.close(self._fd)
         self._fd = None
+
+    def record(self, name: str, pid: int | None) -> None:
+        """Note a process (its own process group) this holder started, for a successor to stop
+        should this process die without stopping it."""
+        if pid is None or (self._fd is None and not self._inside):
+            return
+        entry = {"name": name, "pid": pid, "start": start_time(pid), **self._me()}
+        self._update(lambda entries: [*entries, entry])
+
+    def _take_over(self) -> None:
+        """Stop what dead holders left running; keep the records of live ones.
+
+        Entries carry their owner's pid and start time: an owner that is alive although we hold
+        the lock (it ran inside an ancestor's reservation that ended) keeps its records, so that
+        whoever comes after it dies can still stop its processes.
+        """
+        entries = self._entries()
+        orphaned = [e for e in entries if not _alive(e["owner"], e.get("owner_start"))]
+        self.reap(orphaned)
+        self._update(lambda current: [e for e in current if e not in orphaned])
+
+    def reap(self, entries: list[dict[str, Any]]) -> list[str]:
+        """Stop the recorded processes (of dead owners) that still run; return their names."""
+        left = [e for e in entries if _alive(e["pid"], e.get("start"))]
+        if not left:
+            return []
+        owners = ", ".join(sorted({f"pid {e['owner']}" for e in left}))
+        names = ", ".join(f"{e['name']} (pid {e['pid']})" for e in left)
+        self._say(f"a previous run ({owners}) died and left {names} running; stopping them")
+        for entry in reversed(left):
+            stop_group(int(entry["pid"]))
+        still = [e for e in left if _alive(e["pid"], e.get("start"))]
+        if still:
+            pids = " ".join(str(e["pid"]) for e in still)
+            raise ClusterError(
+                f"processes of a dead run survive SIGKILL ({pids}); stop them "
+                f"(sudo kill -9 {pids}) and run again"
+            )
+        return [str(e["name"]) for e in left]
+
+    @staticmethod
+    def _me() -> dict[str, Any]:
+        return {"owner": os.getpid(), "owner_start": start_time(os.getpid())}
+
+    def _ours(self, entry: dict[str, Any]) -> bool:
+        return (
+            entry.get("owner") == os.getpid()
+            and entry.get("owner_start") == self._me()["owner_start"]
+        )
+
+    def _entries(self) -> list[dict[str, Any]]:
+        """The ledger's well-formed entries (an unreadable ledger is an empty one)."""
+        try:
+            record = json.loads(self.ledger.read_text())
+        except (OSError, ValueError):
+            return []
+        entries = record.get("processes", []) if isinstance(record, dict) else []
+        return [
+            e
+            for e in entries
+            if isinstance(e, dict)
+            and isinstance(e.get("pid"), int)
+            and isinstance(e.get("owner"), int)
+        ]
+
+    def _update(self, change: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]) -> None:
+        """Read, change and atomically replace the ledger (the last writer's pid on top)."""
+        record = {**self._me(), "processes": change(self._entries())}
+        record["pid"], record["start"] = record.pop("owner"), record.pop("owner_start")
+        tmp = self.ledger.with_name(f".{self.ledger.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps(record) + "\n")
+            os.replace(tmp, self.ledger)
+        except OSError as exc:  # a ledger we cannot write only loses the clean-up after a crash
+            self._say(f"cannot write {self.ledger} ({exc.strerror}); a crash would leave processes")

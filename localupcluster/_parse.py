@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from e2e_dra.errors import E2EDRAError
+from localupcluster._errors import ClusterError
 
 RUN_PREFIX = "RUN "
 OLD_SCRIPT_READY_LINE = "Local etcd is running. Run commands. Press Ctrl-C to shut it down."
@@ -37,7 +37,7 @@ def parse_run_line(line: str) -> RunLine | None:
         return None
     name, sep, command_line = line[len(RUN_PREFIX) :].partition(": ")
     if not sep or not name or not command_line:
-        raise E2EDRAError(f"unexpected RUN line from local-up-cluster.sh: {line!r}")
+        raise ClusterError(f"unexpected RUN line from local-up-cluster.sh: {line!r}")
     return RunLine(name=name, argv=split_command_line(command_line))
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
-_LISTEN = "0A"
+import psutil
 
 
 @dataclass(frozen=True)
@@ -21,49 +20,23 @@ class Listener:
         return f"port {self.port} is in use by pid {self.pid} ({self.command})"
 
 
-def _listening_inodes(port: int) -> set[str]:
-    inodes: set[str] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            local, state, inode = fields[1], fields[3], fields[9]
-            if state == _LISTEN and int(local.rsplit(":", 1)[1], 16) == port:
-                inodes.add(inode)
-    return inodes
-
-
-def _owner(inodes: set[str]) -> tuple[int, str] | None:
-    wanted = {f"socket:[{inode}]" for inode in inodes}
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            fds = list((proc / "fd").iterdir())
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if os.readlink(fd) in wanted:
-                    raw = (proc / "cmdline").read_bytes().replace(b"\0", b" ").strip()
-                    return int(proc.name), raw.decode(errors="replace")[:200]
-            except OSError:
-                continue
-    return None
-
-
 def listener(port: int) -> Listener | None:
     """The process listening on TCP ``port`` on any address, or None when the port is free."""
-    inodes = _listening_inodes(port)
-    if not inodes:
+    pids = [
+        conn.pid
+        for conn in psutil.net_connections(kind="tcp")
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port
+    ]
+    if not pids:
         return None
-    owner = _owner(inodes)
-    if owner is None:
-        return Listener(port, None, None)
-    return Listener(port, owner[0], owner[1])
+    for pid in pids:
+        if pid is None:
+            continue
+        try:
+            return Listener(port, pid, " ".join(psutil.Process(pid).cmdline())[:200])
+        except psutil.Error:
+            continue
+    return Listener(port, None, None)
 
 
 def process_group_of(pid: int) -> int | None:

@@ -47,7 +47,12 @@ class InterruptGuard:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         previous = self._previous.get(signum, signal.SIG_DFL)
-        self._on_interrupt(signal.Signals(signum).name)
+        try:
+            self._on_interrupt(signal.Signals(signum).name)
+        finally:  # whatever stopping met, the signal still ends the run as it would have
+            self._deliver(signum, frame, previous)
+
+    def _deliver(self, signum: int, frame: FrameType | None, previous: object) -> None:
         self.uninstall()
         if callable(previous):
             previous(signum, frame)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from e2e_dra.errors import E2EDRAError
+from localupcluster._errors import ClusterError
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def admin_tls(kubeconfig: Path) -> AdminTLS:
     try:
         config = yaml.safe_load(kubeconfig.read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
-        raise E2EDRAError(f"cannot read kubeconfig {kubeconfig}: {exc}") from exc
+        raise ClusterError(f"cannot read kubeconfig {kubeconfig}: {exc}") from exc
     context_name = config.get("current-context")
     context = _current(config, "context", context_name)
     cluster = _current(config, "cluster", context.get("cluster"))
@@ -79,7 +79,7 @@ def admin_tls(kubeconfig: Path) -> AdminTLS:
         cert = _material(user, "client-certificate", base, scratch)
         key = _material(user, "client-key", base, scratch)
         if ca is None or cert is None or key is None:
-            raise E2EDRAError(
+            raise ClusterError(
                 f"kubeconfig {kubeconfig} lacks a CA or a client certificate/key for its user"
             )
         try:
@@ -88,7 +88,7 @@ def admin_tls(kubeconfig: Path) -> AdminTLS:
             insecure = _unverified_context()  # its own: this one carries the admin identity
             insecure.load_cert_chain(str(cert), str(key))
         except (OSError, ssl.SSLError) as exc:
-            raise E2EDRAError(f"kubeconfig {kubeconfig}: unusable TLS material: {exc}") from exc
+            raise ClusterError(f"kubeconfig {kubeconfig}: unusable TLS material: {exc}") from exc
     return AdminTLS(
         server=str(cluster.get("server", "")).rstrip("/"),
         verified=verified,

@@ -27,9 +27,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from e2e_dra._console import say
-from e2e_dra._paths import artifacts_dir
-from e2e_dra.errors import E2EDRAError
 from localupcluster._components import (
     COMPONENTS,
     DEFAULT_SETTINGS,
@@ -38,8 +35,10 @@ from localupcluster._components import (
     KUBE_CLUSTER_COMPONENTS,
     PORT_SETTING,
 )
+from localupcluster._errors import ClusterError
 from localupcluster._gates import filter_locked_gates, merge_feature_gates
 from localupcluster._hostlock import HostLock
+from localupcluster._log import Log, sayer
 from localupcluster._parse import OLD_SCRIPT_READY_LINE, parse_run_line, parse_setting
 from localupcluster._ports import listener, process_group_of
 from localupcluster._readiness import (
@@ -61,10 +60,6 @@ LOG_TAIL_LINES = 25
 SCRIPT_IDLE_TIMEOUT = 600.0
 """A local-up-cluster.sh that prints nothing for this long and does not end is hung."""
 PORT_RELEASE_GRACE = 5.0
-
-
-class ClusterError(E2EDRAError):
-    """The cluster could not be started or changed; the message names the component and its log."""
 
 
 @dataclass
@@ -101,11 +96,11 @@ def binary_index(argv: list[str], component: str) -> int:
     raise ClusterError(f"binary filename of {component} not found in {' '.join(argv)!r}")
 
 
-def log_dir_for_test(test_name: str) -> Path:
-    """``$ARTIFACTS/<test name>`` with tags and path-hostile characters removed (as upstream)."""
+def log_dir_for_test(artifacts: Path, test_name: str) -> Path:
+    """``<artifacts>/<test name>`` with tags and path-hostile characters removed (as upstream)."""
     name = re.sub(r"\s*\[[^\]]*\]", "", test_name)
     name = re.sub(r"[\s/:()\\]+", "-", name).strip("-") or "cluster"
-    return artifacts_dir() / name
+    return Path(artifacts) / name
 
 
 class Cluster:
@@ -114,7 +109,8 @@ class Cluster:
     Log files: ``<component>-<state>.log`` per start (retries append to it below a ``starting:``
     line), ``local-up-cluster-<state>.log`` for the script, ``kubectl-<state>.log`` for the
     commands it asks us to run. ``wait_for_nodes=False`` skips waiting for node Ready after the
-    kubelet is healthy (for engines tested without a real apiserver).
+    kubelet is healthy (for engines tested without a real apiserver). Progress lines go to ``log``
+    (a :class:`logging.Logger` or a callable taking one line; default: stderr).
     """
 
     def __init__(
@@ -126,6 +122,7 @@ class Cluster:
         ready_timeout: float = 180.0,
         node_ready_timeout: float = 300.0,
         retry_delay: float = RETRY_DELAY,
+        log: Log | None = None,
     ) -> None:
         self.source_dir = Path(source_dir)
         self.log_dir = Path(log_dir)
@@ -142,7 +139,8 @@ class Cluster:
         self._helpers: list[Cmd] = []
         self._tls_cache: AdminTLS | None = None
         self._versions: dict[str, str] = {}
-        self._lock = HostLock()
+        self._say = sayer(log)
+        self._lock = HostLock(log=self._say)
         self._guard = InterruptGuard(self._interrupted)
         self._stopping = False
         self._dropped_sudo_said = False
@@ -198,7 +196,7 @@ class Cluster:
         except BaseException as exc:
             self.stop(reason=f"start of state {state} failed: {type(exc).__name__}")
             raise
-        say(f"cluster is running, use KUBECONFIG={self.kubeconfig} to access it")
+        self._say(f"cluster is running, use KUBECONFIG={self.kubeconfig} to access it")
 
     def modify(self, state: str, options: ModifyOptions) -> ModifyOptions:
         """Restart the components ``options`` touches; return options that undo binary swaps."""
@@ -219,7 +217,7 @@ class Cluster:
         try:
             for component in reversed(affected):
                 cmd = self.running.pop(component)
-                say(f"stopping {cmd.name} (pid {cmd.pid}) before replacing it")
+                self._say(f"stopping {cmd.name} (pid {cmd.pid}) before replacing it")
                 cmd.stop(f"replacing it for state {state}")
                 new_file = options.component_file(component)
                 if new_file is not None:
@@ -240,14 +238,16 @@ class Cluster:
     def toggle_feature_gates(self, state: str, gates: str) -> None:
         """Restart apiserver, controller-manager, scheduler and kubelet with ``gates`` merged in.
 
-        Gates the kubelet's release locks are dropped for the kubelet (it has no
-        ``--emulated-version`` to make them settable); the control plane keeps them all.
+        Gates the kubelet's release refuses (asked of the kube-apiserver beside it) are dropped for
+        the kubelet, which has no ``--emulated-version`` to make them settable; the control plane
+        keeps them all.
         """
         options = ModifyOptions()
         for component in FEATURE_GATED_COMPONENTS:
             if component == "kubelet":
+                kubelet = self._argv[component][binary_index(self._argv[component], component)]
                 options.feature_gates_by_component[component] = filter_locked_gates(
-                    gates, self.component_version(component)
+                    gates, Path(kubelet).parent
                 )
             else:
                 options.feature_gates_by_component[component] = gates
@@ -272,6 +272,18 @@ class Cluster:
             self._versions[binary] = match.group(0)
         return self._versions[binary]
 
+    def exited(self) -> list[str]:
+        """Components that ended by themselves while the cluster runs (killed, crashed): each
+        named, with how it ended, its log and the log's last lines."""
+        if self._stopping:
+            return []
+        return [
+            f"{cmd.name} (pid {cmd.pid}) ended ({describe_exit(cmd.returncode)}); "
+            f"log: {cmd.log_file}; last lines:\n{cmd.tail(LOG_TAIL_LINES)}"
+            for cmd in list(self.running.values())
+            if not cmd.running()
+        ]
+
     def stop(self, reason: str = "cluster stopped") -> list[str]:
         """Stop everything in reverse start order; returns the names of what was stopped."""
         if self._stopping:
@@ -279,6 +291,7 @@ class Cluster:
         self._stopping = True
         stopped: list[str] = []
         errors: list[BaseException] = []
+        done = False
 
         def attempt(cmd: Cmd) -> None:
             # One process that will not die must not keep us from stopping the others.
@@ -295,7 +308,7 @@ class Cluster:
                 cmd = self.running.pop(component, None)
                 if cmd is not None:
                     if cmd.running():
-                        say(f"stopping {cmd.name} (pid {cmd.pid})")
+                        self._say(f"stopping {cmd.name} (pid {cmd.pid})")
                         stopped.append(cmd.name)
                     attempt(cmd)
             if self._script is not None:
@@ -303,9 +316,12 @@ class Cluster:
                     stopped.append(self._script.name)
                 attempt(self._script)
                 self._script = None
+            done = True
         finally:
             self._guard.uninstall()
-            if not errors:  # with a survivor, the next cluster must not start on top of it
+            # With a survivor, the next cluster must not start on top of it: the lock (and its
+            # ledger, which a successor uses to stop what is left) stays until this process ends.
+            if done and not errors:
                 self._lock.release()
             self._stopping = False
         if errors:
@@ -329,7 +345,7 @@ class Cluster:
             return
         stopped = self.stop(reason=f"interrupted ({why})")
         names = ", ".join(stopped) or "nothing"
-        say(f"interrupted ({why}): stopped {names}; no cluster process left")
+        self._say(f"interrupted ({why}): stopped {names}; no cluster process left")
 
     def _run_script(self, state: str, script: Path, bin_dir: Path, feature_gates: str) -> None:
         self._script = Cmd(
@@ -340,8 +356,9 @@ class Cluster:
             cwd=self.source_dir,
             capture=True,
         )
-        say(f"running hack/local-up-cluster.sh -d (log: {self._script.log_file})")
+        self._say(f"running hack/local-up-cluster.sh -d (log: {self._script.log_file})")
         self._script.start()
+        self._lock.record(self._script.name, self._script.pid)
         for line in self._script.lines(idle_timeout=SCRIPT_IDLE_TIMEOUT):
             if OLD_SCRIPT_READY_LINE in line:
                 break  # older script: it keeps etcd running until we stop it
@@ -387,7 +404,9 @@ class Cluster:
             while words and words[0].startswith("-"):
                 words.pop(0)
             if not self._dropped_sudo_said:
-                say("running as root without sudo installed: starting commands without 'sudo'")
+                self._say(
+                    "running as root without sudo installed: starting commands without 'sudo'"
+                )
                 self._dropped_sudo_said = True
         return words
 
@@ -402,6 +421,7 @@ class Cluster:
         )
         self._helpers.append(cmd)
         cmd.start()
+        self._lock.record(cmd.name, cmd.pid)
         returncode = cmd.wait(timeout=HELPER_TIMEOUT)
         if returncode != 0:
             raise ClusterError(
@@ -442,10 +462,11 @@ class Cluster:
         if binary is not None and not os.access(binary, os.X_OK):
             raise ClusterError(f"component binary {binary} for {component} is missing")
         self._check_port(component)
-        say(f"starting {name} (log: {log_file})")
+        self._say(f"starting {name} (log: {log_file})")
         for attempt in range(1, MAX_RETRIES + 2):
             cmd = Cmd(name, self._exec_argv(argv), log_file=log_file, env=self._env)
             cmd.start()
+            self._lock.record(name, cmd.pid)
             self.running[component] = cmd
             try:
                 self._wait_ready(component, cmd)
@@ -453,7 +474,7 @@ class Cluster:
                 if attempt > MAX_RETRIES:
                     raise self._not_ready(cmd, f"{exc} ({attempt} attempts)") from None
                 ended = describe_exit(cmd.returncode)
-                say(f"{name} exited ({ended}); retrying ({attempt}/{MAX_RETRIES})")
+                self._say(f"{name} exited ({ended}); retrying ({attempt}/{MAX_RETRIES})")
                 cmd.stop("exited before it was ready")
                 time.sleep(self.retry_delay)
                 continue
@@ -461,7 +482,7 @@ class Cluster:
                 raise self._not_ready(cmd, str(exc)) from None
             seconds = time.monotonic() - (cmd.started_at or time.monotonic())
             self.ready_times.append(ReadyTime(component, state, seconds, attempt))
-            say(f"started {name} with pid {cmd.pid}, ready after {seconds:.1f}s")
+            self._say(f"started {name} with pid {cmd.pid}, ready after {seconds:.1f}s")
             return
 
     def _wait_ready(self, component: str, cmd: Cmd) -> None:

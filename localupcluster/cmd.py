@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from e2e_dra.errors import E2EDRAError
+from localupcluster._errors import ClusterError
 
 _EOF = object()
 
@@ -96,7 +96,7 @@ class Cmd:
         capture: bool = False,
     ) -> None:
         if not argv or not argv[0]:
-            raise E2EDRAError(f"command {name}: empty command line")
+            raise ClusterError(f"command {name}: empty command line")
         self.name = name
         self.argv = list(argv)
         self.log_file = log_file
@@ -104,7 +104,6 @@ class Cmd:
         self.cwd = cwd
         self.capture = capture
         self.started_at: float | None = None
-        self.killed_because: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._lines: queue.Queue[object] = queue.Queue()
         self._captured: list[str] = []
@@ -116,7 +115,7 @@ class Cmd:
 
     def start(self) -> None:
         if self._proc is not None:
-            raise E2EDRAError(f"command {self.name} was already started")
+            raise ClusterError(f"command {self.name} was already started")
         env = {**os.environ, **(self.env or {})}
         self._append_log(f"starting: {' '.join(self.argv)}")
         log = open(self.log_file, "ab") if self.log_file and not self.capture else None  # noqa: SIM115
@@ -131,7 +130,9 @@ class Cmd:
                 process_group=0,
             )
         except OSError as exc:
-            raise E2EDRAError(f"cannot start {self.name} ({self.argv[0]}): {exc.strerror}") from exc
+            raise ClusterError(
+                f"cannot start {self.name} ({self.argv[0]}): {exc.strerror}"
+            ) from exc
         finally:
             if log is not None:
                 log.close()
@@ -181,12 +182,12 @@ class Cmd:
         not hang the run.
         """
         if not self.capture:
-            raise E2EDRAError(f"command {self.name} does not capture its output")
+            raise ClusterError(f"command {self.name} does not capture its output")
         while True:
             try:
                 item = self._lines.get(timeout=idle_timeout)
             except queue.Empty:
-                raise E2EDRAError(
+                raise ClusterError(
                     f"command {self.name} printed nothing for {idle_timeout:g}s and did not end; "
                     f"log: {self.log_file}"
                 ) from None
@@ -198,11 +199,11 @@ class Cmd:
     def wait(self, timeout: float | None = None) -> int:
         """Exit status, once the process has ended and its trailer is in the log."""
         if self._proc is None:
-            raise E2EDRAError(f"command {self.name} was never started")
+            raise ClusterError(f"command {self.name} was never started")
         try:
             returncode = self._proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired as exc:
-            raise E2EDRAError(f"command {self.name} did not finish within {timeout:g}s") from exc
+            raise ClusterError(f"command {self.name} did not finish within {timeout:g}s") from exc
         self._ended.wait(timeout=10)
         return returncode
 
@@ -211,7 +212,6 @@ class Cmd:
         if self._proc is None:
             return
         if self._proc.poll() is None:
-            self.killed_because = reason
             self._append_log(f"killing: {reason}")
         if grace > 0 and self._proc.poll() is None:
             self._signal_group(signal.SIGTERM)
@@ -229,7 +229,7 @@ class Cmd:
         except subprocess.TimeoutExpired:
             pass
         if self._proc.poll() is None or self.leftovers():
-            raise E2EDRAError(
+            raise ClusterError(
                 f"command {self.name} (pid {self._proc.pid}) should have stopped but didn't"
             )
         self._ended.wait(timeout=10)

@@ -110,6 +110,7 @@ def _pod_with_claim(ctx: Context, memory: str) -> tuple[str, str]:
 
 
 def _delete_claim(ctx: Context, name: str) -> None:
+    """Strict (NotFound fails): each claim deleted here is one the subtest still expects."""
     ctx.log(f"Deleting ResourceClaim {name}")
     ctx.kube.delete(path("resource.k8s.io/v1", "resourceclaims", name, namespace=ctx.namespace))
 

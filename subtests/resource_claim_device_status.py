@@ -56,7 +56,7 @@ DEVICE_THREE = _device("three", "my-device", "net-3")
 
 
 def initial(ctx: Context) -> Phase:
-    version = ctx.builder.pick_served(V1BETA2, V1)
+    version = ctx.builder.api_version(V1BETA2, "resourceclaims/status")
     claims = path(version, "resourceclaims", namespace=ctx.namespace)
     claim = ctx.kube.create(
         claims,
@@ -70,7 +70,7 @@ def initial(ctx: Context) -> Phase:
         },
     )
     namespace = ctx.namespace
-    ctx.builder.defer(lambda kube: remove_claim(kube, namespace))
+    ctx.builder.defer(lambda kube: remove_claim(kube, namespace, missing_ok=True))
 
     claim["metadata"]["finalizers"] = [FINALIZER]
     claim = ctx.kube.update(f"{claims}/{CLAIM}", claim)
@@ -90,13 +90,15 @@ def initial(ctx: Context) -> Phase:
 
 
 def after_upgrade(ctx: Context) -> Phase:
-    claim = _apply_status(ctx, V1, "manager-1", [DEVICE_TWO_UPDATED])
+    claim = _apply_status(
+        ctx, ctx.builder.api_version(V1, "resourceclaims/status"), "manager-1", [DEVICE_TWO_UPDATED]
+    )
     _expect_devices(claim, [DEVICE_ONE, DEVICE_TWO_UPDATED, DEVICE_THREE], "after v1 apply")
     return after_downgrade
 
 
 def after_downgrade(ctx: Context) -> None:
-    version = ctx.builder.pick_served(V1BETA2, V1)
+    version = ctx.builder.api_version(V1BETA2, "resourceclaims/status")
     # An apply that states nothing removes what manager-2 owned.
     claim = _apply_status(ctx, version, "manager-2", None)
     _expect_devices(claim, [DEVICE_ONE, DEVICE_TWO_UPDATED], "after empty apply by manager-2")
@@ -124,19 +126,22 @@ def _expect_devices(claim: dict, expected: list[dict], when: str) -> None:
     assert actual == expected, f"status.devices {when}: expected {expected}, got {actual}"
 
 
-def remove_claim(kube: Kube, namespace: str) -> None:
-    """Deallocate, drop the test finalizer, delete: a finalized claim never goes away by itself."""
+def remove_claim(kube: Kube, namespace: str, *, missing_ok: bool = False) -> None:
+    """Deallocate, drop the test finalizer, delete: a finalized claim never goes away by itself.
+
+    The clean-up says ``missing_ok``: a claim that was already being deleted goes away with its
+    finalizer, before the delete."""
     url = path(V1, "resourceclaims", CLAIM, namespace=namespace)
     try:
         claim = kube.get(url)
-    except NotFound:
+    except NotFound:  # clean-up after a phase that failed before it was created
         return
     if claim.get("status", {}).get("allocation"):
         claim["status"]["allocation"] = None
         claim = kube.update(f"{url}/status", claim)
     claim["metadata"]["finalizers"] = None
     kube.update(url, claim)
-    kube.delete(url)
+    kube.delete(url, missing_ok=missing_ok)
 
 
-SUBTEST = Subtest(name="resource-claim-device-status", initial=initial)
+SUBTEST = Subtest(name="resource-claim-device-status", initial=initial, requires=(V1BETA2, V1))

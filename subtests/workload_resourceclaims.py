@@ -64,5 +64,5 @@ SUBTEST = Subtest(
     resources=devices_per_node(1),
     requires=(SCHEDULING,),
     feature_gates=("DRAWorkloadResourceClaims", "GenericWorkload"),
-    since="1.37",  # scheduling.k8s.io/v1beta1 Workload and PodGroup
+    releases=">=1.37",  # scheduling.k8s.io/v1beta1 Workload and PodGroup
 )

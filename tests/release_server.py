@@ -76,6 +76,8 @@ class Fault:
     status: int | None = None  # answer this status instead
     drop_after: int | None = None  # send only this many body bytes, then close the connection
     stall_after: int | None = None  # send this many body bytes, then hang until released
+    redirect_to_self: bool = False  # answer 302 with Location: the same path (a redirect loop)
+    trickle: int | None = None  # send the body at this many bytes per second
     times: int = 1
 
 
@@ -84,6 +86,9 @@ class ReleaseServer:
     files: dict[str, bytes] = field(default_factory=dict)
     faults: dict[str, list[Fault]] = field(default_factory=dict)
     ignore_range: bool = False
+    # paths served with this Content-Encoding header while the body stays as it is (plain): a
+    # misconfigured mirror
+    mislabelled: dict[str, str] = field(default_factory=dict)
     requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     body_bytes_sent: Counter[str] = field(default_factory=Counter)
     release_stall: threading.Event = field(default_factory=threading.Event)
@@ -118,6 +123,10 @@ class ReleaseServer:
             text = digest if sidecar_format == "bare" else f"{digest}  {name}\n"
             self.put(f"{version}/{name}.{algorithm}", text)
         return tarball
+
+    def mislabel(self, path: str, encoding: str = "gzip") -> None:
+        """Serve ``path`` with ``Content-Encoding: encoding`` over its plain bytes."""
+        self.mislabelled[f"{PREFIX}/{path.lstrip('/')}"] = encoding
 
     def fail(self, path: str, fault: Fault) -> None:
         self.faults.setdefault(f"{PREFIX}/{path.lstrip('/')}", []).append(fault)
@@ -186,6 +195,12 @@ class ReleaseServer:
         fault = self._next_fault(path)
         if fault is not None and fault.status is not None:
             return self._answer(handler, fault.status, b"injected failure\n")
+        if fault is not None and fault.redirect_to_self:
+            handler.send_response(302)
+            handler.send_header("Location", handler.path)
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+            return None
         data = self.files.get(path)
         if data is None:
             return self._answer(handler, 404, b"404 page not found\n")
@@ -201,7 +216,11 @@ class ReleaseServer:
         handler.send_header("Accept-Ranges", "bytes")
         if start:
             handler.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+        if path in self.mislabelled:
+            handler.send_header("Content-Encoding", self.mislabelled[path])
         handler.end_headers()
+        if fault is not None and fault.trickle:
+            return self._trickle(handler, path, body, fault.trickle)
         limit = None
         if fault is not None:
             limit = fault.drop_after if fault.drop_after is not None else fault.stall_after
@@ -225,6 +244,22 @@ class ReleaseServer:
             with self._lock:
                 self.body_bytes_sent[path] += len(chunk)
         handler.wfile.flush()
+
+    def _trickle(self, handler: BaseHTTPRequestHandler, path: str, body: bytes, rate: int) -> None:
+        """A mirror that never stops and never hurries: ``rate`` bytes a second, in tenths."""
+        step = max(1, rate // 10)
+        for offset in range(0, len(body), step):
+            if self.release_stall.is_set():
+                break
+            try:
+                handler.wfile.write(body[offset : offset + step])
+                handler.wfile.flush()
+            except OSError:
+                return
+            with self._lock:
+                self.body_bytes_sent[path] += len(body[offset : offset + step])
+            time.sleep(0.1)
+        handler.close_connection = True
 
     def _answer(self, handler: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
         handler.send_response(status)

@@ -87,3 +87,86 @@ def test_racing_processes_fill_once(tmp_path: Path) -> None:
         assert proc.exitcode == 0
     assert counter.read_text() == "x"
     assert (tmp_path / "cache" / "shared" / "done").read_text() == "yes"
+
+
+# -- an entry is trusted only while its files are what was written -------------------------------
+
+
+def _filled(tmp_path: Path, calls: list[Path]) -> CacheEntry:
+    def populate(target: Path) -> dict:
+        calls.append(target)
+        (target / "bin").mkdir()
+        for name, size in (("kube-apiserver", 5000), ("kubelet", 3000)):
+            (target / "bin" / name).write_bytes(name.encode() * (size // len(name)))
+        os.symlink("bin/kubelet", target / "link")
+        return {"version": "v1.36.5"}
+
+    entry = CacheEntry(tmp_path, "v1.36.5")
+    entry.fill(populate)
+    return entry
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (lambda p: (p / "bin" / "kube-apiserver").unlink(), "bin/kube-apiserver is missing"),
+        (lambda p: os.truncate(p / "bin" / "kubelet", 100), "bin/kubelet has 100 bytes"),
+        (lambda p: (p / "bin" / "kubelet").write_bytes(b"x" * 2996), "sha256 differs"),
+        (lambda p: ((p / "link").unlink(), os.symlink("elsewhere", p / "link")), "points else"),
+    ],
+)
+def test_a_damaged_entry_is_rebuilt(
+    tmp_path: Path, damage: object, reason: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    calls: list[Path] = []
+    entry = _filled(tmp_path, calls)
+    os.chmod(entry.path / "bin", 0o755)
+    damage(entry.path)  # type: ignore[operator]
+    assert not entry.is_complete()
+    assert reason in capsys.readouterr().err.replace("\n", " ")
+    _filled(tmp_path, calls)
+    assert len(calls) == 2
+    assert entry.is_complete()
+
+
+def test_a_touched_file_with_the_same_bytes_is_still_trusted(tmp_path: Path) -> None:
+    calls: list[Path] = []
+    entry = _filled(tmp_path, calls)
+    os.utime(entry.path / "bin" / "kubelet", ns=(1, 1))  # a copy that did not keep times
+    assert entry.is_complete()
+    _filled(tmp_path, calls)
+    assert len(calls) == 1
+
+
+def test_a_rewrite_that_kept_size_and_time_is_found_by_a_deep_check(tmp_path: Path) -> None:
+    calls: list[Path] = []
+    entry = _filled(tmp_path, calls)
+    kubelet = entry.path / "bin" / "kubelet"
+    before = kubelet.stat()
+    with open(kubelet, "r+b") as out:
+        out.write(b"X")
+    os.utime(kubelet, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert entry.is_complete()  # the routine check is stat only, by design
+    assert not entry.is_complete(deep=True)
+    entry.fill(lambda t: (t / "new").write_text("rebuilt") and None, deep=True)
+    assert (entry.path / "new").exists()
+
+
+def test_files_added_later_are_not_judged(tmp_path: Path) -> None:
+    calls: list[Path] = []
+    entry = _filled(tmp_path, calls)
+    (entry.path / "scratch").write_text("a build's leftover")
+    assert entry.is_complete()
+
+
+def test_an_entry_from_before_files_were_recorded_is_adopted_not_rebuilt(tmp_path: Path) -> None:
+    import json
+
+    entry = CacheEntry(tmp_path, "v1.36.5")
+    entry.path.mkdir()
+    (entry.path / "kubelet").write_text("old")
+    (entry.path / MARKER).write_text(json.dumps({"version": "v1.36.5"}))
+    assert entry.is_complete()
+    assert set(entry.metadata()["files"]) == {"kubelet"}
+    (entry.path / "kubelet").write_text("damaged after adoption")
+    assert not entry.is_complete()

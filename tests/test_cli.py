@@ -66,12 +66,13 @@ def test_previous_minor_prints_major_minor(
         (["previous-minor", "v1.0.0"], "'v1.0.0'"),
         (["resolve", "one.two", "--base-url", "http://127.0.0.1:9"], "'one.two'"),
         (["download", "v1.35.2-3+0123abcdef0123", "--base-url", "http://127.0.0.1:9"], "'v1.35"),
-        (["download", "latest", "--base-url", "http://127.0.0.1:9"], "'latest'"),
+        (["download", "newest", "--base-url", "http://127.0.0.1:9"], "'newest'"),
+        (["resolve", "v1.38.0-beta.0.1+0123abcd", "--base-url", "http://127.0.0.1:9"], "'v1.38"),
     ],
 )
 def test_bad_input_is_one_line_naming_it(args: list[str], named: str) -> None:
     proc = run_cli(*args)
-    assert proc.returncode == 1
+    assert proc.returncode == 3  # a malformed value
     assert proc.stdout == ""
     lines = proc.stderr.splitlines()
     assert len(lines) == 1, proc.stderr
@@ -98,9 +99,11 @@ def test_resolve_prints_the_version(
 
 def test_resolve_failure_names_url_and_status(release_server: ReleaseServer) -> None:
     proc = run_cli("resolve", "1.12", "--base-url", release_server.url)
-    assert proc.returncode == 1
+    assert proc.returncode == 4  # not found
     assert proc.stderr.splitlines()[-1] == (
-        f"e2e-dra: error: getting {release_server.url}/latest-1.12.txt failed: HTTP 404 Not Found"
+        f"e2e-dra: error: no Kubernetes 1.12 release: neither {release_server.url}/stable-1.12.txt "
+        f"nor {release_server.url}/latest-1.12.txt exists (HTTP 404); check the version or the "
+        "release URL"
     )
 
 
@@ -148,16 +151,39 @@ def test_versions_from_a_bin_dir(
     assert lines[2] == "previous release:   v1.35.2  (download)"
 
 
-def test_versions_defaults_to_the_newest_stable_release(
+def test_versions_defaults_to_the_latest_release_and_honours_the_pin(
     release_server: ReleaseServer,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     for name in ("KUBERNETES_SOURCE_DIR", "KUBERNETES_SERVER_BIN_DIR", "KUBE_GIT_VERSION_FILE"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("E2E_DRA_KUBERNETES_VERSION", raising=False)
+    release_server.put("latest.txt", "v1.37.0-rc.1")
     release_server.put("stable.txt", "v1.36.4")
+    release_server.put("stable-1.36.txt", "v1.36.4")
     release_server.put("stable-1.35.txt", "v1.35.2")
     assert main(["versions", "--base-url", release_server.url]) == 0
     out = capsys.readouterr().out
-    assert "version under test: v1.36.4  (newest stable release, download)" in out
-    assert "previous release:   v1.35.2" in out
+    assert "version under test: v1.37.0-rc.1  (latest, download)" in out
+    assert "previous release:   v1.36.4  (download)" in out
+
+    monkeypatch.setenv("E2E_DRA_KUBERNETES_VERSION", "stable")
+    assert main(["versions", "--base-url", release_server.url]) == 0
+    out = capsys.readouterr().out
+    assert "version under test: v1.36.4  (stable, download)" in out
+    assert "previous release:   v1.35.2  (download)" in out
+
+    release_server.put("stable-1.34.txt", "v1.34.9")
+    monkeypatch.setenv("E2E_DRA_KUBERNETES_VERSION", "v1.35.1")
+    assert main(["versions", "--base-url", release_server.url]) == 0
+    assert "version under test: v1.35.1  (v1.35.1, download)" in capsys.readouterr().out
+
+    monkeypatch.setenv("E2E_DRA_KUBERNETES_VERSION", "garbage")
+    assert main(["versions", "--base-url", release_server.url]) == 3  # bad input
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "e2e-dra: error: E2E_DRA_KUBERNETES_VERSION 'garbage' is not a Kubernetes release "
+        "(v1.38.0-beta.0), MAJOR.MINOR (its newest release), 'stable' (the newest stable "
+        "release) or 'latest' (the newest, pre-releases included)"
+    ]

@@ -22,7 +22,7 @@ from release_server import (
     wait_until,
 )
 
-from e2e_dra.errors import ReleaseError, VersionError
+from e2e_dra.errors import InputError, NotFoundError, ReleaseError, VersionError
 from e2e_dra.releases import Release
 from e2e_dra.releases._download import DownloadSource, host_platform
 
@@ -76,7 +76,7 @@ def test_resolve_other_failures_are_errors_naming_url_and_status(
 def test_resolve_with_neither_marker_names_the_latest_url(
     release_server: ReleaseServer, tmp_path: Path
 ) -> None:
-    with pytest.raises(ReleaseError, match=r"latest-1\.99\.txt failed: HTTP 404"):
+    with pytest.raises(NotFoundError, match=r"latest-1\.99\.txt exists \(HTTP 404\)"):
         source(release_server, tmp_path).resolve("1.99")
 
 
@@ -192,7 +192,7 @@ def test_missing_sidecar_is_an_error_before_any_download(
     release_server.add_release("v1.35.2", sidecars=[])
     with pytest.raises(ReleaseError, match="no checksum is published"):
         source(release_server, tmp_path).fetch("v1.35.2")
-    assert release_server.count(TARBALL) == 0
+    assert release_server.count(TARBALL) == 1  # only to tell "not found" from "unverifiable"
     assert_nothing_cached(tmp_path)
 
 
@@ -329,7 +329,7 @@ def test_a_corrupt_tarball_with_a_matching_digest_is_refused(
 
 
 def test_builds_between_releases_cannot_be_downloaded(tmp_path: Path) -> None:
-    with pytest.raises(ReleaseError, match="between releases"):
+    with pytest.raises(InputError, match="between releases"):
         DownloadSource(cache_dir=tmp_path).fetch("v1.35.2-3+0123abcdef0123")
 
 

@@ -300,6 +300,39 @@ def test_configs_apply_per_request_and_later_ones_win(driver, claims):
     ]
 
 
+def test_shares_of_one_device_are_prepared_per_claim_and_named_in_v1(driver, claims):
+    """Two claims hold shares of one device (allowMultipleAllocations): each gets its own CDI
+    device, and the v1 answer names its share as upstream's driver does (v1beta1 cannot)."""
+    shared = []
+    for name, uid, share in [
+        ("a", "uid-a", "11111111-1111-4111-8111-111111111111"),
+        ("b", "uid-b", "22222222-2222-4222-8222-222222222222"),
+    ]:
+        claim = allocated_claim(name, uid, configs=[opaque({"a": "b"})])
+        claim["status"]["allocation"]["devices"]["results"][0]["shareID"] = share
+        shared.append(claims.add(claim))
+
+    v1 = node_stub(driver, dra_v1_pb2).NodePrepareResources(
+        dra_v1_pb2.NodePrepareResourcesRequest(claims=refs(dra_v1_pb2, *shared))
+    )
+    beta = node_stub(driver, dra_v1beta1_pb2).NodePrepareResources(
+        dra_v1beta1_pb2.NodePrepareResourcesRequest(claims=refs(dra_v1beta1_pb2, *shared))
+    )
+
+    for uid, share in [("uid-a", "11111111"), ("uid-b", "22222222")]:
+        (device,) = v1.claims[uid].devices
+        assert device.HasField("share_id") and device.share_id.startswith(share)
+        assert (device.pool_name, device.device_name) == (NODE, "device-00")
+        assert list(device.cdi_device_ids) == [f"{DRIVER}/test=claim-{uid}-my-request"]
+        (old,) = beta.claims[uid].devices
+        assert old.device_name == "device-00"
+    unshared = claims.add(allocated_claim("c", "uid-c"))
+    answer = node_stub(driver).NodePrepareResources(
+        dra_v1_pb2.NodePrepareResourcesRequest(claims=refs(dra_v1_pb2, unshared))
+    )
+    assert not answer.claims["uid-c"].devices[0].HasField("share_id")
+
+
 def test_every_claim_gets_its_own_answer(driver, claims):
     good = claims.add(allocated_claim("good", "uid-good", configs=[opaque({"a": "b"})]))
     unallocated = claims.add(allocated_claim("unallocated", "uid-unalloc"))
@@ -380,6 +413,25 @@ def test_blocked_prepare_waits_until_released(driver, claims):
 
     assert answers[0].claims["uid-slow"].error == ""
     assert [c.name for c in driver.prepared_claims()] == ["slow"]
+
+
+def test_an_answer_nobody_waits_for_any_more_is_recorded_as_not_seen(driver, claims):
+    """A kubelet whose deadline passed (or that restarted) never saw the prepare succeed."""
+    from e2e_dra.driver._calls import CLIENT_GONE
+
+    claim = claims.add(allocated_claim("late", "uid-late"))
+    request = dra_v1_pb2.NodePrepareResourcesRequest(claims=refs(dra_v1_pb2, claim))
+    with driver.block_prepare(), pytest.raises(grpc.RpcError) as late:
+        node_stub(driver).NodePrepareResources(request, timeout=0.5)
+    assert late.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    deadline = time.monotonic() + 5
+    while not driver.calls.records[-1].done and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert driver.calls.records[-1].error == CLIENT_GONE
+    # The driver did prepare it: the retry gets the same answer, and this one is seen.
+    answer = node_stub(driver).NodePrepareResources(request, timeout=10)
+    assert answer.claims["uid-late"].error == ""
+    assert [(c.done, c.error) for c in driver.calls.records] == [(True, CLIENT_GONE), (True, None)]
 
 
 # --- health -----------------------------------------------------------------------------------

@@ -65,6 +65,7 @@ def test_field_numbers_match_upstream():
         "pool_name": 2,
         "device_name": 3,
         "cdi_device_ids": 4,
+        "share_id": 5,  # upstream: optional string share_id = 5 (1.35 has it already)
     }
     assert numbers(dra_v1_pb2.NodePrepareResourceResponse) == {"devices": 1, "error": 2}
     assert numbers(pluginregistration_v1_pb2.PluginInfo) == {

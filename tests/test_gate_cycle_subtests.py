@@ -13,7 +13,6 @@ import pytest
 
 import subtests.gate_cycle
 from e2e_dra.subtest import Context, GateCycleSubtest, discover
-from localupcluster import filter_locked_gates, locked_gates
 from subtests._workload import claim_state
 
 EXPECTED = {"compatibility-groups", "extended-resource", "workload-resourceclaims"}
@@ -35,16 +34,6 @@ def test_every_gate_cycle_module_defines_its_subtest() -> None:
     assert set(gate_cycle_subtests()) == EXPECTED
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_toggled_gates_can_be_toggled_where_the_subtest_runs(name: str) -> None:
-    """The control plane runs at the emulated minor: its toggled gates must not be locked there."""
-    subtest = gate_cycle_subtests()[name]
-    assert subtest.toggled_gates
-    if subtest.emulated_version is not None:
-        major, minor = (int(part) for part in subtest.emulated_version.split("."))
-        assert not set(subtest.toggled_gates) & locked_gates((major, minor))
-
-
 def test_extended_resource_matches_upstream_table() -> None:
     subtest = gate_cycle_subtests()["extended-resource"]
     assert subtest.toggled_gates == ("DRAExtendedResource",)
@@ -54,13 +43,6 @@ def test_extended_resource_matches_upstream_table() -> None:
     (pool,) = subtest.resources(["127.0.0.1"])
     assert pool.name == pool.node_name == "127.0.0.1"
     assert [d["name"] for d in pool.slices[0]["devices"]] == [f"device-{i:02d}" for i in range(8)]
-
-
-def test_kubelet_never_gets_the_locked_extended_resource_gate() -> None:
-    """DRAExtendedResource is locked in 1.37: the kubelet of that release must not be told."""
-    off = "DRAExtendedResource=false"
-    assert filter_locked_gates(off, "v1.37.2") == ""
-    assert filter_locked_gates(off, "v1.36.5") == off
 
 
 def test_step_names_the_failing_check_and_says_when_it_starts() -> None:

@@ -18,17 +18,31 @@ from pathlib import Path
 import pytest
 
 from e2e_dra._cache import CacheEntry
+from e2e_dra._gotool import go_version, toolchain_for
 from e2e_dra.errors import E2EDRAError, ReleaseError, VersionError
 from e2e_dra.releases import release_source, versions_under_test
 from e2e_dra.releases._gobuild import (
     BUILT_COMMANDS,
+    CONTROL_PLANE_COMMANDS,
     VERSION_DEFS_FILE,
     GoBuildSource,
     copy_source_tree,
     version_ldflags,
 )
-from e2e_dra.releases._gomodule import build_go_mod, parse_replaces, staging_version
-from e2e_dra.releases._goproxy import ModuleProxy, escape_module_path, proxy_url
+from e2e_dra.releases._gomodule import (
+    Substitute,
+    build_go_mod,
+    go_directive,
+    parse_replaces,
+    parse_requires,
+    staging_version,
+)
+from e2e_dra.releases._goproxy import (
+    ModuleProxy,
+    escape_module_path,
+    proxy_url,
+    served_substitutes,
+)
 
 KUBERNETES_GO_MOD = """\
 // This is a generated file. Do not edit directly.
@@ -66,9 +80,19 @@ class ProxyTree:
         self.requests: list[str] = []
         self.status_for_missing = 404
         self.overrides: dict[str, int] = {}
+        # other modules: module path -> {version: status of its zip}
+        self.module_zips: dict[str, dict[str, int]] = {}
         tree = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            def do_HEAD(self) -> None:
+                tree.requests.append(f"HEAD {self.path}")
+                module, _, name = self.path.lstrip("/").partition("/@v/")
+                version = name.removesuffix(".zip")
+                self.send_response(tree.module_zips.get(module, {}).get(version, 404))
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
             def do_GET(self) -> None:
                 tree.requests.append(self.path)
                 status, body = tree.answer(self.path)
@@ -91,6 +115,9 @@ class ProxyTree:
     def answer(self, path: str) -> tuple[int, str]:
         if path in self.overrides:
             return self.overrides[path], "teapot"
+        module, _, name = path.lstrip("/").partition("/@v/")
+        if module in self.module_zips and name == "list":
+            return 200, "".join(f"{v}\n" for v in self.module_zips[module])
         prefix = "/k8s.io/kubernetes/@v/"
         if not path.startswith(prefix):
             return 404, "not found"
@@ -216,9 +243,15 @@ def test_resolve_probes_past_an_incomplete_list(proxy_tree: ProxyTree):
     proxy = ModuleProxy(base_url=proxy_tree.url)
 
     assert proxy.resolve("1.36") == "v1.36.5"
-    assert "/k8s.io/kubernetes/@v/v1.36.6.info" in proxy_tree.requests  # the first miss stops it
-    assert "/k8s.io/kubernetes/@v/v1.36.7.info" not in proxy_tree.requests
+    assert "/k8s.io/kubernetes/@v/v1.36.7.info" in proxy_tree.requests  # two misses stop it
+    assert "/k8s.io/kubernetes/@v/v1.36.8.info" not in proxy_tree.requests
     assert proxy.resolve("v1.35") == "v1.35.4"
+
+
+def test_resolve_steps_over_one_refused_release(proxy_tree: ProxyTree):
+    proxy_tree.served |= {"v1.36.7"}  # v1.36.6 refused, as a mirror here refuses v1.35.7
+
+    assert ModuleProxy(base_url=proxy_tree.url).resolve("1.36") == "v1.36.7"
 
 
 def test_resolve_falls_back_to_the_newest_pre_release(proxy_tree: ProxyTree):
@@ -391,11 +424,28 @@ def test_release_source_downloads_when_the_release_tree_answers(
     assert release_source().name == "build"
 
 
-def test_versions_under_test_default_to_newest_stable_and_its_previous_minor(
+def test_versions_under_test_default_to_latest_and_its_previous_minor(
     isolated_env: Path, proxy_tree: ProxyTree, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.setenv("E2E_DRA_RELEASE_SOURCE", "build")
     monkeypatch.setenv("GOPROXY", proxy_tree.url)
+    _fill_fake_release(isolated_env, "v1.39.0-alpha.1")
+    _fill_fake_release(isolated_env, "v1.38.0-rc.0")
+
+    versions = versions_under_test()
+
+    # the newest of all (1.39's alpha after 1.38's rc), and 1.38's newest pre-release before it
+    assert versions.current.version == "v1.39.0-alpha.1"
+    assert versions.previous.version == "v1.38.0-rc.0"
+    assert versions.previous_minor == "1.38"
+
+
+def test_stable_pins_the_newest_stable_release_and_its_previous_minor(
+    isolated_env: Path, proxy_tree: ProxyTree, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("E2E_DRA_RELEASE_SOURCE", "build")
+    monkeypatch.setenv("GOPROXY", proxy_tree.url)
+    monkeypatch.setenv("E2E_DRA_KUBERNETES_VERSION", "stable")
     _fill_fake_release(isolated_env, "v1.37.2")
     _fill_fake_release(isolated_env, "v1.36.5")
 
@@ -421,7 +471,7 @@ def test_a_pinned_version_replaces_the_newest_stable(
 
     assert (versions.current.version, versions.previous.version) == ("v1.36.5", "v1.35.4")
     monkeypatch.setenv("E2E_DRA_KUBERNETES_VERSION", "newest")
-    with pytest.raises(VersionError, match="E2E_DRA_KUBERNETES_VERSION='newest'"):
+    with pytest.raises(VersionError, match="E2E_DRA_KUBERNETES_VERSION 'newest' is not"):
         versions_under_test()
 
 
@@ -469,3 +519,180 @@ def test_local_directories_that_are_not_what_they_claim_are_named(
     monkeypatch.setenv("KUBERNETES_SOURCE_DIR", str(tmp_path))
     with pytest.raises(E2EDRAError, match="not a Kubernetes source tree"):
         versions_under_test()
+
+
+# --- the release being built: latest, toolchains, refused modules -----------------------------
+
+
+def test_latest_is_the_newest_release_pre_releases_included(proxy_tree: ProxyTree):
+    proxy = ModuleProxy(base_url=proxy_tree.url)
+    assert proxy.latest_stable() == "v1.37.2"
+    # 1.38 is at rc.0 and master already tagged 1.39's alpha.1 (after the 1.38 branch cut)
+    assert proxy.latest() == "v1.39.0-alpha.1"
+
+
+def test_latest_without_pre_releases_is_the_newest_stable():
+    tree = ProxyTree(listed=["v1.36.5", "v1.37.2"], served=[])
+    try:
+        assert ModuleProxy(base_url=tree.url).latest() == "v1.37.2"
+    finally:
+        tree.stop()
+
+
+def test_a_refused_pinned_module_is_built_at_the_newest_older_served_version(
+    proxy_tree: ProxyTree,
+):
+    smd = "sigs.k8s.io/structured-merge-diff/v7"
+    proxy_tree.module_zips = {
+        smd: {"v7.0.0-rc.1": 200, "v7.0.0": 200, "v7.0.1": 403},
+        "github.com/blang/semver/v4": {"v4.0.0": 200},
+        "example.com/gone": {"v1.0.0": 403},  # nothing older: left for the build to report
+    }
+    requires = [(smd, "v7.0.1"), ("github.com/blang/semver/v4", "v4.0.0")]
+    requires.append(("example.com/gone", "v1.0.0"))
+
+    substitutes, unserved = served_substitutes(proxy_tree.url, requires)
+
+    assert substitutes == [Substitute(smd, "v7.0.1", "v7.0.0")]
+    assert unserved == [("example.com/gone", "v1.0.0")]
+    assert str(substitutes[0]) == f"{smd} v7.0.1 (not served) => v7.0.0"
+    go_mod = build_go_mod(KUBERNETES_GO_MOD, "v1.38.0-beta.0", tuple(substitutes))
+    assert f"\t{smd} v7.0.1 => {smd} v7.0.0" in go_mod
+    assert "\tk8s.io/api => k8s.io/api v0.38.0-beta.0" in go_mod
+
+
+def test_requires_and_go_version_are_read_from_the_release_go_mod():
+    assert go_directive(KUBERNETES_GO_MOD) == "1.26.0"
+    assert parse_requires(KUBERNETES_GO_MOD) == [
+        ("github.com/blang/semver/v4", "v4.0.0"),
+        ("k8s.io/api", "v0.0.0"),
+        ("k8s.io/client-go", "v0.0.0"),
+        ("github.com/google/cel-go", "v0.29.2"),
+    ]
+
+
+def test_the_installed_go_builds_what_it_is_new_enough_for(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("GOTOOLCHAIN", raising=False)
+    chosen = toolchain_for("1.20.0", preferred="1.99.0")
+    assert chosen.name == go_version()
+    assert not chosen.fetched
+
+
+@pytest.mark.parametrize(
+    ("setting", "sumdb", "message"),
+    [
+        ("local", "", "GOTOOLCHAIN=local forbids fetching one"),
+        ("", "off", "needs the checksum database, which GOSUMDB=off turns off"),
+        ("go1.99.0", "off", "fetching Go toolchain go1.99.0 needs the checksum database"),
+        ("gone", "", "not a Go version: 'gone'"),
+    ],
+)
+def test_a_toolchain_that_cannot_be_had_is_one_clear_error(
+    isolated_env: Path, monkeypatch: pytest.MonkeyPatch, setting: str, sumdb: str, message: str
+):
+    monkeypatch.setenv("GOTOOLCHAIN", setting)
+    monkeypatch.setenv("GOSUMDB", sumdb)
+    with pytest.raises(E2EDRAError, match=message):
+        toolchain_for("1.99.0")
+
+
+def test_a_split_staging_module_is_assembled_from_the_packages_it_was_cut_from(tmp_path: Path):
+    from e2e_dra.releases._standins import KNOWN_SPLITS, assemble
+
+    split = KNOWN_SPLITS["k8s.io/apiextensions-api"]
+    origin = tmp_path / "origin"
+    v1 = origin / "pkg" / "apis" / "apiextensions" / "v1"
+    v1.mkdir(parents=True)
+    (v1 / "types.go").write_text(
+        "package v1\n\nimport (\n"
+        '\t_ "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1beta1"\n'
+        '\t_ "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"\n'
+        '\t_ "sigs.k8s.io/structured-merge-diff/v6/typed"\n)\n'
+    )
+    (v1 / "conversion.go").write_text("package v1\n")  # stayed in the origin module
+    (v1 / "types_test.go").write_text("package v1\n")
+    for package in split.packages[1:]:
+        (origin / package).mkdir(parents=True)
+        (origin / package / "doc.go").write_text("package x\n")
+    dest = tmp_path / "standin"
+
+    assemble(split, origin, dest, "1.27.0", "sigs.k8s.io/structured-merge-diff/v7")
+
+    types = (dest / "pkg" / "apis" / "apiextensions" / "v1" / "types.go").read_text()
+    assert '"k8s.io/apiextensions-api/pkg/apis/apiextensions/v1beta1"' in types
+    # the internal package did not move: it stays an import of the origin module
+    assert '"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"' in types
+    assert '"sigs.k8s.io/structured-merge-diff/v7/typed"' in types
+    assert not (dest / "pkg" / "apis" / "apiextensions" / "v1" / "conversion.go").exists()
+    assert not (dest / "pkg" / "apis" / "apiextensions" / "v1" / "types_test.go").exists()
+    shim = dest / "pkg" / "apis" / "apiextensions" / "v1" / "zz_standin.go"
+    assert "var nullLiteral" in shim.read_text()
+    assert (dest / "go.mod").read_text() == "module k8s.io/apiextensions-api\n\ngo 1.27.0\n"
+
+
+def test_a_refused_module_the_release_imports_makes_it_unbuildable_at_once(
+    proxy_tree: ProxyTree, tmp_path: Path
+):
+    proxy_tree.module_zips = {
+        "github.com/blang/semver/v4": {"v4.0.0": 200},
+        "github.com/google/cel-go": {"v0.29.2": 403},  # and nothing older
+    }
+    module_src = tmp_path / "src"
+    (module_src / "pkg" / "kubelet").mkdir(parents=True)
+    (module_src / "pkg" / "kubelet" / "a.go").write_text('import "github.com/google/cel-go/cel"\n')
+    source = GoBuildSource(proxy_url=proxy_tree.url, cache_dir=tmp_path / "cache")
+
+    with pytest.raises(ReleaseError) as raised:
+        source._substitutes("v1.38.0-beta.0", module_src)
+
+    assert str(raised.value) == (
+        f"Kubernetes v1.38.0-beta.0 cannot be built from the Go module proxy {proxy_tree.url}: "
+        "it serves no version of github.com/google/cel-go v0.29.2 (imported by pkg/kubelet). "
+        "Build a checkout (KUBERNETES_SOURCE_DIR, see README: Testing your own Kubernetes "
+        "checkout), or use a release mirror or a module proxy that serves it"
+    )
+    # a control-plane build does not link the kubelet's own package
+    assert source._substitutes("v1.38.0-beta.0", module_src, CONTROL_PLANE_COMMANDS) == []
+    # imported by tests only: not a reason to give up
+    (module_src / "pkg" / "kubelet" / "a.go").rename(module_src / "pkg" / "kubelet" / "a_test.go")
+    assert source._substitutes("v1.38.0-beta.0", module_src) == []
+
+
+class _Releases:
+    """A release source whose latest release cannot be had (the protocol, nothing more)."""
+
+    name = "fake"
+
+    def __init__(self, unobtainable: str | None) -> None:
+        self.why = unobtainable
+
+    def latest(self) -> str:
+        return "v1.38.0-beta.0"
+
+    def latest_stable(self) -> str:
+        return "v1.37.2"
+
+    def resolve(self, minor: str) -> str:
+        return {"1.38": "v1.38.0-beta.0", "1.37": "v1.37.2", "1.36": "v1.36.5"}[minor]
+
+    def unobtainable(self, version: str, commands: tuple[str, ...]) -> str | None:
+        if version != "v1.38.0-beta.0" or commands == CONTROL_PLANE_COMMANDS:
+            return None  # its control plane can be built
+        return self.why
+
+
+def test_the_default_falls_back_to_stable_only_when_latest_cannot_be_had(
+    isolated_env: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from e2e_dra.releases._select import chosen_release
+
+    assert chosen_release(_Releases(None)) == ("v1.38.0-beta.0", "latest")
+    assert chosen_release(_Releases("it refuses x")) == (
+        "v1.37.2",
+        "stable, as latest v1.38.0-beta.0 cannot be had here",
+    )
+    # control plane first needs only what can be built
+    assert chosen_release(_Releases("it refuses x"), CONTROL_PLANE_COMMANDS)[0] == "v1.38.0-beta.0"
+    for pin in ("latest", "1.38", "v1.38.0-beta.0"):  # a pin never falls back
+        monkeypatch.setenv("E2E_DRA_KUBERNETES_VERSION", pin)
+        assert chosen_release(_Releases("it refuses x")) == ("v1.38.0-beta.0", pin)

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e_dra.errors import E2EDRAError
-from localupcluster import Cmd
+from localupcluster import ClusterError, Cmd
 from localupcluster.cmd import process_group_members
 
 
@@ -76,5 +75,5 @@ def test_environment_is_added_to_ours(tmp_path: Path) -> None:
 
 def test_missing_program_is_a_clear_error(tmp_path: Path) -> None:
     cmd = Cmd("ghost", [str(tmp_path / "no-such-binary")], log_file=tmp_path / "g.log")
-    with pytest.raises(E2EDRAError, match=r"cannot start ghost \(.*no-such-binary\)"):
+    with pytest.raises(ClusterError, match=r"cannot start ghost \(.*no-such-binary\)"):
         cmd.start()

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fake_k8s.apiserver import fake_release
 
-from e2e_dra.errors import E2EDRAError
 from localupcluster import (
-    LOCKED_GATES,
+    ClusterError,
     ModifyOptions,
     binary_index,
     filter_locked_gates,
@@ -39,7 +39,7 @@ def test_other_lines_are_not_run_lines(line: str) -> None:
 
 @pytest.mark.parametrize("line", ["RUN kubelet", "RUN : /bin/x", "RUN kubelet: "])
 def test_malformed_run_line_is_an_error_naming_the_line(line: str) -> None:
-    with pytest.raises(E2EDRAError, match="unexpected RUN line"):
+    with pytest.raises(ClusterError, match="unexpected RUN line"):
         parse_run_line(line)
 
 
@@ -125,40 +125,30 @@ def test_merge_feature_gates(argv: list[str], gates: str, expected: list[str]) -
     [(["--feature-gates=not-a-pair"], ""), ([], "not-a-pair"), ([], "a=maybe"), ([], "=true")],
 )
 def test_merge_feature_gates_rejects_bad_gates_naming_them(argv: list[str], gates: str) -> None:
-    with pytest.raises(E2EDRAError, match="invalid feature gate"):
+    with pytest.raises(ClusterError, match="invalid feature gate"):
         merge_feature_gates(argv, gates)
 
 
-def test_locked_gates_grow_with_the_minor() -> None:
-    assert LOCKED_GATES["1.35"] == {"DynamicResourceAllocation"}
-    assert (
-        "DRAAdminAccess" in LOCKED_GATES["1.36"]
-        and "DRAExtendedResource" not in LOCKED_GATES["1.36"]
-    )
-    assert {"DRAExtendedResource", "DRAPrioritizedList"} <= LOCKED_GATES["1.37"]
-    assert "DRADeviceTaints" not in LOCKED_GATES["1.37"]
-    assert "DRADeviceTaints" in LOCKED_GATES["1.38"]
-    for older, newer in [("1.35", "1.36"), ("1.36", "1.37"), ("1.37", "1.38")]:
-        assert LOCKED_GATES[older] <= LOCKED_GATES[newer]
-
-
-def test_filter_locked_gates_drops_locked_keeps_unknown_and_unlocked() -> None:
+def test_filter_locked_gates_drops_what_the_release_refuses(tmp_path: Path) -> None:
     gates = (
         "DRAExtendedResource=false,DRADeviceTaints=true,MyGate=true,DynamicResourceAllocation=true"
     )
-    assert filter_locked_gates(gates, "v1.37.2") == "DRADeviceTaints=true,MyGate=true"
-    assert filter_locked_gates(gates, "v1.36.0-rc.1") == (
-        "DRADeviceTaints=true,DRAExtendedResource=false,MyGate=true"
+    known = "DRAExtendedResource DRADeviceTaints MyGate DynamicResourceAllocation"
+    new = fake_release(tmp_path, "v1.37.2", known, locked="DRAExtendedResource DRADeviceTaints")
+    # locked to their default: only the value that differs is refused
+    assert filter_locked_gates(gates, new) == (
+        "DRADeviceTaints=true,DynamicResourceAllocation=true,MyGate=true"
     )
-    assert filter_locked_gates("DynamicResourceAllocation=true", "v1.35.0") == ""
-    with pytest.raises(E2EDRAError, match="minor"):
-        filter_locked_gates("a=true", "latest")
+    old = fake_release(tmp_path, "v1.35.0", "DRAExtendedResource DynamicResourceAllocation")
+    assert filter_locked_gates(gates, old) == (
+        "DRAExtendedResource=false,DynamicResourceAllocation=true"
+    )
 
 
 def test_binary_index_skips_sudo_wrapper() -> None:
     assert binary_index(["sudo", "-E", "/out/kubelet", "--v=3"], "kubelet") == 2
     assert binary_index(["/out/kube-proxy", "--x=/kube-proxy"], "kube-proxy") == 0
-    with pytest.raises(E2EDRAError, match="binary filename of kubelet not found"):
+    with pytest.raises(ClusterError, match="binary filename of kubelet not found"):
         binary_index(["sudo", "/out/kube-proxy"], "kubelet")
 
 
@@ -169,10 +159,7 @@ def test_modify_options_component_file_prefers_explicit_file() -> None:
     assert ModifyOptions().component_file("kubelet") is None
 
 
-def test_log_dir_for_a_test_name_is_sanitized(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setenv("ARTIFACTS", str(tmp_path))
-    assert log_dir_for_test("TestUpgradeDowngrade [sig-node] (x): a/b\\c") == tmp_path / (
+def test_log_dir_for_a_test_name_is_sanitized(tmp_path: Path) -> None:
+    assert log_dir_for_test(tmp_path, "TestUpgradeDowngrade [sig-node] (x): a/b\\c") == tmp_path / (
         "TestUpgradeDowngrade-x-a-b-c"
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e_dra.errors import E2EDRAError
+from localupcluster import ClusterError
 from localupcluster._tls import admin_tls
 
 KUBECONFIG = """apiVersion: v1
@@ -81,10 +81,10 @@ def test_missing_client_key_is_named(pki: Path) -> None:
             ca="certificate-authority: ca.crt", cert="client-certificate: c.crt", key=""
         )
     )
-    with pytest.raises(E2EDRAError, match=rf"kubeconfig {config} lacks a CA or a client"):
+    with pytest.raises(ClusterError, match=rf"kubeconfig {config} lacks a CA or a client"):
         admin_tls(config)
 
 
 def test_unreadable_kubeconfig_is_named(tmp_path: Path) -> None:
-    with pytest.raises(E2EDRAError, match=r"cannot read kubeconfig .*missing"):
+    with pytest.raises(ClusterError, match=r"cannot read kubeconfig .*missing"):
         admin_tls(tmp_path / "missing")

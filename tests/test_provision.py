@@ -259,6 +259,19 @@ def test_local_up_env_for_a_cgroup_v1_host():
     assert v2["KUBELET_FLAGS"] == ""
 
 
+def test_eviction_floors_are_bytes_unless_the_user_sets_them():
+    env = _kubelet.local_up_env(
+        runtime_endpoint="unix:///s", path_dirs=[], cgroup_v1=False, base={}
+    )
+    assert "%" not in env["EVICTION_HARD"].replace("inodesFree<5%", "")  # no share of the disk
+    assert "imagefs.available<2Gi" in env["EVICTION_HARD"]
+    mine = "memory.available<1Gi"
+    own = _kubelet.local_up_env(
+        runtime_endpoint="unix:///s", path_dirs=[], cgroup_v1=False, base={"EVICTION_HARD": mine}
+    )
+    assert own["EVICTION_HARD"] == mine
+
+
 def test_cgroup_version_is_detected_from_the_hierarchy(tmp_path: Path):
     assert _kubelet.uses_cgroup_v1(tmp_path)
     (tmp_path / "cgroup.controllers").write_text("cpu memory\n")
@@ -296,6 +309,8 @@ def test_a_stale_pid_file_is_not_trusted(tmp_path: Path):
     assert Daemon("containerd", pid_file, tmp_path / "x.log").running_pid() is None
     pid_file.write_text("garbage\n")
     assert Daemon("containerd", pid_file, tmp_path / "x.log").running_pid() is None
+    pid_file.write_text(f"{os.getpid()} 1 python\n")  # the program, but not its start time
+    assert Daemon("python", pid_file, tmp_path / "x.log").running_pid() is None
 
 
 def test_a_daemon_that_dies_at_once_is_reported_with_its_log(tmp_path: Path):
@@ -328,7 +343,7 @@ def test_check_only_names_every_missing_piece_and_changes_nothing(isolated: Path
 
 
 def test_provision_check_from_the_command_line(isolated: Path, capsys):
-    assert cli.main(["provision", "--check", "--runtime-only"]) == 1
+    assert cli.main(["provision", "--check", "--runtime-only"]) == 7  # provisioning
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("e2e-dra: error: node runtime incomplete:")
 

@@ -7,8 +7,11 @@ a misspelt field name fails here instead of as a 400 twenty minutes into a real 
 from __future__ import annotations
 
 import importlib
+import json
+import math
 import pkgutil
 import re
+from pathlib import Path
 
 import pytest
 from kubernetes.client import models
@@ -16,10 +19,22 @@ from kubernetes.client import models
 import subtests
 from e2e_dra.builder import Builder, is_unschedulable, object_path
 from e2e_dra.errors import E2EDRAError
-from e2e_dra.subtest import Subtest, discover
-from subtests import device_taints, resource_claim_device_status
+from e2e_dra.subtest import Context, Subtest, discover
+from subtests import (
+    admin_access,
+    binding_conditions,
+    claim_metadata,
+    consumable_capacity,
+    device_taints,
+    kubelet_restart,
+    prioritized_list,
+    resource_claim_device_status,
+    resource_health,
+)
 
-EXPECTED = {
+# Upstream's eight scenarios: the port must keep every one of them. Subtests of our own need no
+# entry anywhere: the checks below cover whatever ``discover()`` finds.
+UPSTREAM = {
     "core-dra",
     "resource-claim-device-status",
     "device-taints",
@@ -41,6 +56,7 @@ MODELS = {
     ("scheduling.k8s.io/v1beta1", "Workload"): models.V1beta1Workload,
     ("scheduling.k8s.io/v1beta1", "PodGroup"): models.V1beta1PodGroup,
     ("v1", "Pod"): models.V1Pod,
+    ("v1", "Namespace"): models.V1Namespace,
 }
 
 
@@ -58,19 +74,22 @@ def builder(suffix: str = "core-dra") -> Builder:
 # --- discovery ----------------------------------------------------------------------------------
 
 
+def _subtest_modules() -> list[str]:
+    return [
+        m.name for m in pkgutil.iter_modules(subtests.__path__) if m.name[0] != "_" and not m.ispkg
+    ]
+
+
 def test_discovery_finds_every_subtest_once() -> None:
     found = discover()
-    assert {s.name for s in found} == EXPECTED
-    assert len(found) == len(EXPECTED)
-    assert [s.name for s in found] == sorted(s.name for s in found)
+    names = [s.name for s in found]
+    assert set(names) >= UPSTREAM, UPSTREAM - set(names)
+    assert sorted(names) == sorted(m.replace("_", "-") for m in _subtest_modules())
+    assert names == sorted(set(names))  # once each, in name order
 
 
 def test_subtest_name_is_its_module_name() -> None:
-    modules = [
-        m.name for m in pkgutil.iter_modules(subtests.__path__) if m.name[0] != "_" and not m.ispkg
-    ]
-    assert len(modules) == len(EXPECTED)
-    for module_name in modules:
+    for module_name in _subtest_modules():
         subtest = importlib.import_module(f"subtests.{module_name}").SUBTEST
         assert isinstance(subtest, Subtest)
         assert subtest.name == module_name.replace("_", "-")
@@ -84,7 +103,29 @@ def test_workload_subtest_declares_what_it_needs() -> None:
     pool_fallback = by_name["pool-name-field-selector-fallback"]
     assert pool_fallback.privileged_client
     assert pool_fallback.reconcile_pool == "pool-name-field-selector-fallback"
-    assert all(not s.requires for s in by_name.values() if s is not workload)
+    # The API versions upstream's subtests use by name (no fallback to another version).
+    from subtests.core_dra import CLAIMS_VERSIONS
+
+    assert by_name["core-dra"].requires == ()  # its older version is named per release
+    from e2e_dra.versions import matches
+
+    assert [gv for spec, gv in CLAIMS_VERSIONS.items() if matches(spec, "v1.37.2")] == [
+        "resource.k8s.io/v1beta1"
+    ]
+    assert [gv for spec, gv in CLAIMS_VERSIONS.items() if matches(spec, "v1.38.0-beta.0")] == [
+        "resource.k8s.io/v1beta2"
+    ]
+    assert by_name["device-taints"].requires == ("resource.k8s.io/v1alpha3",)
+    assert by_name["resource-claim-device-status"].requires == (
+        "resource.k8s.io/v1beta2",
+        "resource.k8s.io/v1",
+    )
+    assert by_name["prioritized-list"].requires == ("resource.k8s.io/v1", "resource.k8s.io/v1beta2")
+    for subtest in by_name.values():  # group/version, as RUNTIME_CONFIG takes it
+        assert all(
+            re.fullmatch(r"[a-z0-9.-]+\.[a-z]+/v\d+((alpha|beta)\d+)?", gv)
+            for gv in subtest.requires
+        )
 
 
 # --- driver resources ---------------------------------------------------------------------------
@@ -165,6 +206,8 @@ def test_node_device_pools_match_upstream() -> None:
         ("extended-resource-explicit", 8),
         ("extended-resource-implicit", 8),
         ("workload-resourceclaims", 1),
+        ("prioritized-list", 8),
+        ("admin-access", 1),
     ]:
         slices = slices_for(by_name[name], ["node-a", "node-b"])
         assert [s["spec"]["pool"]["name"] for s in slices] == ["node-a", "node-b"]
@@ -193,6 +236,181 @@ def test_partitionable_pool_shares_8gi() -> None:
         "memory4-4g": "4Gi",
         "memory5-4g": "4Gi",
     }
+
+
+def test_consumable_capacity_publishes_one_shared_device() -> None:
+    subtest = {s.name: s for s in discover()}["consumable-capacity"]
+    assert subtest.feature_gates == ("DRAConsumableCapacity",)
+    assert subtest.releases == ">=1.36"
+    (only,) = slices_for(subtest, ["node-a", "node-b"])
+    assert only["spec"]["nodeName"] == "node-a"
+    assert only["spec"]["devices"] == [
+        {
+            "name": "shared-device",
+            "allowMultipleAllocations": True,
+            "capacity": {
+                "memory": {
+                    "value": "10Gi",
+                    "requestPolicy": {
+                        "default": "2Gi",
+                        "validRange": {"min": "2Gi", "step": "2Gi"},
+                    },
+                }
+            },
+        }
+    ]
+
+
+def _consumed(request: str) -> int:
+    """What the request policy makes of ``request``: at least min, rounded up to min + n*step."""
+    from kubernetes.utils import parse_quantity
+
+    policy = consumable_capacity.REQUEST_POLICY["validRange"]
+    low, step = parse_quantity(policy["min"]), parse_quantity(policy["step"])
+    amount = max(parse_quantity(request), low)
+    return int(low + math.ceil((amount - low) / step) * step)
+
+
+def test_consumable_capacity_numbers_add_up() -> None:
+    """The subtest's expectations follow from the device's capacity and request policy: what
+    A and B consume, that 4Gi are left (5Gi waits, 3Gi fits), that C's two shares take exactly
+    those 4Gi, and that then even 1Gi waits."""
+    from kubernetes.utils import parse_quantity
+
+    gi = 2**30
+    total = int(parse_quantity(consumable_capacity.TOTAL))
+    for requests, consumed in consumable_capacity.FIRST_SHARES:
+        assert {r: _consumed(m) for r, m in requests.items()} == {
+            r: int(parse_quantity(m)) for r, m in consumed.items()
+        }
+    used = sum(
+        _consumed(m) for requests, _ in consumable_capacity.FIRST_SHARES for m in requests.values()
+    )
+    left = total - used
+    assert left == 4 * gi
+    assert _consumed("5Gi") > left >= _consumed("3Gi")
+    assert _consumed("1Gi") + _consumed("1Gi") == left
+    assert _consumed("1Gi") > 0
+
+
+def test_consumable_capacity_claims_are_valid() -> None:
+    b = builder("consumable-capacity")
+    claim = valid(consumable_capacity.capacity_claim(b, {"first": "1Gi", "second": "1Gi"}))
+    assert claim["metadata"]["name"] == "external-claimconsumable-capacity"
+    assert claim["spec"]["devices"]["requests"] == [
+        {
+            "name": name,
+            "exactly": {
+                "deviceClassName": "defaultconsumable-capacity-class",
+                "capacity": {"requests": {"memory": "1Gi"}},
+            },
+        }
+        for name in ("first", "second")
+    ]
+    # No opaque config (see binding_conditions.NO_CONFIG): the driver's env is the claim's lines.
+    assert "config" not in claim["spec"]["devices"]
+    assert consumable_capacity._env(claim) == [
+        "claim_external_claimconsumable_capacity_first=true",
+        "claim_external_claimconsumable_capacity_second=true",
+    ]
+
+
+def test_consumable_capacity_status_entries_are_valid() -> None:
+    """The status a driver reports per share: valid, and unique only through the shareID."""
+    shares = {
+        request: {
+            "device": ("defaultconsumable-capacity.k8s.io", "consumable-capacity", "shared-device"),
+            "shareID": share,
+            "consumedCapacity": {"memory": "2Gi"},
+        }
+        for request, share in [
+            ("first", "11111111-1111-4111-8111-111111111111"),
+            ("second", "22222222-2222-4222-8222-222222222222"),
+        ]
+    }
+    results = [
+        {
+            "request": r,
+            "driver": d,
+            "pool": p,
+            "device": dev,
+            "shareID": s["shareID"],
+            "consumedCapacity": s["consumedCapacity"],
+        }
+        for r, s in shares.items()
+        for d, p, dev in [s["device"]]
+    ]
+    entries = consumable_capacity.status_entries(shares)
+    valid(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "external-claimconsumable-capacity"},
+            "spec": {
+                "devices": {"requests": [{"name": "first", "exactly": {"deviceClassName": "c"}}]}
+            },
+            "status": {"allocation": {"devices": {"results": results}}, "devices": entries},
+        }
+    )
+    assert len({(e["driver"], e["pool"], e["device"]) for e in entries}) == 1
+    assert len({e["shareID"] for e in entries}) == 2
+    assert all(consumable_capacity.UUID.match(e["shareID"]) for e in entries)
+
+
+def test_binding_conditions_publishes_cluster_wide_attachable_devices() -> None:
+    subtest = {s.name: s for s in discover()}["binding-conditions"]
+    assert subtest.feature_gates == ("DRADeviceBindingConditions", "DRAResourceClaimDeviceStatus")
+    assert subtest.releases == ">=1.36"
+    assert subtest.privileged_client  # a node identity may not publish a cluster-wide slice
+    (only,) = slices_for(subtest, ["node-a", "node-b"])
+    assert only["spec"]["allNodes"] is True
+    assert "nodeName" not in only["spec"]
+    assert [d["name"] for d in only["spec"]["devices"]] == [f"attachable-{i}" for i in range(3)]
+    for device in only["spec"]["devices"]:
+        assert device["bindsToNode"] is True
+        assert device["bindingConditions"] == ["attached"]
+        assert device["bindingFailureConditions"] == ["failed"]
+
+
+def test_binding_conditions_device_status_is_valid() -> None:
+    result = {
+        "request": "my-request",
+        "driver": "defaultbinding-conditions.k8s.io",
+        "pool": "binding-conditions",
+        "device": "attachable-1",
+        "bindingConditions": ["attached"],
+        "bindingFailureConditions": ["failed"],
+    }
+    entry = binding_conditions.device_condition(result, "attached", 1, "set by the test")
+    claim = valid(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "external-claimbinding-conditions"},
+            "spec": {
+                "devices": {
+                    "requests": [{"name": "my-request", "exactly": {"deviceClassName": "c"}}]
+                }
+            },
+            "status": {
+                "allocation": {
+                    "devices": {"results": [result]},
+                    "allocationTimestamp": "2026-11-30T22:00:00Z",
+                },
+                "devices": [entry],
+            },
+        }
+    )
+    (device,) = claim["status"]["devices"]
+    assert (device["driver"], device["pool"], device["device"]) == (
+        result["driver"],
+        result["pool"],
+        result["device"],
+    )
+    (condition,) = device["conditions"]
+    assert condition["type"] == "attached" and condition["status"] == "True"
+    assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$", condition["lastTransitionTime"])
+    assert re.match(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", condition["reason"])
 
 
 def test_pool_name_fallback_publishes_one_cluster_wide_device() -> None:
@@ -364,6 +582,169 @@ def test_device_status_entries_are_valid_claim_status() -> None:
     assert set(keys) == allocated
 
 
+def _allocated_claim(b: Builder, pod: str) -> dict:
+    claim = b.external_claim()
+    claim["metadata"].update(
+        resourceVersion="7", finalizers=["resource.kubernetes.io/delete-protection"]
+    )
+    claim["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {"request": "my-request", "driver": b.driver_name, "pool": "p", "device": "d"}
+                ]
+            }
+        },
+        "reservedFor": [{"resource": "pods", "name": pod, "uid": "u"}],
+    }
+    return valid(claim)
+
+
+def test_claim_metadata_pod_uses_both_claims() -> None:
+    b = builder("claim-metadata")
+    python, compact = b.external_claim(), b.external_claim()
+    names = [python["metadata"]["name"], compact["metadata"]["name"]]
+    assert names == ["external-claimclaim-metadata", "external-claimclaim-metadata-2"]
+    pod = valid(claim_metadata.pod_with_claims(b, names))
+    assert pod["spec"]["resourceClaims"] == [
+        {"name": "resource-claim", "resourceClaimName": names[0]},
+        {"name": "resource-claim-2", "resourceClaimName": names[1]},
+    ]
+    assert pod["spec"]["containers"][0]["resources"]["claims"] == [
+        {"name": "resource-claim"},
+        {"name": "resource-claim-2"},
+    ]
+    # Both claims have opaque parameters: what the server stores as raw bytes.
+    assert python["spec"]["devices"]["config"][0]["opaque"]["parameters"] == {"a": "b"}
+    assert compact["spec"] == python["spec"]
+
+
+def test_claim_metadata_versions_per_release() -> None:
+    from e2e_dra.versions import matches
+
+    def versions(release: str) -> list[str]:
+        m = claim_metadata.VERSIONS
+        return [gv for gv, spec in m.items() if spec is None or matches(spec, release)]
+
+    assert versions("v1.36.5") == [
+        "resource.k8s.io/v1",
+        "resource.k8s.io/v1beta2",
+        "resource.k8s.io/v1beta1",
+    ]
+    assert versions("v1.37.2") == versions("v1.36.5")
+    assert versions("v1.38.0-beta.0") == ["resource.k8s.io/v1", "resource.k8s.io/v1beta2"]
+    assert list(claim_metadata.METHODS) == [
+        "json-patch",
+        "merge-patch",
+        "strategic-merge-patch",
+        "apply",
+        "put",
+        "put-compact",
+    ]
+
+
+def test_claim_metadata_writes_touch_metadata_only() -> None:
+    m = claim_metadata
+    claim = _allocated_claim(builder("claim-metadata"), "tester-1")
+    # JSON patch: the first label creates the map; a removal tests the finalizer it removes.
+    assert m.json_patch_ops(claim, "label", "v") == [
+        {"op": "add", "path": "/metadata/labels", "value": {m.LABEL: "v"}}
+    ]
+    claim["metadata"]["labels"] = {"x": "y"}
+    assert m.json_patch_ops(claim, "label", "v") == [
+        {"op": "add", "path": "/metadata/labels/claim-metadata.example.com~1step", "value": "v"}
+    ]
+    assert m.json_patch_ops(claim, "add finalizer", "v") == [
+        {"op": "add", "path": "/metadata/finalizers/-", "value": m.FINALIZER}
+    ]
+    claim["metadata"]["finalizers"].append(m.FINALIZER)
+    assert m.json_patch_ops(claim, "remove finalizer", "v") == [
+        {"op": "test", "path": "/metadata/finalizers/1", "value": m.FINALIZER},
+        {"op": "remove", "path": "/metadata/finalizers/1"},
+    ]
+    for op in m.OPERATIONS:
+        assert all(p["path"].startswith("/metadata/") for p in m.json_patch_ops(claim, op, "v"))
+    # Finalizers merge by value in a strategic merge patch: removed by directive.
+    assert m.strategic_merge_patch_body(claim, "remove finalizer", "v") == {
+        "metadata": {
+            "resourceVersion": "7",
+            "$deleteFromPrimitiveList/finalizers": [m.FINALIZER],
+        }
+    }
+    assert m.strategic_merge_patch_body(claim, "add finalizer", "v")["metadata"]["finalizers"] == [
+        m.FINALIZER
+    ]
+    # Server-side apply states only what the field manager owns: no spec, no status.
+    body = m.apply_body(claim, "annotation", "v")
+    assert body == {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {
+            "name": "external-claimclaim-metadata",
+            "namespace": "default",
+            "annotations": {m.ANNOTATION: "v"},
+            "finalizers": [m.FINALIZER],
+        },
+    }
+    models.V1ObjectMeta.model_validate(body["metadata"])
+
+
+def test_claim_metadata_checks_the_answer() -> None:
+    m = claim_metadata
+    before = _allocated_claim(builder("claim-metadata"), "tester-1")
+    answer = {**before, "metadata": {**before["metadata"], "labels": {m.LABEL: "v"}}}
+    assert m.check_answer(before, answer, "label", "v") is None
+    assert "without" in (m.check_answer(before, answer, "label", "w") or "")
+    changed = {**answer, "spec": {"devices": {"requests": []}}}
+    assert "the spec changed" in (m.check_answer(before, changed, "label", "v") or "")
+    deallocated = {**answer, "status": {}}
+    problems = m.check_answer(before, deallocated, "label", "v") or ""
+    assert "status.allocation changed" in problems
+    assert "status.reservedFor changed" in problems
+    lost = {**answer, "metadata": {**answer["metadata"], "finalizers": []}}
+    assert "other finalizers changed" in (m.check_answer(before, lost, "label", "v") or "")
+
+
+def test_claim_metadata_report_names_claim_method_version_and_message() -> None:
+    m = claim_metadata
+    claim = m.Claim("external-claimclaim-metadata", m.PYTHON, "tester-1")
+    refused = '422 Invalid: ... is invalid: spec: Invalid value: {"devices":{}}: field is immutable'
+    outcomes = [
+        m.Outcome(claim, "resource.k8s.io/v1", "json-patch", "label", refused),
+        m.Outcome(claim, "resource.k8s.io/v1", "json-patch", "remove finalizer", "not tried: x"),
+        m.Outcome(claim, "resource.k8s.io/v1", "put", "label"),
+    ]
+    text = m.report("v1.36.5", outcomes)
+    assert "(v1.36.5) refused or mishandled 2 of 3" in text
+    assert 'external-claimclaim-metadata (parameters sent as {"a": "b"}' in text
+    assert "json-patch: FAILED 2 of 2: v1 label\n" in text
+    assert refused in text
+    assert "put: ok (1)" in text
+    assert "raw bytes of the opaque parameters" in text
+
+
+def test_claim_metadata_expects_the_known_bug_exactly() -> None:
+    m = claim_metadata
+    spaced = m.Claim("a", m.PYTHON, "tester-1")
+    compact = m.Claim("b", m.COMPACT, "tester-1")
+    immutable = "422 Invalid: spec: Invalid value: null: field is immutable"
+    v1 = "resource.k8s.io/v1"
+
+    def judged(claim, method, error, release="v1.37.2"):
+        return m.judged(m.Outcome(claim, v1, method, "label", error), release)
+
+    assert judged(spaced, "json-patch", immutable) is None  # the known bug, as expected
+    assert judged(spaced, "json-patch", "not tried: the finalizer was not added") is None
+    assert "Narrow KNOWN_REFUSALS" in (judged(spaced, "json-patch", None) or "")  # fixed?
+    assert judged(spaced, "json-patch", "500 InternalError: boom") == "500 InternalError: boom"
+    assert judged(spaced, "put", immutable) == immutable  # a spaced PUT must be accepted
+    assert judged(compact, "put", immutable) is None
+    assert judged(compact, "json-patch", immutable) == immutable
+    # 1.38 keeps the bytes through a strategic merge patch: refusing it there is a failure
+    assert judged(spaced, "strategic-merge-patch", immutable, "v1.36.5") is None
+    assert judged(spaced, "strategic-merge-patch", immutable, "v1.38.0-beta.0") == immutable
+
+
 def test_object_paths() -> None:
     b = builder()
     assert object_path(b.external_claim()) == (
@@ -390,3 +771,186 @@ def test_unschedulable_means_pending_with_reason() -> None:
     assert not is_unschedulable(pod("Pending", "SchedulerError"))
     assert not is_unschedulable(pod("Running", "Unschedulable"))
     assert not is_unschedulable({"status": {"phase": "Pending"}})
+
+
+# --- resource-health, kubelet-restart ------------------------------------------------------------
+
+
+def test_resource_health_declares_its_gate_and_releases() -> None:
+    from e2e_dra.subtest import unsupported_release
+
+    subtest = {s.name: s for s in discover()}["resource-health"]
+    assert subtest.feature_gates == ("ResourceHealthStatus",)
+    assert unsupported_release(subtest.releases, "v1.36.5", "v1.37.2") is None
+    assert unsupported_release(subtest.releases, "v1.35.8") == "v1.35.8"
+    # One device per node, named as the subtest sets its health.
+    (pool,) = subtest.resources(["node-a"])
+    assert (pool.name, pool.slices[0]["devices"]) == ("node-a", [{"name": resource_health.DEVICE}])
+
+
+def test_resource_health_reads_the_claims_devices_from_pod_status() -> None:
+    pod = valid(builder().pod_external("external-claim"))
+    container = pod["spec"]["containers"][0]["name"]
+    assert pod["spec"]["resourceClaims"][0]["name"] == resource_health.POD_CLAIM
+    pod["status"] = {
+        "containerStatuses": [
+            {
+                "name": container,
+                "image": "example.test/busybox:1",
+                "imageID": "",
+                "ready": True,
+                "restartCount": 0,
+                "allocatedResourcesStatus": [
+                    {
+                        "name": f"claim:{resource_health.POD_CLAIM}",
+                        "resources": [
+                            {
+                                "resourceID": "k8s.io/claim=uid-request",
+                                "health": "Unhealthy",
+                                "message": "broken",
+                            }
+                        ],
+                    },
+                    {
+                        "name": "claim:other",
+                        "resources": [{"resourceID": "x", "health": "Healthy"}],
+                    },
+                ],
+            }
+        ]
+    }
+    models.V1Pod.model_validate(pod)
+    assert resource_health._claim_health(pod) == [("Unhealthy", "broken")]
+    assert resource_health._claim_health({"status": {}}) == []
+
+
+def _checkpoint_context(tmp_path: Path, claims: list[dict]) -> Context:
+    from e2e_dra.driver import Driver
+
+    b = builder("kubelet-restart")
+    driver = Driver(b.driver_name, "node-a", None, kubelet_root=tmp_path, get_claim=dict)
+    data = {"kind": "DRACheckpoint", "apiVersion": "checkpoint/v1", "ClaimInfoStateList": claims}
+    (tmp_path / kubelet_restart.CHECKPOINT).write_text(
+        json.dumps({"Data": json.dumps(data), "Checksum": 0})
+    )
+    return Context(None, driver, b, ["node-a"], "phase", tmp_path, log=lambda _: None)  # type: ignore[arg-type]
+
+
+def _claim_state(uid: str, driver: str, devices: list[dict]) -> dict:
+    return {
+        "ClaimUID": uid,
+        "ClaimName": "external-claim",
+        "Namespace": "default",
+        "PodUIDs": {"pod-uid": {}},
+        "DriverState": {driver: {"Devices": devices}},
+    }
+
+
+def test_kubelet_restart_reads_the_checkpoint(tmp_path: Path) -> None:
+    driver = builder("kubelet-restart").driver_name
+    device = {
+        "PoolName": "node-a",
+        "DeviceName": "device-00",
+        "RequestNames": ["my-request"],
+        "CDIDeviceIDs": ["x"],
+    }
+    ctx = _checkpoint_context(
+        tmp_path,
+        [
+            _claim_state("one", driver, [device]),
+            _claim_state("twice", driver, [device, device]),
+            _claim_state("none", driver, []),
+        ],
+    )
+    assert kubelet_restart._checkpointed_devices(ctx, "none") == []
+    assert kubelet_restart._checkpointed_devices(ctx, "missing") is None
+    kubelet_restart._expect_one_device(ctx, "one")
+    with pytest.raises(AssertionError, match="want one checkpointed device"):
+        kubelet_restart._expect_one_device(ctx, "twice")
+    with pytest.raises(AssertionError, match="not in the kubelet's checkpoint"):
+        kubelet_restart._expect_one_device(ctx, "missing")
+
+
+def test_kubelet_restart_rejects_a_claim_checkpointed_twice(tmp_path: Path) -> None:
+    driver = builder("kubelet-restart").driver_name
+    ctx = _checkpoint_context(
+        tmp_path, [_claim_state("dup", driver, []), _claim_state("dup", driver, [])]
+    )
+    with pytest.raises(AssertionError, match="2 times"):
+        kubelet_restart._checkpointed_devices(ctx, "dup")
+
+
+def test_gates_of_prioritized_list_and_admin_access_are_on_by_default() -> None:
+    """Both gates are on by default from 1.34 (GA in 1.36), so neither subtest names one: a
+    gate named in FEATURE_GATES breaks the cluster once a release has removed it."""
+    from e2e_dra.versions import matches
+
+    by_name = {s.name: s for s in discover()}
+    for name in ("prioritized-list", "admin-access"):
+        subtest = by_name[name]
+        assert subtest.feature_gates == ()
+        assert subtest.releases is not None
+        for version in ("v1.34.0", "v1.36.5", "v1.37.2", "v1.38.0-beta.0"):
+            assert matches(subtest.releases, version), (name, version)
+        assert not matches(subtest.releases, "v1.33.9"), name  # no resource.k8s.io/v1 yet
+
+
+def test_prioritized_claim_falls_back_to_its_last_subrequest() -> None:
+    m = prioritized_list
+    b = builder("prioritized-list")
+    claim = valid(m.prioritized_claim(b))
+    assert claim["metadata"] == {"name": "external-claimprioritized-list", "namespace": "default"}
+    (request,) = claim["spec"]["devices"]["requests"]
+    assert request["name"] == "my-request"
+    assert "exactly" not in request  # one or the other
+    unmatched, too_many, fallback = request["firstAvailable"]
+    assert [s["name"] for s in request["firstAvailable"]] == list(m.SUBREQUESTS)
+    assert {s["deviceClassName"] for s in request["firstAvailable"]} == {b.class_name()}
+    assert m.CHOSEN == "my-request/fallback"
+    # The first two cannot be satisfied by what the driver publishes.
+    (slice_,) = slices_for({s.name: s for s in discover()}["prioritized-list"], ["127.0.0.1"])
+    devices = slice_["spec"]["devices"]
+    assert all("attributes" not in d for d in devices)
+    assert unmatched["selectors"] == [{"cel": {"expression": m.NO_DEVICE}}]
+    assert '"example.com"' in m.NO_DEVICE and ".?model" in m.NO_DEVICE
+    assert too_many["allocationMode"] == "ExactCount"
+    assert too_many["count"] == len(devices) + 1
+    assert fallback == {"name": "fallback", "deviceClassName": b.class_name()}
+    # The default opaque config applies to every request, so the pod gets user_a=b.
+    assert "requests" not in claim["spec"]["devices"]["config"][0]
+    # The same request in the older shapes, which the subtest reads back.
+    models.V1beta2ResourceClaimSpec.model_validate(claim["spec"])
+    v1beta1 = {"devices": {"requests": [request], "config": claim["spec"]["devices"]["config"]}}
+    models.V1beta1ResourceClaimSpec.model_validate(v1beta1)
+
+
+def test_admin_access_objects() -> None:
+    m = admin_access
+    b = builder("admin-access")
+    labelled, unlabelled = (valid(ns) for ns in m.namespace_objects(b))
+    assert labelled["metadata"] == {
+        "name": "defaultadmin-access-labelled",
+        "labels": {"resource.kubernetes.io/admin-access": "true"},
+    }
+    assert unlabelled["metadata"] == {"name": "defaultadmin-access-unlabelled"}
+    assert all(DNS_LABEL.match(ns["metadata"]["name"]) for ns in (labelled, unlabelled))
+
+    claim = valid(m.admin_claim(b, m.admin_namespace(b)))
+    assert claim["metadata"] == {
+        "name": "external-claimadmin-access",
+        "namespace": "defaultadmin-access-labelled",
+    }
+    assert claim["spec"]["devices"]["requests"] == [
+        {
+            "name": "my-request",
+            "exactly": {"deviceClassName": "defaultadmin-access-class", "adminAccess": True},
+        }
+    ]
+    assert object_path(claim, collection=True) == (
+        "/apis/resource.k8s.io/v1/namespaces/defaultadmin-access-labelled/resourceclaims"
+    )
+    template = valid(m.admin_claim_template(b, m.plain_namespace(b)))
+    assert template["metadata"]["namespace"] == "defaultadmin-access-unlabelled"
+    assert template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"] is True
+    # Upstream's message (pkg/registry/resource/utils.go), naming the label.
+    assert m.ADMIN_LABEL in m.REFUSAL

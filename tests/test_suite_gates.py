@@ -6,37 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
+from fake_k8s.apiserver import fake_release
 
-from e2e_dra._suite._gates import choose_gates, culprit, refusal
-from e2e_dra.errors import E2EDRAError
-
-# A stand-in for kube-apiserver's flag validation: enough to exercise the loop that asks it.
-FAKE_APISERVER = r"""#!/bin/sh
-gates="${1#--feature-gates=}"
-for pair in $(echo "$gates" | tr ',' ' '); do
-  name="${pair%%=*}"; value="${pair#*=}"
-  case " $KNOWN " in *" $name "*) ;; *)
-    echo "E1129 err=\"unrecognized feature gate: $name\"" >&2; exit 1;;
-  esac
-  case " $LOCKED " in *" $name "*)
-    if [ "$value" = false ]; then
-      echo "err=\"cannot set feature gate $name to false, feature is locked to true\"" >&2; exit 1
-    fi;;
-  esac
-done
-echo "Kubernetes $VERSION"
-"""
-
-
-def fake_release(tmp_path: Path, name: str, known: str, locked: str = "") -> Path:
-    bin_dir = tmp_path / name / "bin"
-    bin_dir.mkdir(parents=True)
-    script = bin_dir / "kube-apiserver"
-    script.write_text(
-        FAKE_APISERVER.replace("$KNOWN", known).replace("$LOCKED", locked).replace("$VERSION", name)
-    )
-    os.chmod(script, 0o755)
-    return bin_dir
+from e2e_dra._suite._gates import choose_gates
+from localupcluster import ClusterError, culprit, refusal
 
 
 @pytest.mark.parametrize(
@@ -82,10 +55,10 @@ def test_a_refusal_that_names_no_gate_is_an_error(tmp_path: Path) -> None:
     bin_dir.mkdir(parents=True)
     (bin_dir / "kube-apiserver").write_text("#!/bin/sh\necho 'segmentation fault' >&2\nexit 2\n")
     os.chmod(bin_dir / "kube-apiserver", 0o755)
-    with pytest.raises(E2EDRAError, match="refuses --feature-gates=A=true: segmentation fault"):
+    with pytest.raises(ClusterError, match="refuses --feature-gates=A=true: segmentation fault"):
         choose_gates("A=true", [bin_dir])
 
 
 def test_a_malformed_gate_is_an_error_naming_feature_gates() -> None:
-    with pytest.raises(E2EDRAError, match="FEATURE_GATES"):
+    with pytest.raises(ClusterError, match="FEATURE_GATES"):
         choose_gates("DRAPartitionableDevices", [])

@@ -280,3 +280,30 @@ def test_gate_cycle_gives_each_subtest_its_own_cluster(suite: Tiny) -> None:
     assert ids == ["versions", "node-runtime"] + [
         f"{name}/{step}" for name in (first, second) for step in per_subtest
     ]
+
+
+def test_a_safety_net_finding_fails_a_passing_phase_and_notes_a_failing_one(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(
+        "E2E_DRA_SUITE_DRY_FINDINGS",
+        "alpha/after-cluster-creation=claim x allocated without any finalizer;"
+        "beta/after-cluster-upgrade=driver y dropped fields",
+    )
+    monkeypatch.setenv("TINY_FAIL", "beta/after-cluster-upgrade")
+    result = suite.run("--e2e-dra-seed=3")
+    result.assert_outcomes(passed=10, failed=2, skipped=3)
+    output = result.stdout.str()
+    assert re.search(
+        r"FAILED test_upgrade_downgrade.py::test_phase\[alpha/after-cluster-creation\] - "
+        r"e2e_dra._suite._run.SafetyNetFailure: safety net: claim x allocated without any "
+        r"finalizer",
+        output,
+    ), output
+    assert "e2e-dra: safety net: driver y dropped fields" in output  # a note of beta's failure
+    results = {r["id"]: r for r in suite.summary()["results"]}
+    assert results["alpha/after-cluster-upgrade"]["outcome"] == "skipped"
+    assert (
+        "phase 'after-cluster-creation' failed" in results["alpha/after-cluster-upgrade"]["message"]
+    )
+    assert results["beta/after-cluster-upgrade"]["message"].startswith("AssertionError: beta broke")

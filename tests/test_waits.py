@@ -86,29 +86,22 @@ def test_consistently_fails_when_the_condition_breaks() -> None:
         )
 
 
-def test_consistently_skips_transient_errors_only() -> None:
-    values = iter([KubeError(403, "Forbidden", "bogus after restart"), "ok", "ok", "ok"])
+@pytest.mark.parametrize(
+    "error",
+    [KubeError(403, "Forbidden", "bogus after restart"), KubeError(409, "Conflict", "real")],
+    ids=["transient", "real"],
+)
+def test_consistently_fails_on_any_error_at_once(error: KubeError) -> None:
+    values = iter(["ok", error])
+    calls = itertools.count()
 
     def probe() -> str:
+        next(calls)
         item = next(values, "ok")
         if isinstance(item, BaseException):
             raise item
         return item
 
-    assert (
-        consistently(probe, what="ok", duration=0.05, poll=0.01, holds=lambda v: v == "ok") == "ok"
-    )
-
-    def conflict() -> None:
-        raise KubeError(409, "Conflict", "real")
-
-    with pytest.raises(KubeError, match="Conflict"):
-        consistently(conflict, what="x", duration=5, poll=0)
-
-
-def test_consistently_needs_one_observation() -> None:
-    def down() -> None:
-        raise KubeError(0, "NewConnectionError", "connection refused")
-
-    with pytest.raises(WaitTimeout, match="could not observe apiserver"):
-        consistently(down, what="apiserver", duration=0.05, poll=0.01)
+    with pytest.raises(WaitTimeout, match=f"could not check that x .*{error.reason}"):
+        consistently(probe, what="x", duration=5, poll=0.01)
+    assert next(calls) == 2  # failed on the second look, not after 5 s

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import re
 
-from e2e_dra._suite._gates import PROBED_BINARY, refusal
 from e2e_dra._suite._plan import GATE_CYCLE_PHASES, Entry
 from e2e_dra._suite._real import ClusterBackend, turn
 from e2e_dra._suite._upgrade import RUNTIME_CONFIG
+from localupcluster import PROBED_BINARY, refusal
 
 
 class GateCycleBackend(ClusterBackend):

@@ -14,6 +14,11 @@ from e2e_dra.subtest import GATE_CYCLE_PHASES
 from e2e_dra.subtest import PHASES as UPGRADE_PHASES
 
 UPGRADE_DOWNGRADE = "upgrade-downgrade"
+CONTROL_PLANE_FIRST = "control-plane-first"
+KUBELET_LAST = "kubelet-last"
+UPGRADE_SUITES = (UPGRADE_DOWNGRADE, CONTROL_PLANE_FIRST, KUBELET_LAST)
+"""The upgrade/downgrade suite and its staged variants: the same plan and subtests, different
+components moved by the upgrade."""
 GATE_CYCLE = "gate-cycle"
 CLEANUP = "cleanup"
 
@@ -45,14 +50,15 @@ def shuffled(names: Sequence[str], rng: random.Random) -> list[str]:
     return order
 
 
-def upgrade_downgrade_plan(subtests: Sequence[str], seed: int) -> list[Entry]:
+def upgrade_downgrade_plan(
+    subtests: Sequence[str], seed: int, suite: str = UPGRADE_DOWNGRADE
+) -> list[Entry]:
     """Bring up the previous release, then every subtest's phase between the cluster changes.
 
     Every phase gets its own random order (drawn from ``seed``): subtests must not depend on each
     other, and a fixed order would hide it when they do.
     """
     rng = random.Random(seed)
-    suite = UPGRADE_DOWNGRADE
     plan = [Entry(suite, step="versions"), Entry(suite, step="node-runtime")]
     plan.append(Entry(suite, step="bring-up"))
     steps_after = ("upgrade", "downgrade", None)

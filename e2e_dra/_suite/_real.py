@@ -1,5 +1,6 @@
 """What every real suite does with a cluster: per-subtest drivers and builders, fresh clients
-after each restart, waiting for ResourceSlices, failure dumps, and a teardown that always runs.
+after each restart, waiting for ResourceSlices, the safety nets (``_nets``), failure dumps, and a
+teardown that always runs.
 
 The suites themselves (upgrade/downgrade, gate cycle) only say which cluster steps exist and what
 each one changes.
@@ -7,15 +8,24 @@ each one changes.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from e2e_dra._suite._artifacts import dump_cluster, write_json
-from e2e_dra._suite._plan import Entry
+from e2e_dra._suite._nets import (
+    ClaimWatch,
+    Finding,
+    claim_owner,
+    slice_removal_timeout,
+    wait_slices_removed,
+)
+from e2e_dra._suite._plan import CLEANUP, Entry
 from e2e_dra.errors import E2EDRAError
-from e2e_dra.subtest import Context, too_old
+from e2e_dra.subtest import Context, unsupported_release
+from e2e_dra.waits import abort_when
 
 if TYPE_CHECKING:
     from e2e_dra.builder import Builder
@@ -63,30 +73,43 @@ class ClusterBackend:
         self.pending: dict[str, BaseException] = {}
         self.dropped: set[str] = set()
         self.info: dict[str, Any] = {}
+        self.claim_watch: ClaimWatch | None = None
+        self._watch_kube: Kube | None = None
+        # Net findings that belong to a subtest other than the test that saw them: they fail
+        # that subtest's next phase (or the cleanup, when it has none left).
+        self.net_pending: dict[str, list[str]] = {}
+        self._watch: contextlib.AbstractContextManager[None] | None = None
 
     # --- steps every suite has ----------------------------------------------------------------
 
-    def resolve_versions(self) -> VersionsUnderTest:
+    def resolve_versions(self, commands: tuple[str, ...] | None = None) -> VersionsUnderTest:
+        """The releases of this run; of the current one only ``commands``, when given."""
         from e2e_dra.releases import versions_under_test
 
-        versions = versions_under_test()
+        versions = versions_under_test(commands) if commands else versions_under_test()
         if versions.current.source_dir is None:
             raise E2EDRAError(
                 f"no Kubernetes source tree for {versions.current.version}: "
                 "set KUBERNETES_SOURCE_DIR (hack/local-up-cluster.sh comes from there)"
             )
         self.versions = versions
+        for release in (versions.previous, versions.current):
+            for deviation in release.deviations:
+                self.say(f"Kubernetes {release.version} deviates from its release: {deviation}")
         self.info.update(
             current={
                 "version": versions.current.version,
                 "origin": versions.current.origin,
                 "bin_dir": str(versions.current.bin_dir),
                 "source_dir": str(versions.current.source_dir),
+                "deviations": list(versions.current.deviations),
+                "chosen": versions.choice,
             },
             previous={
                 "version": versions.previous.version,
                 "origin": versions.previous.origin,
                 "bin_dir": str(versions.previous.bin_dir),
+                "deviations": list(versions.previous.deviations),
             },
             previous_minor=versions.previous_minor,
             release_source=versions.source,
@@ -104,16 +127,21 @@ class ClusterBackend:
     def bring_up(
         self, log_dir: Path, state: str, bin_dir: Path, env: dict[str, str], gates: str = ""
     ) -> None:
+        from e2e_dra._console import say
         from e2e_dra.kube import Kube
         from localupcluster.cluster import Cluster
 
         assert self.versions is not None and self.versions.current.source_dir is not None
-        self.cluster = Cluster(self.versions.current.source_dir, log_dir)
+        self.cluster = Cluster(self.versions.current.source_dir, log_dir, log=say)
         self.info["cluster_env"] = {k: env[k] for k in sorted(env) if k not in self.node_env}
         self.info["log_dir"] = str(log_dir)
         self.say(f"bringing up state {state} with {bin_dir}")
         self.cluster.start(state, bin_dir, {**self.node_env, **env}, gates)
+        if self._watch is None:  # every wait of the run ends at once when a component crashes
+            self._watch = abort_when(self._crashed)
+            self._watch.__enter__()
         self.kube = Kube.from_kubeconfig(self.cluster.kubeconfig, user_agent=USER_AGENT)
+        self._start_claim_watch()
         self.nodes = self._schedulable_nodes()
         self.info["kubeconfig"] = str(self.cluster.kubeconfig)
 
@@ -122,6 +150,11 @@ class ClusterBackend:
         assert self.kube is not None
         old, self.kube = self.kube, self.kube.fresh()
         old.close()
+        if self.claim_watch is not None:
+            old_watch, self._watch_kube = self._watch_kube, self.kube.fresh()
+            self.claim_watch.use_client(self._watch_kube)
+            if old_watch is not None:
+                old_watch.close()
         for harness in self.harnesses.values():
             harness.driver.use_client(self.kube)
             harness.builder.use_client(self.kube)
@@ -150,9 +183,9 @@ class ClusterBackend:
 
         subtest = self.subtests[name]
         if self.versions is not None:
-            old = too_old(subtest.since, *self.tested_versions())
-            if old is not None:
-                return f"needs Kubernetes >= {subtest.since}; {old} is older"
+            excluded = unsupported_release(subtest.releases, *self.tested_versions())
+            if excluded is not None:
+                return f"needs Kubernetes {subtest.releases}; {excluded} is not"
         dropped = dict(self.info.get("feature_gates_dropped") or {})
         for gate in getattr(subtest, "feature_gates", ()):
             gate_name = gate.partition("=")[0]
@@ -191,7 +224,43 @@ class ClusterBackend:
             artifacts=self.artifacts / "subtests" / name,
             namespace=NAMESPACE,
             log=self.say,
+            facts=self.info.setdefault("facts", {}).setdefault(name, {}),
         )
+
+    def checks(self, entry: Entry) -> list[str]:
+        """What the safety nets found that fails ``entry``, which just ended.
+
+        A finding of the subtest whose phase this is fails that phase; a finding seen during a
+        cluster step or another subtest's phase waits for its own subtest's next phase. The
+        cleanup (and so the end of the run) reports what is still waiting.
+        """
+        findings: list[Finding] = []
+        if self.claim_watch is not None and self.kube is not None:
+            try:
+                self.claim_watch.sweep()
+            except Exception as exc:
+                findings.append(
+                    Finding(None, f"could not list ResourceClaims to check them: {exc}")
+                )
+            findings += self.claim_watch.take()
+        for name, harness in sorted(self.harnesses.items()):
+            findings += [Finding(name, text) for text in harness.driver.take_dropped_fields()]
+        own = None if entry.is_step else entry.subtest
+        where = f"cluster step {entry.id!r}" if entry.is_step else f"phase {entry.phase!r}"
+        now: list[str] = []
+        for finding in findings:
+            owner = f"subtest {finding.owner!r}" if finding.owner else "no known subtest"
+            text = f"{finding.message} [{owner}; seen during {where}]"
+            if finding.owner is None or finding.owner == own:
+                now.append(text)
+            else:
+                self.net_pending.setdefault(finding.owner, []).append(text)
+        if own is not None:
+            now += self.net_pending.pop(own, [])
+        if entry.is_step and entry.step == CLEANUP:
+            for name in sorted(self.net_pending):
+                now += self.net_pending.pop(name)
+        return now
 
     def on_failure(self, entry: Entry, exc: BaseException) -> list[str]:
         lines = []
@@ -214,18 +283,53 @@ class ClusterBackend:
         return lines
 
     def close(self) -> None:
-        """Builders' tear-down, drivers stop, cluster stop: each tried, first error raised."""
+        """Builders' tear-down, drivers stop, the nets' last look, cluster stop: each tried, the
+        first error raised (the others as its notes).
+
+        Each driver stops as soon as its objects are gone, so the kubelet's wiping delay (30 s
+        after a plugin unregisters) runs for all of them at once; then one wait checks that the
+        kubelet removed the ResourceSlices of every driver (upstream: ``IsGone`` per driver).
+        """
         errors: list[BaseException] = []
+        stopped: dict[str, str] = {}  # driver -> subtest
+        live = self._api_reachable()
         for name in sorted(self.harnesses, reverse=True):
             harness = self.harnesses.pop(name)
-            if self.cluster is not None and self.kube is not None:
+            if live:
                 self._attempt(
                     errors,
                     f"tear down objects of {name}",
                     lambda h=harness: h.builder.tear_down(h.driver.prepared_claims),
                 )
             self._attempt(errors, f"stop driver {harness.driver.name}", harness.driver.stop)
+            stopped[harness.driver.name] = name
             self._attempt(errors, "save gRPC calls", lambda h=harness: self._save_calls(h.driver))
+            for text in harness.driver.take_dropped_fields():
+                self.net_pending.setdefault(name, []).append(
+                    f"{text} [subtest {name!r}; seen during the cleanup]"
+                )
+        if live:
+            self._attempt(errors, "ResourceSlice removal", lambda: self._slices_removed(stopped))
+            if self.claim_watch is not None:
+                self._attempt(errors, "check ResourceClaims", self.claim_watch.sweep)
+                for finding in self.claim_watch.take():
+                    owner = f"subtest {finding.owner!r}" if finding.owner else "no known subtest"
+                    self.net_pending.setdefault(finding.owner or "", []).append(
+                        f"{finding.message} [{owner}; seen during the cleanup]"
+                    )
+        if self.claim_watch is not None:
+            self.claim_watch.stop()
+            self.claim_watch = None
+        if self._watch_kube is not None:
+            self._watch_kube.close()
+            self._watch_kube = None
+        if self.net_pending:
+            lines = [text for _, texts in sorted(self.net_pending.items()) for text in texts]
+            self.net_pending.clear()
+            errors.append(AssertionError("safety net:\n" + "\n".join(lines)))
+        if self._watch is not None:
+            self._watch.__exit__(None, None, None)
+            self._watch = None
         if self.cluster is not None:
             cluster, self.cluster = self.cluster, None
             self._attempt(errors, "stop the cluster", cluster.stop)
@@ -235,12 +339,38 @@ class ClusterBackend:
         self.pending.clear()
         self.dropped.clear()
         if errors:
+            for other in errors[1:]:
+                errors[0].add_note(f"e2e-dra: cleanup also failed: {type(other).__name__}: {other}")
             raise errors[0]
 
     def describe(self) -> dict[str, Any]:
         return dict(self.info)
 
     # --- internals ----------------------------------------------------------------------------
+
+    def _start_claim_watch(self) -> None:
+        assert self.kube is not None
+        drivers = {name: f"{NAMESPACE}{name}.k8s.io" for name in self.subtests}
+        self._watch_kube = self.kube.fresh()
+        self.claim_watch = ClaimWatch(
+            self._watch_kube, NAMESPACE, lambda claim: claim_owner(claim, drivers)
+        )
+        self.claim_watch.start()
+
+    def _slices_removed(self, stopped: Mapping[str, str]) -> None:
+        """Upstream's ExpectResourceSliceRemoval, for every stopped driver at once."""
+        assert self.kube is not None
+        left = wait_slices_removed(self.kube, stopped, say=self.say)
+        if left:
+            raise AssertionError(
+                "safety net: ResourceSlices left after their driver stopped (the kubelet "
+                f"removes a plugin's slices within {slice_removal_timeout():g} s after it "
+                "unregisters): "
+                + "; ".join(
+                    f"driver {driver} of subtest {stopped[driver]!r}: {', '.join(names)}"
+                    for driver, names in left.items()
+                )
+            )
 
     @property
     def _driver_dir(self) -> Path:
@@ -308,18 +438,34 @@ class ClusterBackend:
         ]
         return write_json(self._driver_dir / f"grpc-calls-{driver.name}.json", records)
 
+    def _crashed(self) -> str | None:
+        """Which component ended during the run, named with the tail of its log; None if none."""
+        exited = self.cluster.exited() if self.cluster is not None else []
+        return "component crashed: " + "\n".join(exited) if exited else None
+
     def _component_logs(self) -> list[str]:
         if self.cluster is None:
             return []
         from localupcluster import KUBE_CLUSTER_COMPONENTS
 
-        lines = []
+        lines = [f"e2e-dra: {line}" for line in self.cluster.exited()]
         for component in KUBE_CLUSTER_COMPONENTS:
             log = self.cluster.log_path(component)
             if log is not None:
                 lines.append(f"e2e-dra: {component} log: {log}")
         lines.append(f"e2e-dra: all cluster logs: {self.cluster.log_dir}")
         return lines
+
+    def _api_reachable(self) -> bool:
+        """Whether the cleanup can still talk to the cluster. An interrupt (Ctrl-C, SIGTERM) has
+        the engine stop every component first; then the objects went with it and the nets have
+        nothing left to look at, which is said once instead of failing on a refused port."""
+        if self.cluster is None or self.kube is None:
+            return False
+        if not self.cluster.running:
+            self.say("cleanup: the cluster was already stopped; objects and nets not checked")
+            return False
+        return True
 
     def _attempt(self, errors: list[BaseException], what: str, fn: Callable[[], Any]) -> None:
         try:

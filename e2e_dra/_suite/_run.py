@@ -16,6 +16,12 @@ import pytest
 
 from e2e_dra._suite._artifacts import Summary
 from e2e_dra._suite._plan import CLEANUP, Entry
+from e2e_dra.errors import ComponentCrashed
+from e2e_dra.waits import check_abort
+
+
+class SafetyNetFailure(AssertionError):
+    """An entry that passed its own checks, failed by what a safety net found meanwhile."""
 
 
 class Backend(Protocol):
@@ -33,6 +39,11 @@ class Backend(Protocol):
 
     def context(self, entry: Entry) -> Any:
         """The context a phase runs with (sets up the subtest's driver before its first phase)."""
+        ...
+
+    def checks(self, entry: Entry) -> list[str]:
+        """What the safety nets (claim watch, dropped fields, ...) found that fails ``entry``,
+        which just ended; empty when nothing did."""
         ...
 
     def on_failure(self, entry: Entry, exc: BaseException) -> list[str]:
@@ -79,17 +90,14 @@ class SuiteRun:
         started = time.monotonic()
         try:
             with self._activity(self._describe(entry)):
-                if entry.is_step:
-                    self._run_step(entry)
-                else:
-                    self._run_phase(entry)
+                self._run_checked(entry)
         except pytest.skip.Exception as exc:
             self._mark_broken(entry, f"skipped in {self._where(entry)}: {exc.msg}")
             self.summary.record(entry, "skipped", time.monotonic() - started, exc.msg)
             raise
         except BaseException as exc:
             elapsed = time.monotonic() - started
-            self._mark_broken(entry, f"{self._where(entry)} failed")
+            self._mark_broken(entry, f"{self._where(entry)} failed", exc)
             for line in self._collect(entry, exc):
                 exc.add_note(line)
             outcome = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
@@ -127,7 +135,9 @@ class SuiteRun:
                 return self._chain_broken[name]
         return None
 
-    def _mark_broken(self, entry: Entry, how: str) -> None:
+    def _mark_broken(self, entry: Entry, how: str, exc: BaseException | None = None) -> None:
+        if isinstance(exc, ComponentCrashed):  # nothing after it can pass: stop the run cleanly
+            self._cluster_broken = f"{entry.id} (a cluster component crashed)"
         if entry.subtest is None:
             if entry.step != CLEANUP:
                 self._cluster_broken = entry.step
@@ -139,10 +149,39 @@ class SuiteRun:
     def _where(entry: Entry) -> str:
         return f"cluster step {entry.step!r}" if entry.is_step else f"phase {entry.phase!r}"
 
+    def _run_checked(self, entry: Entry) -> None:
+        """Run the entry, then ask the safety nets: a finding fails an entry that passed, and is
+        added to the report of one that failed anyway."""
+        try:
+            if entry.is_step:
+                self._run_step(entry)
+            else:
+                self._run_phase(entry)
+        except Exception as exc:
+            if not isinstance(exc, pytest.skip.Exception):
+                for line in self._checks(entry):
+                    exc.add_note(f"e2e-dra: safety net: {line}")
+            raise
+        found = self._checks(entry)
+        if found:
+            more = f" (and {len(found) - 1} more, below)" if len(found) > 1 else ""
+            raise SafetyNetFailure(
+                f"safety net: {found[0]}{more}" + "".join(f"\n- {line}" for line in found[1:])
+            )
+
+    def _checks(self, entry: Entry) -> list[str]:
+        try:
+            return self.backend.checks(entry)
+        except Exception as exc:  # a net that cannot look must say so, not pass
+            return [f"the safety nets could not check: {_one_line(exc)}"]
+
     def _run_step(self, entry: Entry) -> None:
+        if entry.step != CLEANUP:
+            check_abort()  # a component that died since the last entry: say so, do not go on
         self.backend.run_step(entry)
 
     def _run_phase(self, entry: Entry) -> None:
+        check_abort()
         name = str(entry.subtest)
         if entry.phase_index == 0:
             phase = self.subtests[name].initial

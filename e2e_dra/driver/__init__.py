@@ -14,17 +14,19 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from e2e_dra.driver._calls import FAULTABLE_METHODS, CallLog, GRPCCall
-    from e2e_dra.driver._node_service import ClaimRef
+    from e2e_dra.driver._calls import CLIENT_GONE, FAULTABLE_METHODS, CallLog, GRPCCall
+    from e2e_dra.driver._node_service import ClaimRef, claim_env_name
     from e2e_dra.driver._plugin import Driver, DriverError
     from e2e_dra.driver._slices import DroppedFieldsError, Pool, node_devices
 
-# Lazy, so that `e2e-dra --help` (which imports our _cli module) does not load grpc.
+# Lazy, so that importing the driver for its names does not load grpc.
 _HOMES = {
+    "CLIENT_GONE": "_calls",
     "FAULTABLE_METHODS": "_calls",
     "CallLog": "_calls",
     "GRPCCall": "_calls",
     "ClaimRef": "_node_service",
+    "claim_env_name": "_node_service",
     "Driver": "_plugin",
     "DriverError": "_plugin",
     "DroppedFieldsError": "_slices",
@@ -33,6 +35,7 @@ _HOMES = {
 }
 
 __all__ = [
+    "CLIENT_GONE",
     "FAULTABLE_METHODS",
     "CallLog",
     "ClaimRef",
@@ -41,6 +44,7 @@ __all__ = [
     "DroppedFieldsError",
     "GRPCCall",
     "Pool",
+    "claim_env_name",
     "node_devices",
 ]
 

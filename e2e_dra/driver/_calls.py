@@ -26,6 +26,9 @@ FAULTABLE_METHODS = (
 )
 
 
+CLIENT_GONE = "the client went away before the answer"
+
+
 class GRPCFailure(Exception):
     """Raised by a service to answer with a gRPC error status instead of a response."""
 
@@ -38,7 +41,9 @@ class GRPCFailure(Exception):
 class GRPCCall:
     """One call: ``method`` is the full path, e.g. ``/pluginregistration.Registration/GetInfo``.
 
-    ``response`` is None while the call runs and for streams; ``error`` is None on success.
+    ``response`` is None while the call runs and for streams; ``error`` is None on success. A
+    call whose client went away before the answer (the kubelet's deadline passed, or it
+    restarted) has ``error`` CLIENT_GONE: the kubelet never saw it succeed.
     """
 
     method: str
@@ -70,10 +75,6 @@ class CallLog:
             call.method.endswith(method_suffix) and call.done and call.error is None
             for call in self.records
         )
-
-    def reset(self) -> None:
-        with self._lock:
-            self._records.clear()
 
     def set_failure(self, method: str, error: str | None) -> None:
         """Make ``method`` (a short name from FAULTABLE_METHODS) fail with ``error``; None heals."""
@@ -145,7 +146,10 @@ class _Recorder(grpc.ServerInterceptor):
                 log.exception("%s failed", method)
                 self._log._end(call, error=f"internal error: {exc}")
                 context.abort(grpc.StatusCode.INTERNAL, f"internal error: {exc}")
-            self._log._end(call, response=response)
+            if context.is_active():
+                self._log._end(call, response=response)
+            else:
+                self._log._end(call, response=response, error=CLIENT_GONE)
             return response
 
         return handle

@@ -41,6 +41,8 @@ class PreparedDevice:
     pool_name: str
     device_name: str
     cdi_device_ids: tuple[str, ...]
+    # The allocation result's shareID: which share of a device that allows multiple allocations.
+    share_id: str | None = None
 
 
 @dataclass
@@ -161,6 +163,7 @@ class NodeService:
                     pool_name=result["pool"],
                     device_name=result["device"],
                     cdi_device_ids=(_cdi.device_id(self.driver_name, ref.uid, request),),
+                    share_id=result.get("shareID"),
                 )
             )
         return devices, files
@@ -222,16 +225,20 @@ class DRAServicer:
     def NodePrepareResources(self, request: Any, context: Any) -> Any:
         results = self._service.prepare(_refs(request))
         response = self._pb.NodePrepareResourcesResponse()
+        # v1beta1 has no share_id: the kubelet learns the share only through v1.
+        shares = "share_id" in self._pb.Device.DESCRIPTOR.fields_by_name
         for uid, result in results.items():
             entry = response.claims[uid]
             entry.error = result.error
             for device in result.devices:
-                entry.devices.add(
+                added = entry.devices.add(
                     request_names=device.request_names,
                     pool_name=device.pool_name,
                     device_name=device.device_name,
                     cdi_device_ids=device.cdi_device_ids,
                 )
+                if shares and device.share_id is not None:
+                    added.share_id = device.share_id
         return response
 
     def NodeUnprepareResources(self, request: Any, context: Any) -> Any:

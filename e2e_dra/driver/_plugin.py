@@ -222,6 +222,12 @@ class Driver:
         version = self._publisher.api_version if self._publisher else "resource.k8s.io/v1"
         return self._api.get(path(version, "resourceclaims", name, namespace=namespace))
 
+    @property
+    def client(self) -> Kube | None:
+        """The client the driver talks to the API server with: the plugin's own identity (RBAC
+        and admission confine it), or the admin client of a privileged driver."""
+        return self._api
+
     def use_client(self, kube: Kube) -> None:
         """Swap the API client (after an API server restart: fresh connections)."""
         self._admin = kube
@@ -275,6 +281,11 @@ class Driver:
     @property
     def publish_errors(self) -> list[str]:
         return list(self._publisher.stats.errors) if self._publisher else []
+
+    def take_dropped_fields(self) -> list[str]:
+        """Dropped-field errors (the API server stored less than published) that nobody declared
+        with :meth:`set_expect_dropped_fields`, since the last call."""
+        return self._publisher.take_dropped() if self._publisher else []
 
     # --- kubelet side -------------------------------------------------------------------------
 

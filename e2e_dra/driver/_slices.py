@@ -57,6 +57,8 @@ class _PoolState:
 @dataclass
 class _Stats:
     errors: list[str] = field(default_factory=list)
+    # Dropped-field errors nobody expected; the suite takes them and fails a test with them.
+    dropped: list[str] = field(default_factory=list)
 
 
 class SlicePublisher:
@@ -106,6 +108,12 @@ class SlicePublisher:
             self._written.clear()
         self._kick.set()
 
+    def take_dropped(self) -> list[str]:
+        """Unexpected dropped-field errors since the last call."""
+        with self._lock:
+            taken, self.stats.dropped = self.stats.dropped, []
+        return taken
+
     def expected_slice_count(self) -> int:
         with self._lock:
             return sum(len(state.pool.slices) for state in self._pools.values())
@@ -142,7 +150,8 @@ class SlicePublisher:
         for item in self.slices():
             if self._owned(item) and delete(item):
                 self._kube.delete(
-                    kube_api.path(self.api_version, "resourceslices", item["metadata"]["name"])
+                    kube_api.path(self.api_version, "resourceslices", item["metadata"]["name"]),
+                    missing_ok=True,  # the kubelet may have wiped it meanwhile
                 )
 
     def slices(self) -> list[dict]:
@@ -247,7 +256,9 @@ class SlicePublisher:
                 changed |= self._ensure(name, body, existing.get(name))
             for name in existing:
                 if name not in desired:
-                    self._kube.delete(kube_api.path(self.api_version, "resourceslices", name))
+                    self._kube.delete(
+                        kube_api.path(self.api_version, "resourceslices", name), missing_ok=True
+                    )
                     self._written.pop(name, None)
                     changed = True
             self._retired.clear()
@@ -278,11 +289,15 @@ class SlicePublisher:
             self._written.pop(name, None)
         else:
             self._written[name] = stored["metadata"]["resourceVersion"]
+            missing = ", ".join(_missing(stored.get("spec") or {}, want)) or "?"
             error = DroppedFieldsError(
-                f"ResourceSlice {name}: the API server dropped fields of the driver's spec"
+                f"ResourceSlice {name}: the API server ({self.api_version}) dropped fields of "
+                f"the driver's spec: {missing}"
             )
             if not self.expect_dropped_fields:
                 self._report(error)
+                with self._lock:
+                    self.stats.dropped.append(f"driver {self.driver}: {error}")
         return True
 
     def _selector(self) -> str:
@@ -308,11 +323,6 @@ class SlicePublisher:
             )
             self._pool_selector = False
             return self._kube.request("GET", url, query={"fieldSelector": self._selector()})
-
-    @property
-    def pool_selector_rejected(self) -> bool:
-        """Whether the server refused the ``spec.pool.name`` field selector (we filter locally)."""
-        return self._pool_selector is False
 
     def _decide_generations(self, existing) -> None:
         for pool_name, state in self._pools.items():
@@ -412,6 +422,24 @@ def _contains(actual: object, wanted: object) -> bool:
             and all(_contains(a, w) for a, w in zip(actual, wanted, strict=True))
         )
     return actual == wanted
+
+
+def _missing(actual: object, wanted: object, where: str = "spec") -> list[str]:
+    """The paths of ``wanted`` that ``actual`` lacks or holds differently (first few only)."""
+    if isinstance(wanted, dict) and isinstance(actual, dict):
+        found = []
+        for key, value in wanted.items():
+            if key not in actual:
+                found.append(f"{where}.{key}")
+            else:
+                found += _missing(actual[key], value, f"{where}.{key}")
+        return found[:5]
+    if isinstance(wanted, list) and isinstance(actual, list) and len(wanted) == len(actual):
+        found = []
+        for index, (a, w) in enumerate(zip(actual, wanted, strict=True)):
+            found += _missing(a, w, f"{where}[{index}]")
+        return found[:5]
+    return [] if actual == wanted else [where]
 
 
 def _unreachable(exc: Exception) -> bool:

@@ -14,8 +14,8 @@ import os
 import shutil
 from pathlib import Path
 
+from e2e_dra._files import write_if_changed
 from e2e_dra.errors import ProvisionError
-from e2e_dra.provision._files import write_if_changed
 
 DEBIAN_PLUGIN_DIR = Path("/usr/lib/cni")
 CNI_BIN_DIR = Path("/opt/cni/bin")

@@ -1,9 +1,12 @@
 """A long-lived helper process of ours, found again by its PID file.
 
 The node runtime outlives one e2e-dra run (containers and images survive between runs), so its
-daemons are started detached in their own session and remembered in a PID file. A later run trusts
-the file only while that PID still runs the same program, and stops it by PID, never by name: other
-runtimes on the host are not ours to touch.
+daemons are started detached in their own session and remembered in a PID file: the PID, the
+process's start time and the program's name. A later run trusts the file only while that PID is
+still the process that started then (a reused PID has another start time), and stops it by PID,
+never by name: other runtimes on the host are not ours to touch. The start time is read from the
+kernel's process table, which has it from the fork on; the command line is no identity, as it reads
+empty for a moment right after exec.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from e2e_dra.errors import ProvisionError
 
 
@@ -27,19 +32,21 @@ class Daemon:
     log_file: Path
 
     def running_pid(self) -> int | None:
-        """The PID from our file when that process is alive and is still our program."""
+        """The PID from our file when that process is alive and is still the one we started."""
         try:
-            pid = int(self.pid_file.read_text().split()[0])
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except (OSError, ValueError, IndexError):
+            fields = self.pid_file.read_text().split()
+            pid = int(fields[0])
+            proc = psutil.Process(pid)
+            if len(fields) >= 3:  # pid, start time, program: written by start()
+                if fields[2] != self.name or int(fields[1]) != _started(proc):
+                    return None  # another program's file, or the PID was reused
+            elif proc.name() != self.name:  # a bare PID (older e2e-dra): the program must match
+                return None
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return None
+        except (OSError, ValueError, IndexError, psutil.Error):
             return None
-        if not cmdline or Path(os.fsdecode(cmdline[0])).name != self.name:
-            return None  # the PID was reused by something else
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return None
-        return None if state == "Z" else pid
+        return pid
 
     def start(
         self,
@@ -63,7 +70,11 @@ class Daemon:
                 close_fds=True,
             )
         tmp = self.pid_file.with_suffix(".tmp")
-        tmp.write_text(f"{proc.pid}\n")
+        try:
+            started = _started(psutil.Process(proc.pid))
+        except psutil.Error:  # gone already: the loop below reports how it ended
+            started = -1
+        tmp.write_text(f"{proc.pid} {started} {self.name}\n")
         os.replace(tmp, self.pid_file)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -96,6 +107,12 @@ class Daemon:
             time.sleep(0.5)
         self.pid_file.unlink(missing_ok=True)
         return True
+
+
+def _started(proc: psutil.Process) -> int:
+    """Clock ticks from boot to the process's fork (/proc/<pid>/stat's start time): with the PID,
+    who the process is. Unlike its wall-clock start time, it does not move when the clock is set."""
+    return round((proc.create_time() - psutil.boot_time()) * os.sysconf("SC_CLK_TCK"))
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:

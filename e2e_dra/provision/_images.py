@@ -191,7 +191,7 @@ def import_image(ctr: list[str], image: ImageArchive) -> None:
 
 
 def go_arch() -> str:
-    from e2e_dra.releases._download import host_platform
+    from e2e_dra._platform import host_platform
 
     return host_platform()[1]
 

@@ -8,33 +8,58 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from e2e_dra.releases._download import DownloadSource
-    from e2e_dra.releases._gobuild import GoBuildSource
+    from e2e_dra.releases._gobuild import BUILT_COMMANDS, CONTROL_PLANE_COMMANDS, GoBuildSource
+    from e2e_dra.releases._http import Budget
     from e2e_dra.releases._select import (
         VersionsUnderTest,
         current_release,
+        plan_versions,
         release_source,
+        resolve_release,
         versions_under_test,
     )
 
 __all__ = [
+    "BUILT_COMMANDS",
+    "CONTROL_PLANE_COMMANDS",
+    "SERVER_COMPONENTS",
+    "Budget",
     "DownloadSource",
     "GoBuildSource",
     "Release",
     "ReleaseSource",
     "VersionsUnderTest",
     "current_release",
+    "plan_versions",
     "release_source",
+    "resolve_release",
     "versions_under_test",
 ]
 
 _LAZY = {
+    "BUILT_COMMANDS": "e2e_dra.releases._gobuild",
+    "CONTROL_PLANE_COMMANDS": "e2e_dra.releases._gobuild",
+    "Budget": "e2e_dra.releases._http",
     "DownloadSource": "e2e_dra.releases._download",
     "GoBuildSource": "e2e_dra.releases._gobuild",
     "VersionsUnderTest": "e2e_dra.releases._select",
     "current_release": "e2e_dra.releases._select",
+    "plan_versions": "e2e_dra.releases._select",
     "release_source": "e2e_dra.releases._select",
+    "resolve_release": "e2e_dra.releases._select",
     "versions_under_test": "e2e_dra.releases._select",
 }
+
+
+SERVER_COMPONENTS: tuple[str, ...] = (
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubelet",
+    "kube-proxy",
+)
+"""The long-running server binaries a release must have, in the order a cluster starts them (the
+engine, which imports nothing of ours, keeps the same list: a unit test holds them equal)."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +70,9 @@ class Release:
     bin_dir: Path
     source_dir: Path | None
     origin: str  # "download" | "build" | "local"
+    # How these binaries differ from the release as published, e.g. a pinned module the Go module
+    # proxy does not serve and the version built instead. Empty for a faithful release.
+    deviations: tuple[str, ...] = ()
 
 
 class ReleaseSource(Protocol):
@@ -60,7 +88,15 @@ class ReleaseSource(Protocol):
         """The newest stable release of all."""
         ...
 
-    def fetch(self, version: str) -> Release:
+    def latest(self) -> str:
+        """The newest release of all, pre-releases included."""
+        ...
+
+    def unobtainable(self, version: str, commands: tuple[str, ...] = ...) -> str | None:
+        """Why ``version`` (its ``commands``) cannot be had here, if that can be told in seconds."""
+        ...
+
+    def fetch(self, version: str, commands: tuple[str, ...] = ...) -> Release:
         """The binaries of ``version``, from the cache when they are there."""
         ...
 

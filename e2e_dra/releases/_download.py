@@ -3,14 +3,18 @@
 Upstream trusts whatever bytes arrive and calls a cache complete when kube-apiserver exists. Here a
 tarball is checked against the digest published next to it before anything is unpacked, a dropped
 transfer continues where it stopped (in this run or the next), and the cache entry appears only
-when it is whole (:class:`e2e_dra._cache.CacheEntry`).
+when it is whole (:class:`e2e_dra._cache.CacheEntry`). A tarball that passed verification is kept
+(with a stamp of what was verified) until it has been unpacked, so an unpack that fails (disk full,
+interrupted) costs a re-unpack, not a re-download. A version with neither a tarball nor a checksum
+is reported as "not found", not as a checksum problem.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-import platform
+import re
 import shutil
 import time
 from pathlib import Path
@@ -19,13 +23,16 @@ from typing import TYPE_CHECKING
 from e2e_dra._cache import CacheEntry
 from e2e_dra._console import say
 from e2e_dra._paths import server_cache_dir
-from e2e_dra.errors import ReleaseError, VersionError
-from e2e_dra.releases import Release
+from e2e_dra._platform import host_platform
+from e2e_dra.errors import InputError, NotFoundError, ReleaseError, VersionError
+from e2e_dra.releases import SERVER_COMPONENTS, Release
 from e2e_dra.releases._extract import extract_binaries
 from e2e_dra.versions import Minor, parse_minor, parse_version
 
 if TYPE_CHECKING:  # the network stack is imported only when it is needed: a cache hit needs none
     import httpx
+
+    from e2e_dra.releases._http import Budget
 
 __all__ = ["BASE_URL_ENV", "DEFAULT_BASE_URL", "DownloadSource", "host_platform"]
 
@@ -34,13 +41,8 @@ BASE_URL_ENV = "KUBERNETES_RELEASE_URL"
 OPTIONAL_BINARIES = ("kubectl",)
 CHECKSUM_ALGORITHMS = ("sha512", "sha256")  # in order of preference
 _CHUNK = 1 << 20
-_GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
-
-
-def host_platform() -> tuple[str, str]:
-    """This machine as Go names it: ``("linux", "amd64")``."""
-    machine = platform.machine().lower()
-    return platform.system().lower(), _GO_ARCH.get(machine, machine)
+_GO_NAME = re.compile(r"[a-z0-9]{1,32}")
+VERIFIED_SUFFIX = ".verified.json"
 
 
 class DownloadSource:
@@ -55,14 +57,30 @@ class DownloadSource:
         os_: str | None = None,
         arch: str | None = None,
         transport: httpx.BaseTransport | None = None,
+        budget: Budget | None = None,
     ) -> None:
-        self.base_url = (base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
+        from e2e_dra.releases._http import check_base_url
+
+        given = base_url or os.environ.get(BASE_URL_ENV)
+        what = "--base-url" if base_url else f"${BASE_URL_ENV}"
+        self.base_url = check_base_url(given, what) if given else DEFAULT_BASE_URL
+        self.base_url = self.base_url.rstrip("/")
         self.cache_dir = Path(cache_dir) if cache_dir is not None else server_cache_dir()
         native_os, native_arch = host_platform()
-        self.os = os_ or native_os
-        self.arch = arch or native_arch
+        self.os = _go_name(os_, "--os", "linux") if os_ else native_os
+        self.arch = _go_name(arch, "--arch", "amd64") if arch else native_arch
         self._native = (self.os, self.arch) == (native_os, native_arch)
         self._transport = transport
+        self._budget = budget
+
+    @property
+    def budget(self) -> Budget:
+        """Made when first needed, so that its deadline counts from the first request."""
+        if self._budget is None:
+            from e2e_dra.releases._http import Budget
+
+            self._budget = Budget.from_env()
+        return self._budget
 
     # -- resolution ---------------------------------------------------------------------------
 
@@ -73,19 +91,36 @@ class DownloadSource:
         line = parse_minor(minor)
         with new_client(self._transport) as client:
             stable_url = f"{self.base_url}/stable-{line}.txt"
-            response = get_small(client, stable_url)
+            response = get_small(client, stable_url, self.budget)
             if response.status_code == 404:
                 say(f"{stable_url} does not exist (no stable {line} yet): trying latest-{line}.txt")
                 latest_url = f"{self.base_url}/latest-{line}.txt"
-                return self._marker_version(latest_url, get_small(client, latest_url), line)
+                latest = get_small(client, latest_url, self.budget)
+                if latest.status_code == 404:
+                    raise NotFoundError(
+                        f"no Kubernetes {line} release: neither {stable_url} nor {latest_url} "
+                        "exists (HTTP 404); check the version or the release URL"
+                    )
+                return self._marker_version(latest_url, latest, line)
             return self._marker_version(stable_url, response, line)
 
     def latest_stable(self) -> str:
+        return self._top_marker("stable.txt")
+
+    def latest(self) -> str:
+        """The newest release including pre-releases (``latest.txt``)."""
+        return self._top_marker("latest.txt")
+
+    def unobtainable(self, version: str, commands: tuple[str, ...] = ()) -> str | None:
+        """Every published release is downloadable; a missing one fails with its own error."""
+        return None
+
+    def _top_marker(self, name: str) -> str:
         from e2e_dra.releases._http import get_small, new_client
 
-        url = f"{self.base_url}/stable.txt"
+        url = f"{self.base_url}/{name}"
         with new_client(self._transport) as client:
-            return self._marker_version(url, get_small(client, url), None)
+            return self._marker_version(url, get_small(client, url, self.budget), None)
 
     @staticmethod
     def _marker_version(url: str, response: httpx.Response, line: Minor | None) -> str:
@@ -113,39 +148,52 @@ class DownloadSource:
         key = tag if self._native else f"{tag}-{self.os}-{self.arch}"
         return CacheEntry(self.cache_dir, key)
 
-    def fetch(self, version: str) -> Release:
-        """The binaries of ``version``; a cache hit touches neither the network nor the files."""
+    def fetch(
+        self, version: str, commands: tuple[str, ...] = (), *, verify: bool = False
+    ) -> Release:
+        """The binaries of ``version``; a cache hit touches neither the network nor the files.
+
+        ``verify`` re-reads every cached file against the digests recorded when it was written
+        (seconds for a release) instead of trusting sizes and times.
+        """
         tag = _release_tag(version)
         entry = self.cache_entry(tag)
-        if not entry.is_complete():
-            entry.fill(lambda tmp: self._populate(tag, entry, tmp))
+        if not entry.is_complete(deep=verify):
+            entry.fill(lambda tmp: self._populate(tag, entry, tmp), deep=verify)
         return Release(version=tag, bin_dir=entry.path, source_dir=None, origin="download")
 
     def _populate(self, tag: str, entry: CacheEntry, target: Path) -> dict[str, object]:
         from e2e_dra.releases._http import new_client
         from e2e_dra.releases._transfer import download
-        from localupcluster import KUBE_CLUSTER_COMPONENTS
 
         url = self.tarball_url(tag)
         partial_dir = self.cache_dir / ".partial" / entry.key
         part = partial_dir / (url.rsplit("/", 1)[1] + ".part")
+        stamp = part.with_name(part.name + VERIFIED_SUFFIX)
         started = time.monotonic()
         with new_client(self._transport) as client:
             algorithm, expected = self._published_digest(client, url)
             partial_dir.mkdir(parents=True, exist_ok=True)
-            resumed = part.exists() and part.stat().st_size > 0
-            download(client, url, part)
-        digests = _file_digests(part, {"sha512", algorithm})
-        if digests[algorithm] != expected:
-            part.unlink()
-            raise ReleaseError(
-                f"{url}: {algorithm} mismatch (published {expected}, downloaded "
-                f"{digests[algorithm]}{', resumed from an earlier run' if resumed else ''}); "
-                "the partial download was removed, run again to retry"
-            )
-        say(f"verified {algorithm} of {url.rsplit('/', 1)[1]}; unpacking the server binaries")
+            digests = _verified_before(part, stamp, algorithm, expected)
+            resumed = False
+            if digests is None:
+                resumed = part.exists() and part.stat().st_size > 0
+                download(client, url, part, self.budget)
+        if digests is None:
+            digests = _file_digests(part, {"sha512", algorithm})
+            if digests[algorithm] != expected:
+                part.unlink()
+                raise ReleaseError(
+                    f"{url}: {algorithm} mismatch (published {expected}, downloaded "
+                    f"{digests[algorithm]}{', resumed from an earlier run' if resumed else ''}); "
+                    "the partial download was removed, run again to retry"
+                )
+            _write_stamp(part, stamp, digests)
+            say(f"verified {algorithm} of {url.rsplit('/', 1)[1]}; unpacking the server binaries")
+        else:
+            say(f"{part.name} was verified by an earlier run; unpacking it (no download)")
         binaries = extract_binaries(
-            part, target, required=KUBE_CLUSTER_COMPONENTS, optional=OPTIONAL_BINARIES
+            part, target, required=SERVER_COMPONENTS, optional=OPTIONAL_BINARIES
         )
         size = part.stat().st_size
         shutil.rmtree(partial_dir, ignore_errors=True)
@@ -167,22 +215,68 @@ class DownloadSource:
 
         for algorithm in CHECKSUM_ALGORITHMS:
             sidecar = f"{url}.{algorithm}"
-            response = get_small(client, sidecar)
+            response = get_small(client, sidecar, self.budget)
             if response.status_code == 404:
                 continue
             if response.status_code != 200:
                 raise status_error(sidecar, response)
             return algorithm, _parse_digest(sidecar, response.text, algorithm)
+        if self._tarball_status(client, url) == 404:
+            version = url.rsplit("/", 2)[-2]
+            raise NotFoundError(
+                f"Kubernetes {version} not found: {url} does not exist (HTTP 404); check the "
+                f"version (`e2e-dra resolve MAJOR.MINOR` prints a minor's newest release)"
+            )
         raise ReleaseError(
             f"no checksum is published for {url} (.sha512 and .sha256 are both missing); "
             "refusing to use an unverified release"
         )
 
+    def _tarball_status(self, client: httpx.Client, url: str) -> int:
+        """The status a GET of the tarball starts with; its body is not read."""
+        from e2e_dra.releases._http import with_retries
+
+        def attempt() -> int:
+            with client.stream("GET", url, timeout=self.budget.timeout()) as response:
+                return response.status_code
+
+        return with_retries(url, attempt, self.budget)
+
+
+def _go_name(value: str, flag: str, example: str) -> str:
+    if not _GO_NAME.fullmatch(value):
+        raise InputError(f"{flag} {value!r} is not a Go {flag[2:]} name (e.g. {example})")
+    return value
+
+
+def _verified_before(
+    part: Path, stamp: Path, algorithm: str, expected: str
+) -> dict[str, str] | None:
+    """The digests of ``part`` if an earlier run verified exactly this file, else None."""
+    try:
+        recorded = json.loads(stamp.read_text())
+        info = part.stat()
+    except (OSError, ValueError):
+        return None
+    same_file = (recorded.get("size"), recorded.get("mtime_ns")) == (info.st_size, info.st_mtime_ns)
+    digests = recorded.get("digests") or {}
+    if same_file and digests.get(algorithm) == expected and "sha512" in digests:
+        return {str(k): str(v) for k, v in digests.items()}
+    return None
+
+
+def _write_stamp(part: Path, stamp: Path, digests: dict[str, str]) -> None:
+    from e2e_dra._files import write_if_changed
+
+    info = part.stat()
+    record = {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "digests": digests}
+    write_if_changed(stamp, json.dumps(record) + "\n")
+
 
 def _release_tag(version: str) -> str:
     parsed = parse_version(version)
     if not parsed.is_release:
-        raise ReleaseError(
+        raise InputError(
             f"{version!r} is a build between releases; only released versions can be downloaded"
         )
     return parsed.tag

@@ -24,24 +24,43 @@ import httpx
 
 from e2e_dra._cache import CacheEntry
 from e2e_dra._console import console, fancy, say
-from e2e_dra._gotool import go_env, go_version, run_go
+from e2e_dra._gotool import GoToolchain, go_env, run_go, toolchain_for
 from e2e_dra._paths import cache_root
-from e2e_dra.errors import ReleaseError
-from e2e_dra.releases import Release
-from e2e_dra.releases._download import host_platform
-from e2e_dra.releases._gomodule import KUBERNETES_MODULE, build_go_mod
-from e2e_dra.releases._goproxy import ModuleProxy, escape_module_path
-from e2e_dra.versions import is_minor, parse_version
-from localupcluster import KUBE_CLUSTER_COMPONENTS
+from e2e_dra._platform import host_platform
+from e2e_dra.errors import ReleaseError, UnbuildableRelease
+from e2e_dra.releases import SERVER_COMPONENTS, Release
+from e2e_dra.releases._gomodule import (
+    KUBERNETES_MODULE,
+    Substitute,
+    build_go_mod,
+    go_directive,
+    local_replaced,
+    parse_requires,
+    staging_version,
+    toolchain_directive,
+)
+from e2e_dra.releases._goproxy import ModuleProxy, escape_module_path, served_substitutes
+from e2e_dra.releases._standins import KNOWN_SPLITS, SMD_MODULE, assemble
+from e2e_dra.versions import is_minor, parse_version, previous_minor
 
-BUILT_COMMANDS: tuple[str, ...] = (*KUBE_CLUSTER_COMPONENTS, "kubectl")
+BUILT_COMMANDS: tuple[str, ...] = (*SERVER_COMPONENTS, "kubectl")
 """kubectl too: local-up-cluster.sh and the suite want the kubectl of the version under test."""
+CONTROL_PLANE_COMMANDS: tuple[str, ...] = (
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+)
+"""What a control-plane-first upgrade needs of the release it upgrades to: a release whose kubelet
+cannot be built here can still have its control plane tested."""
+_PARTIAL_KEYS = {CONTROL_PLANE_COMMANDS: "control-plane"}
 
 VERSION_PACKAGES = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
 VERSION_DEFS_FILE = ".kube-version-defs"
 """In ``src/``: what ``KUBE_GIT_VERSION_FILE`` may point at, as the tree has no git history."""
 
 _SOURCE_SUFFIX = "-source"
+SOURCE_DIR_HINT = "KUBERNETES_SOURCE_DIR, see README: Testing your own Kubernetes checkout"
 
 
 class GoBuildSource:
@@ -71,14 +90,26 @@ class GoBuildSource:
     def latest_stable(self) -> str:
         return self.proxy.latest_stable()
 
-    def fetch(self, version: str) -> Release:
-        """Build ``version`` (``v1.37.2``, ``1.37.2``, or ``1.37`` for its newest release)."""
+    def latest(self) -> str:
+        return self.proxy.latest()
+
+    def fetch(self, version: str, commands: tuple[str, ...] = BUILT_COMMANDS) -> Release:
+        """Build ``version`` (``v1.37.2``, ``1.37.2``, or ``1.37`` for its newest release).
+
+        ``commands`` may be :data:`CONTROL_PLANE_COMMANDS` alone; a whole build serves it too.
+        """
         tag = self.release_tag(version)
         entry = CacheEntry(self.cache_dir, tag)
+        if commands != BUILT_COMMANDS and not entry.is_complete():
+            entry = CacheEntry(self.cache_dir, f"{tag}-{_PARTIAL_KEYS[commands]}")
         if not entry.is_complete():
-            entry.fill(lambda out: self._build(tag, out))
+            entry.fill(lambda out: self._build(tag, out, commands))
         return Release(
-            version=tag, bin_dir=entry.path / "bin", source_dir=entry.path / "src", origin="build"
+            version=tag,
+            bin_dir=entry.path / "bin",
+            source_dir=entry.path / "src",
+            origin="build",
+            deviations=tuple(entry.metadata().get("substituted_modules") or ()),
         )
 
     def source_tree(self, version: str) -> Path:
@@ -106,37 +137,65 @@ class GoBuildSource:
 
     # --- filling cache entries ----------------------------------------------------------------
 
-    def _build(self, version: str, out: Path) -> dict[str, Any]:
+    def _build(self, version: str, out: Path, commands: tuple[str, ...]) -> dict[str, Any]:
         started = time.monotonic()
         info = self.proxy.info(version)  # a clear error when the proxy lacks the version
         log = self._log(version)
-        module_dir, module_src = self._download(version, out, log)
+        kubernetes_go_mod = self.proxy.go_mod(version)
+        go_mod_toolchain = toolchain_directive(kubernetes_go_mod)
+        module_src = self._download_kubernetes(version, log, self._toolchain(version))
+        upstream_go = _go_version_file(module_src)
+        toolchain = toolchain_for(go_directive(kubernetes_go_mod), upstream_go or go_mod_toolchain)
+        substitutes = self._substitutes(version, module_src, commands)
+        for substitute in substitutes:
+            say(f"deviation: {substitute}: the Go module proxy does not serve the pinned version")
+        standins = self._standins(version, kubernetes_go_mod, out / "standins", log, toolchain)
+        substitutes += [substitute for substitute, _ in standins.values()]
+        module_dir = out / "module"
+        module_dir.mkdir()
+        (module_dir / "go.mod").write_text(
+            build_go_mod(
+                kubernetes_go_mod,
+                version,
+                tuple(s for s in substitutes if s.module not in standins),
+                {module: f"../standins/{module}" for module in standins},
+            )
+        )
         bin_dir = out / "bin"
         bin_dir.mkdir()
         ldflags = version_ldflags(version, info)
         env = self._go_env()
         timings: dict[str, float] = {}
-        with _progress(len(BUILT_COMMANDS), f"building Kubernetes {version}") as step:
-            for index, command in enumerate(BUILT_COMMANDS, 1):
+        with _progress(len(commands), f"building Kubernetes {version}") as step:
+            for index, command in enumerate(commands, 1):
                 step(command)
                 begun = time.monotonic()
                 package = f"{KUBERNETES_MODULE}/cmd/{command}"
                 run_go(
                     ["build", "-o", str(bin_dir / command), "-ldflags", ldflags, package],
                     cwd=module_dir,
-                    what=f"building {command} {version} ({index}/{len(BUILT_COMMANDS)})",
+                    what=f"building {command} {version} ({index}/{len(commands)}, "
+                    f"{toolchain.name})",
                     log=log,
                     env=env,
+                    toolchain=toolchain,
                 )
                 timings[command] = round(time.monotonic() - begun, 1)
                 (bin_dir / command).chmod(0o555)
         copy_source_tree(module_src, out / "src", version, info, link_bin=True)
-        say(f"built Kubernetes {version} in {time.monotonic() - started:.0f}s (log: {log})")
+        say(
+            f"built Kubernetes {version} with {toolchain.name} in "
+            f"{time.monotonic() - started:.0f}s (log: {log})"
+        )
         return {
             "version": version,
             "origin": "build",
             "proxy": self.proxy.base_url,
-            "go": go_version(),
+            "go": toolchain.name,
+            "go_fetched": toolchain.fetched,
+            "go_upstream": f"go{upstream_go}" if upstream_go else None,
+            "commands": list(commands),
+            "substituted_modules": [str(s) for s in substitutes],
             "build_seconds": timings,
             "total_seconds": round(time.monotonic() - started, 1),
         }
@@ -144,27 +203,117 @@ class GoBuildSource:
     def _source_only(self, version: str, out: Path) -> dict[str, Any]:
         info = self.proxy.info(version)
         log = self._log(version + _SOURCE_SUFFIX)
-        _module_dir, module_src = self._download(version, out, log)
+        module_src = self._download_kubernetes(version, log, self._toolchain(version))
         copy_source_tree(module_src, out / "src", version, info, link_bin=False)
         return {"version": version, "origin": "build", "proxy": self.proxy.base_url}
 
-    def _download(self, version: str, out: Path, log: Path) -> tuple[Path, Path]:
-        """Write the build module and fetch ``k8s.io/kubernetes@version`` into the module cache."""
-        module_dir = out / "module"
-        module_dir.mkdir()
-        (module_dir / "go.mod").write_text(build_go_mod(self.proxy.go_mod(version), version))
+    def _toolchain(self, version: str) -> GoToolchain:
+        go_mod = self.proxy.go_mod(version)
+        return toolchain_for(go_directive(go_mod), toolchain_directive(go_mod))
+
+    def _download(self, module_path: str, version: str, log: Path, toolchain: GoToolchain) -> Path:
+        """Fetch ``module_path@version`` into the module cache; its directory there."""
         env = self._go_env()
+        module = f"{module_path}@{version}"
+        scratch = Path(env["GOMODCACHE"]).parent / "scratch"
+        scratch.mkdir(parents=True, exist_ok=True)
         run_go(
-            ["mod", "download", KUBERNETES_MODULE],
-            cwd=module_dir,
-            what=f"downloading {KUBERNETES_MODULE}@{version}",
+            ["mod", "download", module],
+            cwd=scratch,
+            what=f"downloading {module}",
             log=log,
-            env=env,
+            env=dict(env, GOFLAGS="", GO111MODULE="on"),
+            toolchain=toolchain,
         )
-        module_src = Path(env["GOMODCACHE"]) / f"{escape_module_path(KUBERNETES_MODULE)}@{version}"
+        return Path(env["GOMODCACHE"]) / f"{escape_module_path(module_path)}@{version}"
+
+    def _download_kubernetes(self, version: str, log: Path, toolchain: GoToolchain) -> Path:
+        module_src = self._download(KUBERNETES_MODULE, version, log, toolchain)
         if not (module_src / "hack" / "local-up-cluster.sh").is_file():
             raise ReleaseError(f"{module_src} has no hack/local-up-cluster.sh")
-        return module_dir, module_src
+        return module_src
+
+    def _substitutes(
+        self, version: str, module_src: Path, commands: tuple[str, ...] = BUILT_COMMANDS
+    ) -> list[Substitute]:
+        """Pinned modules the proxy refuses, with what we build instead, said out loud.
+
+        A refused module that the release's own (non-test) code imports, that has no served older
+        version, and that ``commands`` may link makes the release unbuildable here: that is said at
+        once, before minutes of compiling end in the same error.
+        """
+        kubernetes_go_mod = self.proxy.go_mod(version)
+        staging = local_replaced(kubernetes_go_mod)
+        requires = [r for r in parse_requires(kubernetes_go_mod) if r[0] not in staging]
+        substitutes, unserved = served_substitutes(
+            self.proxy.base_url, requires, transport=self._transport
+        )
+        published = [(module, staging_version(version)) for module in sorted(staging)]
+        _, unpublished = served_substitutes(
+            self.proxy.base_url, published, transport=self._transport, allow_older=False
+        )
+        unserved += [(m, v) for m, v in unpublished if m not in KNOWN_SPLITS]
+        missing = {
+            f"{module} {pinned} (imported by {', '.join(users[:3])})"
+            for module, pinned in unserved
+            if (users := _importers(module_src, module))
+            and any(_linked_by(user, commands) for user in users)
+        }
+        if missing:
+            raise UnbuildableRelease(
+                f"Kubernetes {version} cannot be built from the Go module proxy "
+                f"{self.proxy.base_url}: it serves no version of {'; '.join(sorted(missing))}. "
+                f"Build a checkout ({SOURCE_DIR_HINT}), or use a release mirror or a module proxy "
+                "that serves it"
+            )
+        return substitutes
+
+    def unobtainable(self, version: str, commands: tuple[str, ...] = BUILT_COMMANDS) -> str | None:
+        """Why ``version`` cannot be built here, found in seconds; None when it can or is built."""
+        tag = self.release_tag(version)
+        if CacheEntry(self.cache_dir, tag).is_complete():
+            return None
+        if commands != BUILT_COMMANDS:
+            partial = CacheEntry(self.cache_dir, f"{tag}-{_PARTIAL_KEYS[commands]}")
+            if partial.is_complete():
+                return None
+        log = self._log(f"{tag}-check")
+        try:
+            module_src = self._download_kubernetes(tag, log, self._toolchain(tag))
+            self._substitutes(tag, module_src, commands)
+        except UnbuildableRelease as exc:
+            return str(exc)
+        return None
+
+    def _standins(
+        self, version: str, kubernetes_go_mod: str, into: Path, log: Path, toolchain: GoToolchain
+    ) -> dict[str, tuple[Substitute, Path]]:
+        """Stand-ins for the staging modules the proxy refuses and we know how to assemble."""
+        staging = staging_version(version)
+        refused = [
+            module
+            for module in sorted(local_replaced(kubernetes_go_mod) & set(KNOWN_SPLITS))
+            if not ModuleProxy(module, self.proxy.base_url, transport=self._transport).serves(
+                staging
+            )
+        ]
+        if not refused:
+            return {}
+        origin_version = staging_version(self.resolve(str(previous_minor(version))))
+        smd = next(
+            (m for m, _ in parse_requires(kubernetes_go_mod) if SMD_MODULE.fullmatch(m)), None
+        )
+        found: dict[str, tuple[Substitute, Path]] = {}
+        for module in refused:
+            split = KNOWN_SPLITS[module]
+            origin_dir = self._download(split.origin, origin_version, log, toolchain)
+            dest = into / module
+            assemble(split, origin_dir, dest, go_directive(kubernetes_go_mod), smd)
+            used = f"assembled from {split.origin} {origin_version}, the packages it was split from"
+            substitute = Substitute(module=module, pinned=staging, used=used)
+            say(f"deviation: {substitute}: the Go module proxy does not serve it")
+            found[module] = (substitute, dest)
+        return found
 
     def _go_env(self) -> dict[str, str]:
         """Our Go environment, fetching modules from the same proxy we resolved against."""
@@ -179,6 +328,48 @@ class GoBuildSource:
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text("")
         return log
+
+
+_TEST_HELPERS = {"testing", "testutil", "testutils", "fake", "testdata"}
+"""Packages by these names hold test helpers, which no server binary links."""
+
+
+def _linked_by(directory: str, commands: tuple[str, ...]) -> bool:
+    """Whether one of ``commands`` may link the package in ``directory`` (when in doubt: yes).
+
+    ``cmd/<name>`` belongs to that command alone; the kubelet's own package and the proxy's
+    packages are linked by the kubelet and kube-proxy only. Every other library may be shared.
+    """
+    parts = directory.split("/")
+    if parts[0] == "cmd" and len(parts) > 1:
+        return parts[1] in commands
+    if directory == "pkg/kubelet":
+        return "kubelet" in commands
+    if parts[:2] == ["pkg", "proxy"]:
+        return "kube-proxy" in commands
+    return True
+
+
+def _importers(module_src: Path, module: str) -> list[str]:
+    """Directories of the release's commands and libraries whose non-test code imports it."""
+    needle = f'"{module}'
+    found: list[str] = []
+    for top in ("cmd", "pkg", "plugin"):
+        for go_file in sorted((module_src / top).rglob("*.go")):
+            relative = go_file.parent.relative_to(module_src)
+            if go_file.name.endswith("_test.go") or _TEST_HELPERS & set(relative.parts):
+                continue
+            directory = str(relative)
+            if directory not in found and needle in go_file.read_text(errors="replace"):
+                found.append(directory)
+    return found
+
+
+def _go_version_file(module_src: Path) -> str | None:
+    """The Go release upstream builds this tree with (``.go-version``), if it says."""
+    with contextlib.suppress(OSError):
+        return (module_src / ".go-version").read_text().strip() or None
+    return None
 
 
 def version_ldflags(version: str, info: dict[str, Any]) -> str:

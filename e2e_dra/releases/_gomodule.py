@@ -38,8 +38,30 @@ def staging_version(version: str) -> str:
     return f"v0.{match.group(1)}"
 
 
-def build_go_mod(kubernetes_go_mod: str, version: str) -> str:
-    """The go.mod of a module that builds ``k8s.io/kubernetes@version`` from published modules."""
+@dataclass(frozen=True)
+class Substitute:
+    """A module version the proxy refuses, and the served one built instead (a deviation)."""
+
+    module: str
+    pinned: str
+    used: str
+
+    def __str__(self) -> str:
+        return f"{self.module} {self.pinned} (not served) => {self.used}"
+
+
+def build_go_mod(
+    kubernetes_go_mod: str,
+    version: str,
+    substitutes: tuple[Substitute, ...] = (),
+    standins: dict[str, str] | None = None,
+) -> str:
+    """The go.mod of a module that builds ``k8s.io/kubernetes@version`` from published modules.
+
+    ``substitutes`` replace pinned requirements that the proxy does not serve; ``standins`` map
+    staging modules it does not serve to the directory of an assembled stand-in.
+    """
+    standins = standins or {}
     directives = _top_level_lines(kubernetes_go_mod, "go", "godebug", "toolchain")
     if not any(line.startswith("go ") for line in directives):
         raise ReleaseError(f"the go.mod of {KUBERNETES_MODULE} {version} has no `go` line")
@@ -48,9 +70,11 @@ def build_go_mod(kubernetes_go_mod: str, version: str) -> str:
     for replace in parse_replaces(kubernetes_go_mod):
         if replace.is_local:
             module = replace.old.split()[0]
-            replaces.append(f"\t{module} => {module} {staging}")
+            target = standins.get(module) or f"{module} {staging}"
+            replaces.append(f"\t{module} => {target}")
         else:
             replaces.append(f"\t{replace.old} => {replace.new}")
+    replaces += [f"\t{s.module} {s.pinned} => {s.module} {s.used}" for s in substitutes]
     lines = [
         f"module {BUILD_MODULE}",
         "",
@@ -61,6 +85,35 @@ def build_go_mod(kubernetes_go_mod: str, version: str) -> str:
     if replaces:
         lines += ["", "replace (", *replaces, ")"]
     return "\n".join(lines) + "\n"
+
+
+def go_directive(go_mod: str) -> str:
+    """The Go version a go.mod needs (``go 1.27.0`` -> ``1.27.0``)."""
+    for line in _top_level_lines(go_mod, "go"):
+        return line.split()[1]
+    raise ReleaseError("the go.mod has no `go` line")
+
+
+def toolchain_directive(go_mod: str) -> str | None:
+    """The toolchain a go.mod suggests (``toolchain go1.27.3``), if it names one."""
+    for line in _top_level_lines(go_mod, "toolchain"):
+        return line.split()[1]
+    return None
+
+
+def parse_requires(go_mod: str) -> list[tuple[str, str]]:
+    """Every ``(module, version)`` a go.mod requires, single-line or in blocks."""
+    found: list[tuple[str, str]] = []
+    for line in _top_level_lines(go_mod, "require"):
+        words = line.removeprefix("require").split()
+        if len(words) == 2 and words[0] != "(":
+            found.append((words[0], words[1]))
+    return found
+
+
+def local_replaced(go_mod: str) -> set[str]:
+    """Modules a go.mod replaces with a directory: the staging modules of k8s.io/kubernetes."""
+    return {r.old.split()[0] for r in parse_replaces(go_mod) if r.is_local}
 
 
 def parse_replaces(go_mod: str) -> list[Replace]:

@@ -3,7 +3,8 @@
 The proxy's ``@v/list`` is not authoritative: it can lag behind by several patch releases (it has
 been seen listing v1.36.3 while v1.36.5 was served), and ``@latest`` may answer "not available".
 So "newest of X.Y" starts from the list and then asks for the ``.info`` of the next versions
-upward until one is missing, which the proxy answers with 403, 404 or 410.
+upward until two in a row are missing, which the proxy answers with 403, 404 or 410. One gap is
+stepped over: a mirror may refuse a single release (one here refuses v1.35.7 and serves v1.35.8).
 """
 
 from __future__ import annotations
@@ -12,16 +13,19 @@ import json
 import os
 import re
 import subprocess
+from collections.abc import Callable
 from functools import cached_property
 
 import httpx
 
 from e2e_dra.errors import ReleaseError, VersionError
-from e2e_dra.releases._http import get_small, new_client, status_error
+from e2e_dra.releases._gomodule import Substitute
+from e2e_dra.releases._http import get_small, new_client, status_error, with_retries
 from e2e_dra.versions import KubeVersion, Minor, parse_minor, parse_version
 
 _MISSING = {403, 404, 410}
 _PROBE_LIMIT = 100  # no minor has had this many patches or pre-releases
+_GAP = 1  # missing versions stepped over before the probe stops
 _PRE_RELEASES = ("rc", "beta", "alpha")  # newest first
 
 
@@ -71,6 +75,39 @@ def escape_module_path(path: str) -> str:
     return re.sub(r"[A-Z]", lambda m: "!" + m.group(0).lower(), path)
 
 
+def served_substitutes(
+    base_url: str,
+    requires: list[tuple[str, str]],
+    *,
+    transport: httpx.BaseTransport | None = None,
+    allow_older: bool = True,
+) -> tuple[list[Substitute], list[tuple[str, str]]]:
+    """For each required ``(module, version)`` the proxy refuses, the nearest older one it serves;
+    and the refused ones it serves no older version of.
+
+    A release's go.mod pins exact versions and a proxy may refuse one of them (seen: 403 "not
+    available" for the zip of ``sigs.k8s.io/structured-merge-diff/v7@v7.0.1``, whose .info and
+    .mod it serves). The check is one HEAD request per module over one pooled client, made
+    concurrently, and only when a release is built. ``allow_older=False`` only sorts out the
+    refused ones (staging modules must match their release: an older one is no substitute).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    with new_client(transport) as client:
+        proxies = {module: ModuleProxy(module, base_url, client=client) for module, _ in requires}
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            served = list(pool.map(lambda req: proxies[req[0]].serves(req[1]), requires))
+        substitutes, unserved = [], []
+        for (module, version), ok in zip(requires, served, strict=True):
+            if ok:
+                continue
+            if allow_older and (older := proxies[module].newest_served_below(version)):
+                substitutes.append(Substitute(module=module, pinned=version, used=older))
+            else:
+                unserved.append((module, version))
+    return substitutes, unserved
+
+
 class ModuleProxy:
     """Read-only view of one module on one Go module proxy."""
 
@@ -80,10 +117,11 @@ class ModuleProxy:
         base_url: str | None = None,
         *,
         transport: httpx.BaseTransport | None = None,
+        client: httpx.Client | None = None,
     ) -> None:
         self.module = module
         self.base_url = (base_url or proxy_url()).rstrip("/")
-        self._client = new_client(transport)
+        self._client = client or new_client(transport)
         self._exists: dict[str, bool] = {}
 
     def url(self, name: str) -> str:
@@ -110,6 +148,35 @@ class ModuleProxy:
             self._exists[version] = self._ok(f"{version}.info") is not None
         return self._exists[version]
 
+    def serves(self, version: str) -> bool:
+        """Whether the proxy hands out ``version``'s module zip (its .mod alone is not enough)."""
+        url = self.url(f"{version}.zip")
+        response = with_retries(url, lambda: self._client.head(url))
+        if response.status_code in _MISSING:
+            return False
+        if response.status_code not in {200, 405}:  # 405: no HEAD here; let the build tell
+            raise status_error(url, response)
+        return True
+
+    def newest_served_below(self, version: str) -> str | None:
+        """The newest listed release of this module older than ``version`` that is served."""
+        from packaging.version import InvalidVersion, Version
+
+        def key(text: str) -> Version | None:
+            try:
+                return Version(text.lstrip("v").split("+")[0])
+            except InvalidVersion:
+                return None
+
+        limit = key(version)
+        listed = [
+            v for v in (self._ok("list") or "").split() if (k := key(v)) and limit and k < limit
+        ]
+        for candidate in sorted(listed, key=key, reverse=True)[:5]:
+            if self.serves(candidate):
+                return candidate
+        return None
+
     def info(self, version: str) -> dict:
         """The ``.info`` of ``version`` (``Version``, ``Time``, maybe ``Origin``)."""
         body = self._ok(f"{version}.info")
@@ -133,12 +200,8 @@ class ModuleProxy:
         listed = [v for v in self.listed if v.release_line == line and v.is_stable]
         newest = listed[-1] if listed else None
         start = newest.patch + 1 if newest else 0
-        for patch in range(start, start + _PROBE_LIMIT):
-            candidate = _release(line.major, line.minor, patch)
-            if not self.has(candidate.tag):
-                break
-            newest = candidate
-        return newest
+        found = self._probe_upward(lambda n: _release(line.major, line.minor, n), start)
+        return found or newest
 
     def newest_pre_release_of(self, line: Minor) -> KubeVersion | None:
         """The newest ``X.Y.0-{rc,beta,alpha}.N``: a minor's pre-releases all precede its .0."""
@@ -147,14 +210,27 @@ class ModuleProxy:
             of_kind = [v for v in listed if v.pre == pre]
             newest = of_kind[-1] if of_kind else None
             start = newest.pre_number + 1 if newest and newest.pre_number is not None else 0
-            for number in range(start, start + _PROBE_LIMIT):
-                candidate = _release(line.major, line.minor, 0, pre, number)
-                if not self.has(candidate.tag):
-                    break
-                newest = candidate
+            found = self._probe_upward(
+                lambda n, pre=pre: _release(line.major, line.minor, 0, pre, n), start
+            )
+            newest = found or newest
             if newest is not None:
                 return newest
         return None
+
+    def _probe_upward(
+        self, version_at: Callable[[int], KubeVersion], start: int
+    ) -> KubeVersion | None:
+        """The newest ``version_at(n)`` served for n from ``start`` up, stepping over ``_GAP``
+        missing numbers; None when none is."""
+        newest, missing = None, 0
+        for number in range(start, start + _PROBE_LIMIT):
+            candidate = version_at(number)
+            if self.has(candidate.tag):
+                newest, missing = candidate, 0
+            elif (missing := missing + 1) > _GAP:
+                break
+        return newest
 
     def resolve(self, minor: str) -> str:
         """Newest stable release of ``minor``, else its newest pre-release (stable -> latest)."""
@@ -180,6 +256,21 @@ class ModuleProxy:
         if newest is None:  # cannot happen: the list or the probe above found one of this line
             raise ReleaseError(f"no stable release of Kubernetes {line} on {self.base_url}")
         return newest.tag
+
+    def latest(self) -> str:
+        """The newest release including pre-releases, as ``latest.txt`` would say.
+
+        Pre-releases of the next minor follow the newest stable release; once the next minor's
+        release branch is cut, the one after it has an ``alpha.0`` too, so both are asked for.
+        """
+        stable = parse_version(self.latest_stable())
+        found = [stable]
+        for ahead in (1, 2):
+            pre = self.newest_pre_release_of(Minor(stable.major, stable.minor + ahead))
+            if pre is None:
+                break
+            found.append(pre)
+        return max(found).tag
 
     def close(self) -> None:
         self._client.close()

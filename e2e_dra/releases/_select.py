@@ -16,14 +16,23 @@ from pathlib import Path
 import httpx
 
 from e2e_dra._console import say
+from e2e_dra._platform import host_platform
 from e2e_dra.errors import E2EDRAError, ReleaseError, VersionError
 from e2e_dra.releases import Release, ReleaseSource
+from e2e_dra.releases._gobuild import BUILT_COMMANDS
+from e2e_dra.versions import is_minor, parse_version, previous_minor, source_version
 
 SOURCE_ENV = "E2E_DRA_RELEASE_SOURCE"
 PIN_ENV = "E2E_DRA_KUBERNETES_VERSION"
 SOURCE_DIR_ENV = "KUBERNETES_SOURCE_DIR"
 BIN_DIR_ENV = "KUBERNETES_SERVER_BIN_DIR"
+VERSION_FILE_ENV = "KUBE_GIT_VERSION_FILE"
 SOURCE_KINDS = ("download", "build")
+DEFAULT_SPEC = "latest"
+SPEC_HELP = (
+    "a Kubernetes release (v1.38.0-beta.0), MAJOR.MINOR (its newest release), "
+    "'stable' (the newest stable release) or 'latest' (the newest, pre-releases included)"
+)
 PROBE_TIMEOUT = 3.0  # seconds dl.k8s.io gets to answer before we build instead
 
 
@@ -35,6 +44,7 @@ class VersionsUnderTest:
     previous: Release
     previous_minor: str  # "1.36"
     source: str  # the release source that provided "previous" ("download" | "build")
+    choice: str = ""  # why "current" is the one: "latest", the pin, or the fallback and its reason
 
 
 def release_source(kind: str | None = None) -> ReleaseSource:
@@ -75,13 +85,96 @@ def _answers(url: str) -> bool:
     return True
 
 
-def versions_under_test() -> VersionsUnderTest:
-    """Current = a local checkout/build, else the pinned version, else the newest stable release;
-    previous = the newest release of the previous minor (upstream's rule, alpha.0 included)."""
-    from e2e_dra.versions import previous_minor
+def resolve_release(spec: str, source: ReleaseSource, *, what: str = "version") -> str:
+    """The exact release tag ``spec`` names on ``source``.
 
+    ``spec`` is an exact release or pre-release (``v1.38.0-beta.0``), ``MAJOR.MINOR`` (its newest
+    release, else its newest pre-release), ``stable`` (the newest stable release) or ``latest``
+    (the newest release including pre-releases, as upstream's ``latest.txt``).
+    """
+    text = spec.strip()
+    if text == "stable":
+        return source.latest_stable()
+    if text == "latest":
+        return source.latest()
+    if is_minor(text):
+        return source.resolve(text)
+    try:
+        parsed = parse_version(text)
+    except VersionError:
+        raise VersionError(f"{what} {spec!r} is not {SPEC_HELP}") from None
+    if not parsed.is_release:
+        raise VersionError(
+            f"{what} {spec!r} is a build between releases: point {SOURCE_DIR_ENV} at its "
+            "checkout instead"
+        )
+    return parsed.tag
+
+
+def chosen_release(
+    source: ReleaseSource, commands: tuple[str, ...] = BUILT_COMMANDS
+) -> tuple[str, str]:
+    """The release to test when no build is given, and why that one.
+
+    ``E2E_DRA_KUBERNETES_VERSION`` when set, resolved as it says. Otherwise ``latest``, unless
+    this machine cannot get it (the module proxy refuses what ``commands`` need): then ``stable``,
+    and the reason is said. A pin never falls back.
+    """
+    pinned = os.environ.get(PIN_ENV, "").strip()
+    if pinned:
+        return resolve_release(pinned, source, what=PIN_ENV), pinned
+    latest = source.latest()
+    why = source.unobtainable(latest, commands)
+    if why is None:
+        return latest, DEFAULT_SPEC
+    stable = source.latest_stable()
+    say(
+        f"the default release, latest ({latest}), cannot be had here: {why}. Testing stable "
+        f"({stable}) instead; {PIN_ENV}=latest insists on {latest}"
+    )
+    return stable, f"stable, as latest {latest} cannot be had here"
+
+
+@dataclass(frozen=True)
+class VersionPlan:
+    """The versions a run is about, before anything is fetched."""
+
+    current: str
+    current_origin: str  # "local (<dir>)" or "<spec>, <source>"
+    previous_minor: str
+    previous: str
+    source: str  # the release source that resolves them ("download" | "build")
+
+
+def plan_versions(
+    source: ReleaseSource | None = None,
+    *,
+    source_dir: Path | None = None,
+    bin_dir: Path | None = None,
+) -> VersionPlan:
+    """What ``versions_under_test`` would fetch, resolved but not fetched.
+
+    ``source_dir`` and ``bin_dir`` stand in for their environment variables.
+    """
+    source = source or release_source()
+    local = _local_version(source_dir, bin_dir)
+    if local is not None:
+        current, origin = local
+    elif os.environ.get(VERSION_FILE_ENV):  # a build's version file names the version alone
+        current, origin = str(source_version(None, None)), f"${VERSION_FILE_ENV}"
+    else:
+        current, why = chosen_release(source)
+        origin = f"{why}, {source.name}"
+    line = str(previous_minor(current))
+    return VersionPlan(current, origin, line, source.resolve(line), source.name)
+
+
+def versions_under_test(commands: tuple[str, ...] = BUILT_COMMANDS) -> VersionsUnderTest:
+    """Current = a local checkout/build, else ``E2E_DRA_KUBERNETES_VERSION`` (default: latest);
+    previous = the newest release of the previous minor (upstream's rule, alpha.0 included).
+    Of the current release only ``commands`` are needed (all of them unless a suite says less)."""
     source = release_source()
-    current = current_release(source)
+    current, choice = _current_and_choice(source, commands)
     line = str(previous_minor(current.version))
     previous_version = source.resolve(line)
     say(
@@ -89,31 +182,34 @@ def versions_under_test() -> VersionsUnderTest:
     )
     previous = source.fetch(previous_version)
     return VersionsUnderTest(
-        current=current, previous=previous, previous_minor=line, source=source.name
+        current=current, previous=previous, previous_minor=line, source=source.name, choice=choice
     )
 
 
 def current_release(source: ReleaseSource | None = None) -> Release:
     """The release under test alone, with a source tree (for suites that need no other)."""
-    return _local_current() or _fetched_current(source or release_source())
+    return _current_and_choice(source or release_source(), BUILT_COMMANDS)[0]
 
 
-def _fetched_current(source: ReleaseSource) -> Release:
-    version = _pinned_version(source) or source.latest_stable()
-    release = source.fetch(version)
+def _current_and_choice(source: ReleaseSource, commands: tuple[str, ...]) -> tuple[Release, str]:
+    local = _local_current()
+    if local is not None:
+        return local, "local build"
+    version, choice = chosen_release(source, commands)
+    release = source.fetch(version, commands)
     if release.source_dir is None:  # a download has binaries only; local-up-cluster.sh is in source
         release = dataclasses.replace(release, source_dir=_module_source_tree(release.version))
-    return release
+    return release, choice
 
 
-def _local_current() -> Release | None:
-    """``KUBERNETES_SOURCE_DIR`` and/or ``KUBERNETES_SERVER_BIN_DIR``, as upstream takes them."""
-    from e2e_dra.versions import source_version
-
-    source_dir = _env_dir(SOURCE_DIR_ENV)
-    bin_dir = _env_dir(BIN_DIR_ENV)
+def _local_dirs(
+    source_dir: Path | None = None, bin_dir: Path | None = None
+) -> tuple[Path | None, Path | None]:
+    """``KUBERNETES_SOURCE_DIR`` and the binaries under test, as upstream takes them."""
+    source_dir = source_dir.resolve() if source_dir else _env_dir(SOURCE_DIR_ENV)
+    bin_dir = bin_dir.resolve() if bin_dir else _env_dir(BIN_DIR_ENV)
     if source_dir is None and bin_dir is None:
-        return None
+        return None, None
     if source_dir is not None and not (source_dir / "hack" / "local-up-cluster.sh").is_file():
         raise E2EDRAError(
             f"{SOURCE_DIR_ENV}={source_dir} is not a Kubernetes source tree "
@@ -121,7 +217,7 @@ def _local_current() -> Release | None:
         )
     if bin_dir is None:
         assert source_dir is not None
-        bin_dir = source_dir / "_output" / "local" / "bin" / "linux" / _go_arch()
+        bin_dir = source_dir / "_output" / "local" / "bin" / "linux" / host_platform()[1]
         if not (bin_dir / "kube-apiserver").is_file():
             raise E2EDRAError(
                 f"{SOURCE_DIR_ENV}={source_dir} has no build in {bin_dir}: build it "
@@ -129,6 +225,16 @@ def _local_current() -> Release | None:
             )
     elif not (bin_dir / "kube-apiserver").is_file():
         raise E2EDRAError(f"{BIN_DIR_ENV}={bin_dir} holds no kube-apiserver")
+    return source_dir, bin_dir
+
+
+def _local_version(
+    source_dir: Path | None = None, bin_dir: Path | None = None
+) -> tuple[str, str] | None:
+    """The version of a local build and where it came from, or None without one."""
+    source_dir, bin_dir = _local_dirs(source_dir, bin_dir)
+    if bin_dir is None:
+        return None
     version = str(source_version(source_dir, bin_dir))
     pinned = os.environ.get(PIN_ENV, "").strip()
     if pinned and pinned.lstrip("v") != version.lstrip("v"):
@@ -136,28 +242,19 @@ def _local_current() -> Release | None:
         raise E2EDRAError(
             f"{PIN_ENV}={pinned} contradicts {given} (which is {version}): unset one of them"
         )
+    return version, f"local: {source_dir or bin_dir}"
+
+
+def _local_current() -> Release | None:
+    local = _local_version()
+    if local is None:
+        return None
+    source_dir, bin_dir = _local_dirs()
+    assert bin_dir is not None
+    version = local[0]
     if source_dir is None:
         source_dir = _module_source_tree(version)
     return Release(version=version, bin_dir=bin_dir, source_dir=source_dir, origin="local")
-
-
-def _pinned_version(source: ReleaseSource) -> str | None:
-    """``E2E_DRA_KUBERNETES_VERSION``: an exact release, or ``MAJOR.MINOR`` for its newest."""
-    from e2e_dra.versions import parse_minor, parse_version
-
-    pinned = os.environ.get(PIN_ENV, "").strip()
-    if not pinned:
-        return None
-    try:
-        return parse_version(pinned).tag
-    except VersionError:
-        pass
-    try:
-        return source.resolve(str(parse_minor(pinned)))
-    except VersionError:
-        raise VersionError(
-            f"{PIN_ENV}={pinned!r} is neither a Kubernetes release (v1.36.5) nor MAJOR.MINOR"
-        ) from None
 
 
 def _module_source_tree(version: str) -> Path:
@@ -180,9 +277,3 @@ def _env_dir(name: str) -> Path | None:
     if not path.is_dir():
         raise E2EDRAError(f"{name}={value} is not a directory")
     return path.resolve()
-
-
-def _go_arch() -> str:
-    from e2e_dra.releases._download import host_platform
-
-    return host_platform()[1]

@@ -3,11 +3,18 @@
 A transfer that drops continues from the bytes already on disk with a ``Range`` request, in this
 run's next attempt or in the next run; a server that ignores ``Range`` (answers 200) simply sends
 the whole file again, which is written from the start.
+
+Every chunk is checked against the fetch's :class:`~e2e_dra.releases._http.Budget`: past the
+overall deadline, or slower than the minimum speed over a whole window, the transfer stops with one
+line saying so (the bytes received stay on disk for the next run). Where no live bar can be drawn
+(CI logs, a pipe) a plain progress line is printed every ``E2E_DRA_PROGRESS_EVERY`` seconds
+(default 10), so a slow download is visible while it happens, not only when it ends.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -17,35 +24,78 @@ from typing import TYPE_CHECKING
 import httpx
 
 from e2e_dra._console import console, fancy, say
-from e2e_dra.releases._http import TRANSIENT_STATUS, TransientStatus, status_error, with_retries
+from e2e_dra.releases._http import (
+    MIN_SPEED_ENV,
+    TRANSIENT_STATUS,
+    Budget,
+    TooSlow,
+    TransientStatus,
+    status_error,
+    with_retries,
+)
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
+PROGRESS_EVERY_ENV = "E2E_DRA_PROGRESS_EVERY"
 
 
-def download(client: httpx.Client, url: str, part: Path) -> None:
+def download(client: httpx.Client, url: str, part: Path, budget: Budget | None = None) -> None:
     """Stream ``url`` into ``part``, continuing what is there with a Range request."""
     name = url.rsplit("/", 1)[1]
+    budget = budget or Budget()
     with _progress(name) as meter:
 
         def attempt() -> None:
+            budget.check(url)
             offset = part.stat().st_size if part.exists() else 0
             headers = {"Accept-Encoding": "identity"}
             if offset:
                 headers["Range"] = f"bytes={offset}-"
-            with client.stream("GET", url, headers=headers) as response:
+            with client.stream("GET", url, headers=headers, timeout=budget.timeout()) as response:
                 mode, total = _continue_or_restart(url, response, offset, part)
                 meter.restart(0 if mode == "wb" else offset, total)
+                speed = _SpeedCheck(url, budget)
                 with open(part, mode) as out:
                     for chunk in response.iter_raw():  # unbuffered: a drop loses nothing received
                         out.write(chunk)
                         meter.advance(len(chunk))
+                        budget.check(url)
+                        speed.advance(len(chunk))
             if total is not None and part.stat().st_size != total:
                 raise httpx.ReadError(f"{url}: got {part.stat().st_size} of {total} bytes")
 
-        with_retries(url, attempt)
+        with_retries(url, attempt, budget)
+
+
+class _SpeedCheck:
+    """Fails a transfer whose average over the last ``budget.window`` seconds is too low."""
+
+    def __init__(self, url: str, budget: Budget) -> None:
+        self._url, self._budget = url, budget
+        self._marks: list[tuple[float, int]] = [(time.monotonic(), 0)]
+        self._total = 0
+
+    def advance(self, count: int) -> None:
+        if not self._budget.min_speed:
+            return
+        now = time.monotonic()
+        self._total += count
+        self._marks.append((now, self._total))
+        window = self._budget.window
+        while len(self._marks) > 2 and now - self._marks[1][0] >= window:
+            self._marks.pop(0)  # keep the newest mark that is at least a window old first
+        since, done = self._marks[0]
+        if now - since >= window:
+            rate = (self._total - done) / (now - since)
+            if rate < self._budget.min_speed:
+                raise TooSlow(
+                    f"getting {self._url} is too slow: {rate / 1000:.1f} kB/s over the last "
+                    f"{now - since:.0f}s, below the minimum of {self._budget.min_speed / 1000:.1f} "
+                    f"kB/s; run again to continue (what arrived is kept), use a faster mirror "
+                    f"(KUBERNETES_RELEASE_URL) or lower {MIN_SPEED_ENV} / --min-speed"
+                )
 
 
 def _continue_or_restart(
@@ -69,16 +119,35 @@ def _continue_or_restart(
     raise status_error(url, response)
 
 
+def _progress_every() -> float:
+    from e2e_dra.releases._http import parse_seconds
+
+    value = os.environ.get(PROGRESS_EVERY_ENV)
+    return parse_seconds(value, PROGRESS_EVERY_ENV) if value else 10.0
+
+
 class _Meter:
     """Bytes of one transfer so far, mirrored on a rich bar when there is one."""
 
-    def __init__(self, bar: Progress | None = None, task: TaskID | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        bar: Progress | None = None,
+        task: TaskID | None = None,
+        every: float = 0.0,
+    ) -> None:
         self.done = 0
+        self.total: int | None = None
+        self._name = name
         self._bar, self._task = bar, task
+        self._every = every
+        self._started = self._last_line = time.monotonic()
+        self._at_start = 0
 
     def restart(self, at: int, total: int | None) -> None:
         """A new attempt: ``at`` bytes are already on disk (0 when starting over)."""
-        self.done = at
+        self.done, self.total = at, total
+        self._at_start, self._started = at, time.monotonic()
         if self._bar is not None and self._task is not None:
             self._bar.update(self._task, total=total, completed=at)
 
@@ -86,6 +155,24 @@ class _Meter:
         self.done += count
         if self._bar is not None and self._task is not None:
             self._bar.advance(self._task, count)
+        elif self._every:
+            now = time.monotonic()
+            if now - self._last_line >= self._every:
+                self._last_line = now
+                say(self.line(now))
+
+    def line(self, now: float) -> str:
+        """``<name>: 120.0 of 600.0 MB (20%), 12.3 MB/s, ~39s left``: short, one per period."""
+        rate = (self.done - self._at_start) / max(now - self._started, 1e-6)
+        text = f"{self._name}: {self.done / 1e6:.1f}"
+        if self.total:
+            text += f" of {self.total / 1e6:.1f} MB ({100 * self.done // self.total}%)"
+        else:
+            text += " MB"
+        text += f", {rate / 1e6:.2f} MB/s"
+        if self.total and rate > 0:
+            text += f", ~{(self.total - self.done) / rate:.0f}s left"
+        return text
 
 
 @contextlib.contextmanager
@@ -110,11 +197,11 @@ def _progress(name: str) -> Iterator[_Meter]:
             TimeRemainingColumn(),
         )
         with Progress(*columns, console=console(), transient=True) as bar:
-            meter = _Meter(bar, bar.add_task(f"downloading {name}", total=None))
+            meter = _Meter(name, bar, bar.add_task(f"downloading {name}", total=None))
             yield meter
     else:
         say(f"downloading {name}")
-        meter = _Meter()
+        meter = _Meter(name, every=_progress_every())
         yield meter
     seconds = max(time.monotonic() - started, 1e-6)
     megabytes = meter.done / 1e6

@@ -61,5 +61,5 @@ SUBTEST = GateCycleSubtest(
     resources=devices_per_node(1),
     extra_runtime_config=(SCHEDULING,),
     requires=(SCHEDULING,),
-    since="1.37",  # scheduling.k8s.io/v1beta1 Workload and PodGroup
+    releases=">=1.37",  # scheduling.k8s.io/v1beta1 Workload and PodGroup
 )

@@ -11,6 +11,8 @@ Behaviour switches, files in ``$FAKE_RECORD_DIR``:
 The fake kubelet also asks for a serving certificate (``<cert dir>/fake-kubelet.csr``) and is
 healthy only once the script approved it (``<cert dir>/fake-kubelet.approved``), like the real one.
 ``kubectl`` records its call and exits with ``$FAKE_KUBECTL_EXIT`` (default 0).
+``kube-apiserver --feature-gates=... --version`` refuses to set a gate of ``LOCKED`` (those locked
+in the fake's release) to false, as the real one does while parsing its flags.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import ssl
 import sys
 import time
 from pathlib import Path
+
+LOCKED = {"v1.37": ("DRAExtendedResource",)}
 
 
 def flag(args: list[str], name: str) -> str | None:
@@ -50,6 +54,11 @@ def main() -> int:
         else:
             args.append(arg)
     if "--version" in args:
+        gates = dict(g.split("=", 1) for g in (flag(args, "feature-gates") or "").split(",") if g)
+        for gate, value in gates.items():
+            if gate in LOCKED.get(version[:5], ()) and value == "false":
+                print(f'err="cannot set feature gate {gate} to false, feature is locked to true"')
+                return 1
         print(f"Kubernetes {version}")
         return 0
     record_dir = Path(os.environ["FAKE_RECORD_DIR"])

@@ -131,9 +131,11 @@ def test_a_pod_gets_the_claim_parameters_and_the_cdi_spec_goes_away(cluster, dri
         _wait("CDI spec removed", lambda: not spec_file.exists(), timeout=120)
         assert driver.prepared_claims() == []
     finally:
-        kube.delete(path("v1", "pods", "tester", namespace=NAMESPACE), gracePeriodSeconds=0)
-        kube.delete(path(RESOURCE, "resourceclaims", "external-claim", namespace=NAMESPACE))
-        kube.delete(path(RESOURCE, "deviceclasses", DRIVER))
+        pod = path("v1", "pods", "tester", namespace=NAMESPACE)
+        kube.delete(pod, missing_ok=True, gracePeriodSeconds=0)
+        claim = path(RESOURCE, "resourceclaims", "external-claim", namespace=NAMESPACE)
+        kube.delete(claim, missing_ok=True)
+        kube.delete(path(RESOURCE, "deviceclasses", DRIVER), missing_ok=True)
 
 
 def test_slices_come_back_after_a_kubelet_restart(cluster, driver):

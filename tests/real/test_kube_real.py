@@ -66,8 +66,10 @@ def test_get_of_a_missing_object_raises_not_found(kube: Kube) -> None:
     assert "absent" in raised.value.message
 
 
-def test_delete_returns_none_only_for_a_missing_object(kube: Kube) -> None:
-    assert kube.delete(f"{CONFIG_MAPS}/absent") is None
+def test_delete_of_a_missing_object_fails_unless_missing_is_ok(kube: Kube) -> None:
+    with pytest.raises(NotFound):
+        kube.delete(f"{CONFIG_MAPS}/absent")
+    assert kube.delete(f"{CONFIG_MAPS}/absent", missing_ok=True) is None
     kube.create(CONFIG_MAPS, config_map("short-lived", {"a": "1"}))
     assert kube.delete(f"{CONFIG_MAPS}/short-lived") is not None
     with pytest.raises(NotFound):

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from e2e_dra.kube import Kube, path
@@ -34,15 +35,10 @@ def cluster(versions: VersionsUnderTest, tmp_path: Path) -> Iterator[Cluster]:
 def processes_using(directory: Path) -> list[str]:
     """Command lines of live processes whose executable or argv lives in ``directory``."""
     found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if any(word.decode(errors="replace").startswith(f"{directory}/") for word in argv):
-            found.append(f"{proc.name}: {b' '.join(argv).decode(errors='replace')[:120]}")
+    for proc in psutil.process_iter(["cmdline"]):
+        argv = proc.info["cmdline"] or []
+        if any(word.startswith(f"{directory}/") for word in argv):
+            found.append(f"{proc.pid}: {' '.join(argv)[:120]}")
     return found
 
 

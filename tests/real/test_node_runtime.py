@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from conftest import DRA_FEATURE_GATES, DRA_RUNTIME_CONFIG, missing
 
@@ -176,16 +177,15 @@ class LocalUpCluster:
         the kubelet a session of its own); we hold the host lock, so any such process is ours."""
         dirs = {d.resolve() for d in component_dirs}
         left = {}
-        for stat in Path("/proc").glob("[0-9]*/stat"):
+        for proc in psutil.process_iter(["cmdline", "exe", "status"]):
             try:
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-                cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ")
-                exe = Path(os.readlink(stat.parent / "exe"))
-            except (OSError, IndexError):
+                in_session = os.getsid(proc.pid) == self.proc.pid
+            except OSError:
                 continue
-            in_session = int(fields[3]) == self.proc.pid  # fields[3]: session id
-            if fields[0] != "Z" and (in_session or exe.parent in dirs):
-                left[int(stat.parent.name)] = cmdline.decode(errors="replace")[:120]
+            exe = Path(proc.info["exe"] or "/")
+            zombie = proc.info["status"] == psutil.STATUS_ZOMBIE
+            if not zombie and (in_session or exe.parent in dirs):
+                left[proc.pid] = " ".join(proc.info["cmdline"] or [])[:120]
         return left
 
     def kill(self, pids: dict[int, str]) -> None:

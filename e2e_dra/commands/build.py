@@ -19,7 +19,11 @@ def register(subparsers: Any) -> None:
         "keep them with the release's source tree in the cache. A cached release is not rebuilt. "
         "The last line of stdout is the directory holding the binaries.",
     )
-    build.add_argument("version", metavar="VERSION|MAJOR.MINOR", help="e.g. v1.36.5 or 1.36")
+    build.add_argument(
+        "version",
+        metavar="VERSION|MAJOR.MINOR|stable|latest",
+        help="e.g. v1.38.0-beta.0, 1.36, stable or latest",
+    )
     build.add_argument("--proxy", help="Go module proxy URL (default: the first entry of GOPROXY)")
     build.add_argument(
         "--cache-dir",
@@ -31,13 +35,26 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="also print the source tree (hack/local-up-cluster.sh) on the line before",
     )
+    build.add_argument(
+        "--control-plane-only",
+        action="store_true",
+        help="build kube-apiserver, kube-controller-manager, kube-scheduler and kubectl only "
+        "(what a control-plane-first upgrade needs; for releases whose node side cannot be built)",
+    )
     build.set_defaults(handler=_build)
 
 
 def _build(args: argparse.Namespace) -> int:
-    from e2e_dra.releases._gobuild import GoBuildSource
+    from e2e_dra.releases import (
+        BUILT_COMMANDS,
+        CONTROL_PLANE_COMMANDS,
+        GoBuildSource,
+        resolve_release,
+    )
 
-    release = GoBuildSource(proxy_url=args.proxy, cache_dir=args.cache_dir).fetch(args.version)
+    source = GoBuildSource(proxy_url=args.proxy, cache_dir=args.cache_dir)
+    commands = CONTROL_PLANE_COMMANDS if args.control_plane_only else BUILT_COMMANDS
+    release = source.fetch(resolve_release(args.version, source), commands)
     if args.source_dir:
         print(release.source_dir)
     print(release.bin_dir)

@@ -7,7 +7,6 @@ answer (the last line of ``download`` is the binaries' directory), progress goes
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +27,13 @@ def register(subparsers: Any) -> None:
 
     resolve = subparsers.add_parser(
         "resolve",
-        help="print the newest release of MAJOR.MINOR",
-        description="Print the newest stable release of MAJOR.MINOR (stable-X.Y.txt), or its "
-        "newest pre-release (latest-X.Y.txt) when there is no stable one yet.",
+        help="print the exact release a version, MAJOR.MINOR, 'stable' or 'latest' names",
+        description="Print the exact release: for MAJOR.MINOR its newest stable release "
+        "(stable-X.Y.txt), or its newest pre-release (latest-X.Y.txt) when there is none yet; "
+        "'stable' and 'latest' as stable.txt and latest.txt. Asks the automatic release source "
+        "($E2E_DRA_RELEASE_SOURCE: dl.k8s.io where it answers, else the Go module proxy).",
     )
-    resolve.add_argument("minor", metavar="MAJOR.MINOR")
+    resolve.add_argument("spec", metavar="VERSION|MAJOR.MINOR|stable|latest")
     resolve.add_argument("--base-url", help=_BASE_URL_HELP)
     resolve.set_defaults(handler=_resolve)
 
@@ -43,7 +44,7 @@ def register(subparsers: Any) -> None:
         "published checksum and unpack the cluster components into the cache (once). The last "
         "line of stdout is the directory holding the binaries.",
     )
-    download.add_argument("version", metavar="VERSION|MAJOR.MINOR")
+    download.add_argument("version", metavar="VERSION|MAJOR.MINOR|stable|latest")
     download.add_argument("--base-url", help=_BASE_URL_HELP)
     download.add_argument(
         "--cache-dir",
@@ -52,14 +53,33 @@ def register(subparsers: Any) -> None:
     )
     download.add_argument("--os", dest="os_", metavar="OS", help="default: this machine's")
     download.add_argument("--arch", metavar="ARCH", help="default: this machine's")
+    download.add_argument(
+        "--deadline",
+        metavar="SECONDS",
+        help="give up when the whole fetch takes longer (e.g. 1800, 30m; 0: never; default: "
+        "$E2E_DRA_DOWNLOAD_DEADLINE, else 1800)",
+    )
+    download.add_argument(
+        "--min-speed",
+        metavar="BYTES_PER_S",
+        help="give up when a transfer is slower than this over 30s (e.g. 50k, 1M; 0: never; "
+        "default: $E2E_DRA_DOWNLOAD_MIN_SPEED, else 50k)",
+    )
+    download.add_argument(
+        "--verify",
+        action="store_true",
+        help="re-read a cached release against the digests recorded when it was written "
+        "(a damaged entry is downloaded again)",
+    )
     download.set_defaults(handler=_download)
 
     versions = subparsers.add_parser(
         "versions",
         help="show the version under test, its previous minor and the release that resolves to",
         description="Show the version under test (from a Kubernetes source tree, "
-        "$KUBE_GIT_VERSION_FILE or <bin dir>/kube-apiserver --version; the newest stable release "
-        "when none is given), its previous minor and the release that minor resolves to.",
+        "$KUBE_GIT_VERSION_FILE or <bin dir>/kube-apiserver --version; else "
+        "$E2E_DRA_KUBERNETES_VERSION, by default 'latest'), its previous minor and the release "
+        "that minor resolves to, as the suites choose them. Nothing is fetched.",
     )
     versions.add_argument(
         "--source-dir", type=Path, help="Kubernetes source tree (default: $KUBERNETES_SOURCE_DIR)"
@@ -81,60 +101,39 @@ def _previous_minor(args: argparse.Namespace) -> int:
 
 
 def _resolve(args: argparse.Namespace) -> int:
-    from e2e_dra.releases._download import DownloadSource
+    from e2e_dra.releases import resolve_release
 
-    print(DownloadSource(base_url=args.base_url).resolve(args.minor))
+    print(resolve_release(args.spec, _release_source(args.base_url)))
     return 0
 
 
 def _download(args: argparse.Namespace) -> int:
-    from e2e_dra.releases._download import DownloadSource
-    from e2e_dra.versions import is_minor, parse_minor
+    from e2e_dra.releases import Budget, DownloadSource, resolve_release
 
     source = DownloadSource(
-        base_url=args.base_url, cache_dir=args.cache_dir, os_=args.os_, arch=args.arch
+        base_url=args.base_url,
+        cache_dir=args.cache_dir,
+        os_=args.os_,
+        arch=args.arch,
+        budget=Budget.from_env(args.deadline, args.min_speed),
     )
-    version = args.version
-    if is_minor(version):
-        version = source.resolve(str(parse_minor(version)))
-    print(source.fetch(version).bin_dir)
+    print(source.fetch(resolve_release(args.version, source), verify=args.verify).bin_dir)
     return 0
 
 
 def _versions(args: argparse.Namespace) -> int:
-    from e2e_dra.versions import previous_minor, source_version
+    from e2e_dra.releases import plan_versions
 
-    source = _release_source(args.base_url)
-    source_dir = args.source_dir or _env_path("KUBERNETES_SOURCE_DIR")
-    bin_dir = args.bin_dir or _env_path("KUBERNETES_SERVER_BIN_DIR")
-    if source_dir or bin_dir or os.environ.get("KUBE_GIT_VERSION_FILE"):
-        current = str(source_version(source_dir, bin_dir))
-        evidence = ", ".join(str(p) for p in (source_dir, bin_dir) if p) or "$KUBE_GIT_VERSION_FILE"
-    else:
-        current = source.latest_stable()
-        evidence = f"newest stable release, {source.name}"
-    line = previous_minor(current)
-    previous = source.resolve(str(line))
-    print(f"version under test: {current}  ({evidence})")
-    print(f"previous minor:     {line}")
-    print(f"previous release:   {previous}  ({source.name})")
+    plan = plan_versions(
+        _release_source(args.base_url), source_dir=args.source_dir, bin_dir=args.bin_dir
+    )
+    print(f"version under test: {plan.current}  ({plan.current_origin})")
+    print(f"previous minor:     {plan.previous_minor}")
+    print(f"previous release:   {plan.previous}  ({plan.source})")
     return 0
 
 
 def _release_source(base_url: str | None) -> Any:
-    if base_url:
-        from e2e_dra.releases._download import DownloadSource
+    from e2e_dra.releases import DownloadSource, release_source
 
-        return DownloadSource(base_url=base_url)
-    try:
-        from e2e_dra.releases import release_source
-    except ImportError as exc:  # an install without the build source
-        from e2e_dra.errors import ReleaseError
-
-        raise ReleaseError(f"no default release source ({exc}); pass --base-url URL") from None
-    return release_source()
-
-
-def _env_path(name: str) -> Path | None:
-    value = os.environ.get(name)
-    return Path(value) if value else None
+    return DownloadSource(base_url=base_url) if base_url else release_source()

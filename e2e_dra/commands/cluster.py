@@ -56,8 +56,7 @@ def _up(args: argparse.Namespace) -> int:
 
     from e2e_dra._console import say
     from e2e_dra._paths import artifacts_dir
-    from localupcluster._gates import parse_feature_gates
-    from localupcluster.cluster import Cluster
+    from localupcluster import Cluster, parse_feature_gates
 
     parse_feature_gates(args.feature_gates, where="--feature-gates")
     source_dir, bin_dir = args.source_dir, args.bin_dir
@@ -90,6 +89,7 @@ def _up(args: argparse.Namespace) -> int:
         source_dir,
         args.log_dir or artifacts_dir() / "cluster-up",
         wait_for_nodes=not args.skip_node_ready,
+        log=say,
     )
     try:
         cluster.start("up", bin_dir, env, args.feature_gates)

@@ -1,0 +1,109 @@
+"""Stand-ins for staging modules that a release needs and the Go module proxy refuses.
+
+Kubernetes publishes each staging directory as its own module (``k8s.io/api`` at ``v0.38.0``...). A
+proxy may refuse one outright: here every version of ``k8s.io/apiextensions-api``, which 1.38 split
+out of ``k8s.io/apiextensions-apiserver`` and which kube-apiserver imports. Without it no 1.38 API
+server can be built from the proxy. Such a split is a move: the packages were cut out of the older
+module unchanged and the files that stayed behind (conversions to the internal types) import the
+new module. So the stand-in is assembled from the packages as the previous minor's older module
+published them, with their import paths moved, and the build compiles the release's own code
+against it; any field the release added to the moved types would fail that compile, as the
+release's generated conversions name every field.
+
+This is a deviation from the published release and is reported as one, in the build's output, its
+cache entry and the run's ``summary.json``. Only splits listed here are known; a refused staging
+module that is not listed is left alone (some, like ``k8s.io/ktesting``, are imported by tests
+only), and the build reports what it misses.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+SMD_MODULE = re.compile(r"sigs\.k8s\.io/structured-merge-diff/v\d+")
+
+
+@dataclass(frozen=True)
+class Split:
+    """A staging module cut out of another one; assembled from the older module's packages."""
+
+    module: str
+    origin: str
+    packages: tuple[str, ...]
+    # Files of those packages that stayed in the origin module.
+    left_behind: tuple[str, ...] = ()
+    # Declarations the moved files still need from the files that stayed behind: file -> source.
+    shims: tuple[tuple[str, str], ...] = ()
+
+
+KNOWN_SPLITS: dict[str, Split] = {
+    split.module: split
+    for split in (
+        Split(
+            module="k8s.io/apiextensions-api",
+            origin="k8s.io/apiextensions-apiserver",
+            packages=(
+                "pkg/apis/apiextensions/v1",
+                "pkg/apis/apiextensions/v1beta1",
+                "pkg/client/applyconfiguration",
+                "pkg/client/clientset/clientset",
+                "pkg/client/informers",
+                "pkg/client/listers",
+            ),
+            left_behind=("conversion.go", "zz_generated.conversion.go"),
+            shims=tuple(
+                (
+                    f"pkg/apis/apiextensions/{version}/zz_standin.go",
+                    f"package {version}\n\nvar nullLiteral = []byte(`null`)\n",
+                )
+                for version in ("v1", "v1beta1")
+            ),
+        ),
+    )
+}
+
+
+def assemble(
+    split: Split, origin_dir: Path, dest: Path, go_line: str, smd_module: str | None
+) -> None:
+    """Write the stand-in module for ``split`` into ``dest`` from the origin module's tree.
+
+    ``smd_module`` is the structured-merge-diff major the release requires: the older module's
+    generated apply configurations may name an older one.
+    """
+    moved = [f"{split.origin}/{package}" for package in split.packages]
+    for package in split.packages:
+        shutil.copytree(
+            origin_dir / package,
+            dest / package,
+            ignore=shutil.ignore_patterns("*_test.go", "testdata", *split.left_behind),
+        )
+    for path, source in split.shims:
+        (dest / path).write_text(source)
+    rewrite = _import_rewriter(split, moved, smd_module)
+    for go_file in dest.rglob("*.go"):
+        go_file.chmod(0o644)
+        go_file.write_text(rewrite(go_file.read_text()))
+    for path in dest.rglob("*"):
+        if path.is_dir():
+            path.chmod(0o755)
+    (dest / "go.mod").write_text(f"module {split.module}\n\ngo {go_line}\n")
+
+
+def _import_rewriter(
+    split: Split, moved: list[str], smd_module: str | None
+) -> Callable[[str], str]:
+    # longest first, so that a package is not rewritten through its parent's prefix
+    pattern = re.compile("|".join(re.escape(p) for p in sorted(moved, key=len, reverse=True)))
+
+    def rewrite(text: str) -> str:
+        text = pattern.sub(lambda m: split.module + m[0].removeprefix(split.origin), text)
+        if smd_module:
+            text = SMD_MODULE.sub(smd_module, text)
+        return text
+
+    return rewrite

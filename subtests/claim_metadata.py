@@ -1,0 +1,518 @@
+"""claim-metadata: only the spec of a ResourceClaim is immutable. Labels, annotations and
+finalizers of a claim that is allocated and reserved for a running pod can be changed in every
+phase, through every served API version (v1, v1beta2, and v1beta1 before 1.38) and every way a
+client writes an object: JSON patch, JSON merge patch, strategic merge patch (served for
+ResourceClaims like for every built-in type), server-side apply, and a full PUT of the object as
+read.
+
+Each phase starts a fresh pod with two fresh claims, and updates them and every claim of the
+phases before (so a claim written by the previous release is updated by the next one). The two
+claims carry the same opaque parameters ``{"a": "b"}`` but are written differently:
+
+* ``python``: created by this suite's client, which sends ``{"a": "b"}`` (``json.dumps`` puts a
+  space after ``:`` and ``,``), as core-dra's claims are;
+* ``compact``: created from YAML, which the server turns into ``{"a":"b"}``, as kubectl and the
+  Go clients send it.
+
+Why both: the API server keeps the opaque ``parameters`` (a ``runtime.RawExtension``) as the
+bytes the creating client sent, and writes them compacted in every JSON answer. A JSON or merge
+patch is applied to the server's own compacted encoding of the claim; a strategic merge patch
+(before 1.38) and server-side apply rebuild the whole object from a map (compact, keys sorted);
+a PUT carries whatever the client's encoder makes of the parameters. The immutability check of
+the spec (``ValidateImmutableField`` in ``pkg/apis/resource/validation``, and from 1.37 the
+declarative ``+k8s:immutable`` on ``spec``) compares with ``apiequality.Semantic.DeepEqual``,
+which has no rule for RawExtension and so compares those bytes. Whenever they differ from the
+stored ones, a metadata-only update is refused, ``spec: Invalid value: ...: field is immutable``
+(``Invalid value: null`` from 1.37), although the parameters are the same JSON. Measured on
+v1.36.5, v1.37.2 and v1.38.0-beta.0 alike, allocated or not, through every version; only
+v1.38.0-beta.0's strategic merge patch, which now copies the top-level fields it does not patch,
+keeps the bytes. Nothing documents the refusal (the API says the spec is immutable, not the
+metadata), so it is a Kubernetes bug. The subtest pins it down instead of failing on it:
+``KNOWN_REFUSALS`` lists, per way the parameters were stored, the write methods the bug makes
+every release (or the releases named) refuse with "field is immutable". Those must be refused
+exactly so; any other refusal or mishandled answer fails the phase, and so does a known refusal
+that no longer happens (the bug is fixed in that release: narrow the table), so the subtest
+notices the fix as surely as a regression.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from e2e_dra.builder import Builder, is_allocated
+from e2e_dra.kube import Conflict, Kube, KubeError, NotFound, path, retrying
+from e2e_dra.subtest import Context, Phase, Subtest
+from e2e_dra.versions import matches
+from subtests._pools import devices_per_node
+
+FINALIZER = "test.example.com/claim-metadata"
+LABEL = "claim-metadata.example.com/step"
+ANNOTATION = "claim-metadata.example.com/step"
+FIELD_MANAGER = "e2e-dra-claim-metadata"
+
+V1 = "resource.k8s.io/v1"
+# The versions to write through, and the releases that serve each (v1beta1 is gone in 1.38).
+VERSIONS = {
+    V1: None,
+    "resource.k8s.io/v1beta2": None,
+    "resource.k8s.io/v1beta1": "<1.38.0-alpha.0",
+}
+OPERATIONS = ("label", "annotation", "add finalizer", "remove finalizer")
+
+# How each claim's parameters were written on create, by the claim's role.
+PYTHON = "python"
+COMPACT = "compact"
+WRITTEN_AS = {
+    PYTHON: 'parameters sent as {"a": "b"} (Python json.dumps)',
+    COMPACT: 'parameters sent as {"a":"b"} (YAML, as kubectl and Go clients)',
+}
+
+IMMUTABLE = "field is immutable"
+KNOWN_BUG = (
+    "the spec immutability check compares the opaque parameters' raw bytes "
+    "(Semantic.DeepEqual on runtime.RawExtension)"
+)
+# Write methods the bug makes the server refuse, by how the claim's parameters are stored, with
+# the releases that refuse (None: every release tested, v1.36.5 to v1.38.0-beta.0).
+KNOWN_REFUSALS: dict[str, dict[str, str | None]] = {
+    PYTHON: {
+        "json-patch": None,
+        "merge-patch": None,
+        # 1.38 copies the fields a strategic merge patch does not touch, bytes included
+        "strategic-merge-patch": "<1.38.0-alpha.0",
+        "apply": None,
+        "put-compact": None,
+    },
+    COMPACT: {"put": None},
+}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim of this subtest: its name and how its parameters were written."""
+
+    name: str
+    written_as: str
+    pod: str
+
+
+@dataclass
+class Outcome:
+    claim: Claim
+    version: str
+    method: str
+    operation: str
+    error: str | None = None  # None: accepted and checked
+
+
+def initial(ctx: Context) -> Phase:
+    claims = _new_claims(ctx)
+    ctx.builder.defer(lambda kube, ns=ctx.namespace: remove_finalizers(kube, ns))
+    _update_all(ctx, claims)
+
+    def after_upgrade(ctx: Context) -> Phase:
+        claims.extend(_new_claims(ctx))
+        _update_all(ctx, claims)
+
+        def after_downgrade(ctx: Context) -> None:
+            claims.extend(_new_claims(ctx))
+            _update_all(ctx, claims)
+
+        return after_downgrade
+
+    return after_upgrade
+
+
+def _new_claims(ctx: Context) -> list[Claim]:
+    """A running pod with a ``python`` and a ``compact`` claim, both allocated and reserved."""
+    b = ctx.builder
+    python, compact = b.external_claim(), b.external_claim()
+    pod = pod_with_claims(b, [python["metadata"]["name"], compact["metadata"]["name"]])
+    with ctx.step("create a pod with two claims"):
+        b.create(python)
+        create_compact(ctx.kube, compact, log=ctx.log)
+        b.create(pod)
+        b.test_pod(pod)
+    pod_name = pod["metadata"]["name"]
+    return [
+        Claim(python["metadata"]["name"], PYTHON, pod_name),
+        Claim(compact["metadata"]["name"], COMPACT, pod_name),
+    ]
+
+
+def pod_with_claims(b: Builder, claim_names: list[str]) -> dict:
+    """A pod whose container uses each of the existing claims ``claim_names``."""
+    pod = b.pod_external(claim_names[0])
+    for index, name in enumerate(claim_names[1:], 2):
+        pod["spec"]["resourceClaims"].append(
+            {"name": f"resource-claim-{index}", "resourceClaimName": name}
+        )
+        pod["spec"]["containers"][0]["resources"]["claims"].append(
+            {"name": f"resource-claim-{index}"}
+        )
+    return pod
+
+
+def create_compact(kube: Kube, claim: dict, *, log: Callable[[str], None] = print) -> dict:
+    """Create ``claim`` as kubectl does: the server gets YAML and turns it into compact JSON.
+
+    The client library re-serializes every JSON body with ``json.dumps``; a YAML body (JSON is
+    YAML) is sent as it is, and the server converts YAML to compact JSON before decoding it.
+    """
+    log(f"Creating ResourceClaim {claim['metadata']['name']} from YAML")
+    collection = path(
+        claim["apiVersion"], "resourceclaims", namespace=claim["metadata"]["namespace"]
+    )
+    return kube.request(
+        "POST",
+        collection,
+        body=json.dumps(claim, separators=(",", ":")),
+        content_type="application/yaml",
+    )
+
+
+# --- the writes ---------------------------------------------------------------------------------
+
+
+def _escape(key: str) -> str:
+    """A map key as a JSON pointer segment (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _desired_metadata(current: dict, operation: str, value: str) -> dict:
+    """``current``'s metadata after ``operation`` (a copy)."""
+    metadata = json.loads(json.dumps(current["metadata"]))
+    finalizers = metadata.get("finalizers") or []
+    if operation == "label":
+        metadata.setdefault("labels", {})[LABEL] = value
+    elif operation == "annotation":
+        metadata.setdefault("annotations", {})[ANNOTATION] = value
+    elif operation == "add finalizer":
+        metadata["finalizers"] = [*finalizers, FINALIZER]
+    elif operation == "remove finalizer":
+        metadata["finalizers"] = [f for f in finalizers if f != FINALIZER]
+    else:
+        raise ValueError(f"unknown operation {operation!r}")
+    return metadata
+
+
+def json_patch_ops(current: dict, operation: str, value: str) -> list[dict]:
+    """RFC 6902 operations for ``operation`` on ``current`` (a removal tests what it removes)."""
+    metadata = current["metadata"]
+    if operation in ("label", "annotation"):
+        field = "labels" if operation == "label" else "annotations"
+        key = LABEL if operation == "label" else ANNOTATION
+        if field not in metadata:
+            return [{"op": "add", "path": f"/metadata/{field}", "value": {key: value}}]
+        return [{"op": "add", "path": f"/metadata/{field}/{_escape(key)}", "value": value}]
+    finalizers = metadata.get("finalizers") or []
+    if operation == "add finalizer":
+        if not finalizers:
+            return [{"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}]
+        return [{"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}]
+    where = f"/metadata/finalizers/{finalizers.index(FINALIZER)}"
+    return [{"op": "test", "path": where, "value": FINALIZER}, {"op": "remove", "path": where}]
+
+
+def _json_patch(kube: Kube, url: str, current: dict, operation: str, value: str) -> dict:
+    return kube.patch(url, json_patch_ops(current, operation, value), kind="json")
+
+
+def _merge_patch(kube: Kube, url: str, current: dict, operation: str, value: str) -> dict:
+    return kube.patch(url, _merge_patch_body(current, operation, value), kind="merge")
+
+
+def _merge_patch_body(current: dict, operation: str, value: str) -> dict:
+    """A patch of the metadata only, guarded by the resourceVersion it was computed from."""
+    metadata = _desired_metadata(current, operation, value)
+    patch: dict[str, Any] = {"resourceVersion": current["metadata"]["resourceVersion"]}
+    if operation == "label":
+        patch["labels"] = {LABEL: value}
+    elif operation == "annotation":
+        patch["annotations"] = {ANNOTATION: value}
+    else:  # a list is replaced as a whole
+        patch["finalizers"] = metadata.get("finalizers") or None
+    return {"metadata": patch}
+
+
+def strategic_merge_patch_body(current: dict, operation: str, value: str) -> dict:
+    """Finalizers have patchStrategy=merge: added as a one-item list, removed by directive."""
+    patch: dict[str, Any] = {"resourceVersion": current["metadata"]["resourceVersion"]}
+    if operation == "label":
+        patch["labels"] = {LABEL: value}
+    elif operation == "annotation":
+        patch["annotations"] = {ANNOTATION: value}
+    elif operation == "add finalizer":
+        patch["finalizers"] = [FINALIZER]
+    else:
+        patch["$deleteFromPrimitiveList/finalizers"] = [FINALIZER]
+    return {"metadata": patch}
+
+
+def _strategic_merge_patch(kube: Kube, url: str, current: dict, operation: str, value: str) -> dict:
+    body = strategic_merge_patch_body(current, operation, value)
+    return kube.patch(url, body, kind="strategic")
+
+
+def apply_body(current: dict, operation: str, value: str) -> dict:
+    """What this subtest's field manager owns after ``operation``: the metadata it set."""
+    metadata = _desired_metadata(current, operation, value)
+    owned: dict[str, Any] = {"name": metadata["name"], "namespace": metadata["namespace"]}
+    for field, key in (("labels", LABEL), ("annotations", ANNOTATION)):
+        if key in (metadata.get(field) or {}):
+            owned[field] = {key: metadata[field][key]}
+    if FINALIZER in (metadata.get("finalizers") or []):
+        owned["finalizers"] = [FINALIZER]
+    return {"apiVersion": current["apiVersion"], "kind": "ResourceClaim", "metadata": owned}
+
+
+def _apply(kube: Kube, url: str, current: dict, operation: str, value: str) -> dict:
+    body = apply_body(current, operation, value)
+    return kube.patch(url, body, kind="apply", fieldManager=FIELD_MANAGER, force=True)
+
+
+def _put(kube: Kube, url: str, current: dict, operation: str, value: str) -> dict:
+    return kube.update(url, {**current, "metadata": _desired_metadata(current, operation, value)})
+
+
+def _put_compact(kube: Kube, url: str, current: dict, operation: str, value: str) -> dict:
+    body = {**current, "metadata": _desired_metadata(current, operation, value)}
+    return kube.request(
+        "PUT", url, body=json.dumps(body, separators=(",", ":")), content_type="application/yaml"
+    )
+
+
+Write = Callable[[Kube, str, dict, str, str], dict]
+METHODS: dict[str, Write] = {
+    "json-patch": _json_patch,
+    "merge-patch": _merge_patch,
+    "strategic-merge-patch": _strategic_merge_patch,
+    "apply": _apply,
+    "put": _put,  # the object as read, re-encoded by json.dumps
+    "put-compact": _put_compact,  # the object as read, compact (as kubectl replace, Go clients)
+}
+
+
+# --- the checks ---------------------------------------------------------------------------------
+
+
+def _versions(b: Builder, release: str) -> list[str]:
+    return [
+        b.api_version(gv, "resourceclaims")
+        for gv, releases in VERSIONS.items()
+        if releases is None or matches(releases, release)
+    ]
+
+
+def _update_all(ctx: Context, claims: list[Claim]) -> None:
+    release = retrying(ctx.kube.server_version)()
+    versions = _versions(ctx.builder, release)
+    outcomes: list[Outcome] = []
+    for claim in claims:
+        with ctx.step(f"metadata-only updates of {claim.name} ({claim.written_as})"):
+            outcomes += _update_claim(ctx, claim, versions)
+    known = [o for o in outcomes if o.error is not None and expected_refusal(o, release)]
+    for outcome in outcomes:
+        outcome.error = judged(outcome, release)
+    failed = [o for o in outcomes if o.error is not None]
+    ctx.log(
+        f"{len(outcomes) - len(failed) - len(known)} of {len(outcomes)} metadata-only updates "
+        f"accepted, {len(known)} refused as the known bug makes {release} refuse them"
+    )
+    if failed:
+        raise AssertionError(report(release, outcomes))
+
+
+def expected_refusal(outcome: Outcome, release: str) -> bool:
+    """Whether the known bug makes ``release`` refuse ``outcome``'s write."""
+    refused_on = KNOWN_REFUSALS[outcome.claim.written_as]
+    if outcome.method not in refused_on:
+        return False
+    releases = refused_on[outcome.method]
+    return releases is None or matches(releases, release)
+
+
+def judged(outcome: Outcome, release: str) -> str | None:
+    """What is wrong with ``outcome`` once the known bug is accounted for, or None."""
+    if not expected_refusal(outcome, release):
+        return outcome.error
+    if outcome.error is None:
+        return (
+            f"accepted, although the known bug ({KNOWN_BUG}) made every release tested refuse "
+            f"it: fixed in {release}? Narrow KNOWN_REFUSALS in subtests/claim_metadata.py"
+        )
+    if IMMUTABLE in outcome.error or outcome.error.startswith(NOT_TRIED):
+        return None
+    return outcome.error
+
+
+def _update_claim(ctx: Context, claim: Claim, versions: list[str]) -> list[Outcome]:
+    """Every operation through every method and version; what became of each."""
+    kube, namespace = ctx.kube, ctx.namespace
+    first = _read(kube, V1, claim.name, namespace)
+    _check_allocated(first, claim)
+    outcomes = []
+    for version in versions:
+        url = path(version, "resourceclaims", claim.name, namespace=namespace)
+        before = current = _read(kube, version, claim.name, namespace)
+        for method, write in METHODS.items():
+            value = f"{method}.{version.rsplit('/', 1)[-1]}"
+            for operation in OPERATIONS:
+                outcome = Outcome(claim, version, method, operation)
+                outcomes.append(outcome)
+                has_finalizer = FINALIZER in (current["metadata"].get("finalizers") or [])
+                if operation == "add finalizer" and has_finalizer:
+                    outcome.error = f"{NOT_TRIED}: {FINALIZER} is still there"
+                    continue
+                if operation == "remove finalizer" and not has_finalizer:
+                    outcome.error = f"{NOT_TRIED}: the finalizer was not added"
+                    continue
+                try:
+                    answer = _write(kube, write, url, current, operation, value)
+                except KubeError as exc:
+                    outcome.error = f"{exc.status} {exc.reason}: {exc.message}"
+                    continue
+                current = answer
+                outcome.error = check_answer(before, answer, operation, value)
+    outcomes.append(_read_back(kube, claim, namespace, first))
+    return outcomes
+
+
+NOT_TRIED = "not tried"
+CONFLICT_ATTEMPTS = 3
+
+
+def _write(kube: Kube, write: Write, url: str, current: dict, operation: str, value: str) -> dict:
+    """``write``, retried on transient errors and, with the object read again, on conflicts."""
+    for attempt in range(CONFLICT_ATTEMPTS):
+        try:
+            return retrying(write)(kube, url, current, operation, value)
+        except Conflict:
+            if attempt == CONFLICT_ATTEMPTS - 1:
+                raise
+            current = retrying(kube.get)(url)
+    raise AssertionError("unreachable")
+
+
+def _read(kube: Kube, version: str, name: str, namespace: str) -> dict:
+    return retrying(kube.get)(path(version, "resourceclaims", name, namespace=namespace))
+
+
+def _check_allocated(claim: dict, which: Claim) -> None:
+    reserved = [r.get("name") for r in claim.get("status", {}).get("reservedFor") or []]
+    if not is_allocated(claim) or which.pod not in reserved:
+        raise AssertionError(
+            f"claim {which.name} should be allocated and reserved for pod {which.pod} before "
+            f"its metadata is updated; its status is {claim.get('status')}"
+        )
+
+
+def check_answer(before: dict, answer: dict, operation: str, value: str) -> str | None:
+    """What is wrong with the server's answer to an accepted ``operation``, or None.
+
+    ``before`` is the claim as read at the same API version before any update."""
+    metadata = answer["metadata"]
+    finalizers = metadata.get("finalizers") or []
+    problems = []
+    if answer.get("apiVersion") != before["apiVersion"]:
+        problems.append(f"answered as {answer.get('apiVersion')}, not {before['apiVersion']}")
+    if operation == "label" and (metadata.get("labels") or {}).get(LABEL) != value:
+        problems.append(f"labels are {metadata.get('labels')}, without {LABEL}={value}")
+    if operation == "annotation" and (metadata.get("annotations") or {}).get(ANNOTATION) != value:
+        problems.append(f"annotations are {metadata.get('annotations')}, without {value!r}")
+    if operation == "add finalizer" and FINALIZER not in finalizers:
+        problems.append(f"finalizers are {finalizers}, without {FINALIZER}")
+    if operation == "remove finalizer" and FINALIZER in finalizers:
+        problems.append(f"finalizers are {finalizers}, still with {FINALIZER}")
+    return "; ".join(problems + _unchanged(before, answer)) or None
+
+
+def _unchanged(before: dict, after: dict) -> list[str]:
+    """What changed that a metadata-only update must keep: spec, allocation, other finalizers."""
+    problems = []
+    kept = [f for f in before["metadata"].get("finalizers") or [] if f != FINALIZER]
+    now = [f for f in after["metadata"].get("finalizers") or [] if f != FINALIZER]
+    if now != kept:
+        problems.append(f"the other finalizers changed: {kept} -> {now}")
+    if after["spec"] != before["spec"]:
+        problems.append(f"the spec changed: {before['spec']} -> {after['spec']}")
+    for field in ("allocation", "reservedFor"):
+        if after.get("status", {}).get(field) != before.get("status", {}).get(field):
+            problems.append(f"status.{field} changed")
+    return problems
+
+
+def _read_back(kube: Kube, claim: Claim, namespace: str, first: dict) -> Outcome:
+    """The claim as stored after all updates: at v1, as it was, without the test finalizer."""
+    outcome = Outcome(claim, V1, "read back", "final state")
+    after = _read(kube, V1, claim.name, namespace)
+    problems = _unchanged(first, after)
+    if FINALIZER in (after["metadata"].get("finalizers") or []):
+        problems.append(f"{FINALIZER} is still there")
+    outcome.error = "; ".join(problems) or None
+    return outcome
+
+
+def report(release: str, outcomes: list[Outcome]) -> str:
+    """The failure: per claim and method, which versions and operations failed and why."""
+    failed = [o for o in outcomes if o.error is not None]
+    lines = [
+        f"the API server ({release}) refused or mishandled {len(failed)} of {len(outcomes)} "
+        "metadata-only updates of allocated ResourceClaims (a label, an annotation, a finalizer "
+        "added and removed; the spec sent back as read):"
+    ]
+    for claim in dict.fromkeys(o.claim for o in outcomes):
+        lines.append(f"  {claim.name} ({WRITTEN_AS[claim.written_as]}):")
+        mine = [o for o in outcomes if o.claim == claim]
+        for method in dict.fromkeys(o.method for o in mine):
+            done = [o for o in mine if o.method == method]
+            bad = [o for o in done if o.error is not None]
+            if not bad:
+                lines.append(f"    {method}: ok ({len(done)})")
+                continue
+            tried = [o for o in bad if not o.error.startswith(NOT_TRIED)]
+            where = ", ".join(f"{o.version.rsplit('/', 1)[-1]} {o.operation}" for o in tried)
+            lines.append(f"    {method}: FAILED {len(bad)} of {len(done)}: {where}")
+            lines += [f"      {error}" for error in dict.fromkeys(o.error for o in tried)]
+    if any(IMMUTABLE in (o.error or "") for o in failed):
+        lines.append(
+            "  'field is immutable' for a spec sent back as read: the server compares the raw "
+            "bytes of the opaque parameters, which differ in whitespace from the bytes the "
+            "claim was created with (see the docstring of subtests/claim_metadata.py)"
+        )
+    return "\n".join(lines)
+
+
+# --- clean-up -----------------------------------------------------------------------------------
+
+
+def remove_finalizers(kube: Kube, namespace: str) -> None:
+    """Take this subtest's finalizer off every claim that has it, whichever write works."""
+    collection = path(V1, "resourceclaims", namespace=namespace)
+    for claim in kube.list(collection):
+        if FINALIZER not in (claim["metadata"].get("finalizers") or []):
+            continue
+        url = f"{collection}/{claim['metadata']['name']}"
+        errors = []
+        for method in ("json-patch", "put", "put-compact"):
+            try:
+                METHODS[method](kube, url, kube.get(url), "remove finalizer", "")
+                break
+            except NotFound:
+                break
+            except KubeError as exc:
+                errors.append(f"{method}: {exc}")
+        else:
+            raise AssertionError(
+                f"cannot remove {FINALIZER} from {claim['metadata']['name']}: {errors}"
+            )
+
+
+SUBTEST = Subtest(
+    name="claim-metadata",
+    initial=initial,
+    resources=devices_per_node(8),
+)

@@ -1,0 +1,325 @@
+"""consumable-capacity: shares of one device (DRAConsumableCapacity) keep their identity and
+their consumed capacity across upgrade and downgrade, and the scheduler of each release counts
+what they consume.
+
+The driver publishes one device that allows multiple allocations, with 10Gi of ``memory`` whose
+request policy rounds each request up to 2Gi + n * 2Gi. Claims A (3Gi, so 4Gi consumed) and B
+(1Gi, so 2Gi) get shares of it before the upgrade. After each restart their allocation results
+must be what the scheduler recorded: same device, same ``shareID``, same ``consumedCapacity``;
+their pods must still run, each prepared on its own. What is left decides what fits, in every
+phase: 4Gi, so a 5Gi claim (6Gi) waits and a 3Gi one (4Gi) runs; after the upgrade claim C takes
+the last 4Gi as two shares of its own (two requests of 1Gi) and a driver-style status
+(``status.devices``, keyed by ``shareID``) for each, and then a 1Gi claim waits.
+
+The downgrade brings shares written by the newer release to the older one. Upstream's KEP-5075
+says the ``shareID`` follows the "optional map keys" strategy on downgrade and that a rolled-back
+cluster keeps ``shareID`` and ``consumedCapacity`` so existing allocations stay valid; both
+releases here know the field and the key (beta, on by default since 1.36), so nothing may be
+lost: C's results and its two ``status.devices`` entries must come back unchanged, the older
+scheduler must still see the device as full, and C's 4Gi must be free again once C is deleted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from decimal import Decimal
+
+from kubernetes.utils import parse_quantity
+
+from e2e_dra.builder import Builder, object_path
+from e2e_dra.driver import Pool, claim_env_name
+from e2e_dra.kube import path
+from e2e_dra.subtest import Context, Phase, Subtest
+
+GATE = "DRAConsumableCapacity"
+POOL = "consumable-capacity"
+DEVICE = "shared-device"
+CAPACITY = "memory"
+TOTAL = "10Gi"
+# Each share consumes 2Gi + n * 2Gi: a request is rounded up to the next such value.
+REQUEST_POLICY = {"default": "2Gi", "validRange": {"min": "2Gi", "step": "2Gi"}}
+SHARED_DEVICE = {
+    "name": DEVICE,
+    "allowMultipleAllocations": True,
+    "capacity": {CAPACITY: {"value": TOTAL, "requestPolicy": REQUEST_POLICY}},
+}
+# Claims A and B: request -> memory asked for, and request -> memory consumed after rounding.
+FIRST_SHARES = [({"big": "3Gi"}, {"big": "4Gi"}), ({"small": "1Gi"}, {"small": "2Gi"})]
+CLAIM_GONE_TIMEOUT = 60.0
+UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+Shares = dict[str, dict]
+"""request name -> {"device", "shareID", "consumedCapacity"} of one claim's allocation."""
+
+
+def resources(nodes: Sequence[str]) -> list[Pool]:
+    # One device for the whole cluster would do; a node-local pool is what a driver publishes.
+    return [Pool(POOL, slices=[{"devices": [SHARED_DEVICE]}], node_name=nodes[0])]
+
+
+def capacity_claim(b: Builder, requests: dict[str, str]) -> dict:
+    """A claim with one request per entry of ``requests`` (request name -> memory to ask for)."""
+    claim = b.external_claim()
+    # No opaque config: see NO_CONFIG in binding_conditions.
+    del claim["spec"]["devices"]["config"]
+    claim["spec"]["devices"]["requests"] = [
+        {
+            "name": name,
+            "exactly": {
+                "deviceClassName": b.class_name(),
+                "capacity": {"requests": {CAPACITY: memory}},
+            },
+        }
+        for name, memory in requests.items()
+    ]
+    return claim
+
+
+def initial(ctx: Context) -> Phase:
+    b = ctx.builder
+    claims: dict[str, dict] = {}  # claim name -> claim, for every claim that holds a share
+    running: dict[str, dict] = {}  # claim name -> the pod that uses it
+    recorded: dict[str, Shares] = {}  # claim name -> its shares as first read
+    with ctx.step("two claims share the device"):
+        consumed = {}
+        for requests, rounded in FIRST_SHARES:
+            claim, pod = _claim_and_pod(ctx, requests)
+            claims[claim["metadata"]["name"]] = claim
+            running[claim["metadata"]["name"]] = pod
+            consumed[claim["metadata"]["name"]] = rounded
+        for name, claim in claims.items():
+            b.wait_running(running[name]["metadata"]["name"])
+            recorded[name] = _shares(ctx, claim, consumed[name])
+        _check_distinct(recorded)
+        _check_pods(ctx, running, claims)
+        prepared = {ref.name for ref in ctx.driver.prepared_claims()}
+        assert set(running) <= prepared, (
+            f"the driver prepared {prepared}, not each of {set(running)}"
+        )
+    with ctx.step("4Gi left: 5Gi waits, 3Gi fits"):
+        _check_left(ctx, too_much="5Gi", fits="3Gi")
+
+    def after_upgrade(ctx: Context) -> Phase:
+        with ctx.step("the shares survived the upgrade"):
+            _check_recorded(ctx, claims, recorded)
+            _check_pods(ctx, running, claims)
+        with ctx.step("4Gi left: 5Gi waits, 3Gi fits"):
+            _check_left(ctx, too_much="5Gi", fits="3Gi")
+        with ctx.step("a claim of two requests takes the last 4Gi as two shares"):
+            claim_c, pod_c = _claim_and_pod(ctx, {"first": "1Gi", "second": "1Gi"})
+            name_c = claim_c["metadata"]["name"]
+            ctx.builder.wait_running(pod_c["metadata"]["name"])
+            claims[name_c] = claim_c
+            running[name_c] = pod_c
+            recorded[name_c] = _shares(ctx, claim_c, {"first": "2Gi", "second": "2Gi"})
+            _check_distinct(recorded)
+            _check_pods(ctx, {name_c: pod_c}, claims)
+        with ctx.step("a driver reports a status for each share"):
+            statuses = _report_status(ctx, name_c, recorded[name_c])
+        with ctx.step("the device is full: 1Gi waits"):
+            _check_left(ctx, too_much="1Gi", fits=None)
+
+        def after_downgrade(ctx: Context) -> None:
+            with ctx.step("the shares written by both releases survived the downgrade"):
+                _check_recorded(ctx, claims, recorded)
+                _check_status(ctx, name_c, statuses)
+                _check_pods(ctx, running, claims)
+            with ctx.step("the device is full: 1Gi waits"):
+                _check_left(ctx, too_much="1Gi", fits=None)
+            with ctx.step("deleting the two-share claim frees 4Gi: 5Gi waits, 3Gi fits"):
+                _delete(ctx, running.pop(name_c), claims.pop(name_c))
+                _check_left(ctx, too_much="5Gi", fits="3Gi")
+            for name in list(claims):
+                _delete(ctx, running.pop(name), claims.pop(name))
+
+        return after_downgrade
+
+    return after_upgrade
+
+
+def _claim_and_pod(ctx: Context, requests: dict[str, str]) -> tuple[dict, dict]:
+    b = ctx.builder
+    claim = capacity_claim(b, requests)
+    pod = b.pod_external(claim["metadata"]["name"])
+    b.create(claim, pod)
+    return claim, pod
+
+
+def _env(claim: dict) -> list[str]:
+    """What the driver gives a pod of ``claim``: one line per request it prepared."""
+    name = claim["metadata"]["name"]
+    requests = [r["name"] for r in claim["spec"]["devices"]["requests"]]
+    return [f"{claim_env_name(name, r)}=true" for r in requests]
+
+
+def _check_pods(ctx: Context, pods: dict[str, dict], claims: dict[str, dict]) -> None:
+    """Each pod runs with its own claim prepared (the kubelet prepared every share)."""
+    for claim_name, pod in pods.items():
+        ctx.builder.test_pod(pod, env=_env(claims[claim_name]))
+
+
+def _results(ctx: Context, claim_name: str) -> list[dict]:
+    claim = ctx.kube.get(
+        path("resource.k8s.io/v1", "resourceclaims", claim_name, namespace=ctx.namespace)
+    )
+    allocation = (claim.get("status") or {}).get("allocation")
+    assert allocation, f"ResourceClaim {claim_name} is not allocated: {claim.get('status')}"
+    return allocation["devices"]["results"]
+
+
+def _shares(ctx: Context, claim: dict, consumed: dict[str, str]) -> Shares:
+    """The claim's results, checked: each request got a share of the shared device, consuming
+    ``consumed`` (request -> memory after the request policy's rounding)."""
+    name = claim["metadata"]["name"]
+    shares: Shares = {}
+    for result in _results(ctx, name):
+        where = f"ResourceClaim {name} request {result.get('request')}"
+        assert (result.get("driver"), result.get("pool"), result.get("device")) == (
+            ctx.builder.driver_name,
+            POOL,
+            DEVICE,
+        ), f"{where}: allocated {result}, not a share of {POOL}/{DEVICE}"
+        share = result.get("shareID")
+        assert isinstance(share, str) and UUID.match(share), (
+            f"{where}: shareID {share!r} in {result}"
+        )
+        used = result.get("consumedCapacity") or {}
+        assert _amounts(used) == _amounts({CAPACITY: consumed[result["request"]]}), (
+            f"{where}: consumedCapacity {used}, want {CAPACITY}={consumed[result['request']]} "
+            f"(the request rounded up by {REQUEST_POLICY})"
+        )
+        shares[result["request"]] = {
+            "device": (result["driver"], result["pool"], result["device"]),
+            "shareID": share,
+            "consumedCapacity": dict(used),
+        }
+    assert sorted(shares) == sorted(consumed), (
+        f"ResourceClaim {name}: results for {sorted(shares)}, want {sorted(consumed)}"
+    )
+    return shares
+
+
+def _amounts(quantities: dict[str, str]) -> dict[str, Decimal]:
+    return {key: parse_quantity(value) for key, value in quantities.items()}
+
+
+def _check_distinct(recorded: dict[str, Shares]) -> None:
+    ids = [share["shareID"] for shares in recorded.values() for share in shares.values()]
+    assert len(ids) == len(set(ids)), f"two shares of {DEVICE} have the same shareID: {recorded}"
+
+
+def _check_recorded(ctx: Context, claims: dict[str, dict], recorded: dict[str, Shares]) -> None:
+    """Every claim's results are what the scheduler wrote: device, shareID, consumedCapacity."""
+    for name in claims:
+        now: Shares = {
+            r["request"]: {
+                "device": (r.get("driver"), r.get("pool"), r.get("device")),
+                "shareID": r.get("shareID"),
+                "consumedCapacity": dict(r.get("consumedCapacity") or {}),
+            }
+            for r in _results(ctx, name)
+        }
+        assert now == recorded[name], (
+            f"ResourceClaim {name}: allocation results changed since they were recorded: "
+            f"now {now}, recorded {recorded[name]}"
+        )
+
+
+def _check_left(ctx: Context, *, too_much: str, fits: str | None) -> None:
+    """A claim for ``too_much`` waits; one for ``fits`` (if any) runs. Both are removed again,
+    and waited for, so that the next check sees the device as it was."""
+    b = ctx.builder
+    claim, pod = _claim_and_pod(ctx, {"probe": too_much})
+    b.wait_unschedulable(pod["metadata"]["name"])
+    _delete(ctx, pod, claim)
+    if fits is not None:
+        claim, pod = _claim_and_pod(ctx, {"probe": fits})
+        b.test_pod(pod, env=_env(claim))
+        _delete(ctx, pod, claim)
+
+
+def _delete(ctx: Context, pod: dict, claim: dict) -> None:
+    """Strict: the pod and the claim must still be there; returns when both are gone."""
+    b = ctx.builder
+    b.delete_pod_and_wait(pod["metadata"]["name"])
+    b.delete(claim)
+    b.wait_gone(
+        object_path(claim), f"ResourceClaim {claim['metadata']['name']}", CLAIM_GONE_TIMEOUT
+    )
+
+
+def _status_url(ctx: Context, claim_name: str) -> str:
+    return path(
+        "resource.k8s.io/v1",
+        "resourceclaims",
+        claim_name,
+        namespace=ctx.namespace,
+        subresource="status",
+    )
+
+
+def status_entries(shares: Shares) -> list[dict]:
+    """One ``status.devices`` entry per share; they differ only by ``shareID`` and their data."""
+    return [
+        {
+            "driver": share["device"][0],
+            "pool": share["device"][1],
+            "device": share["device"][2],
+            "shareID": share["shareID"],
+            "networkData": {"interfaceName": f"share-{request}"},
+        }
+        for request, share in sorted(shares.items())
+    ]
+
+
+def _report_status(ctx: Context, claim_name: str, shares: Shares) -> list[dict]:
+    """Apply :func:`status_entries` as the driver would (its field manager); returns the entries
+    as stored."""
+    driver = next(iter(shares.values()))["device"][0]
+    entries = status_entries(shares)
+    body = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": claim_name, "namespace": ctx.namespace},
+        "status": {"devices": entries},
+    }
+    claim = ctx.kube.patch(
+        _status_url(ctx, claim_name), body, kind="apply", fieldManager=driver, force=True
+    )
+    stored = _devices(claim)
+    entries.sort(key=lambda device: device["shareID"])
+    assert stored == entries, (
+        f"ResourceClaim {claim_name}: status.devices stored {stored}, sent {entries}"
+    )
+    return stored
+
+
+def _devices(claim: dict) -> list[dict]:
+    # The server writes unset fields as null; compare them as absent.
+    return sorted(
+        (
+            {k: v for k, v in device.items() if v is not None}
+            for device in (claim.get("status") or {}).get("devices") or []
+        ),
+        key=lambda device: device.get("shareID") or "",
+    )
+
+
+def _check_status(ctx: Context, claim_name: str, entries: list[dict]) -> None:
+    claim = ctx.kube.get(
+        path("resource.k8s.io/v1", "resourceclaims", claim_name, namespace=ctx.namespace)
+    )
+    now = _devices(claim)
+    want = sorted(entries, key=lambda device: device["shareID"])
+    assert now == want, f"ResourceClaim {claim_name}: status.devices now {now}, written {want}"
+
+
+SUBTEST = Subtest(
+    name="consumable-capacity",
+    initial=initial,
+    resources=resources,
+    feature_gates=(GATE,),
+    # Alpha (off by default) in 1.34 and 1.35, beta and on by default from 1.36 (1.37 too).
+    releases=">=1.36",
+)

@@ -1,0 +1,124 @@
+"""resource-health: the device health a driver streams to the kubelet shows in pod status in
+every phase, through whichever health service version each kubelet picks.
+
+The driver serves ``DRAResourceHealth`` v1, v1beta1 and v1alpha1; a 1.36 kubelet only knows
+v1alpha1, a 1.37 kubelet prefers v1. A restarted kubelet opens a new stream to the same driver,
+and the pod, which keeps running, must show the current health again: Healthy, then Unhealthy
+(with the driver's message) after the driver flips the device, then Healthy again. The service
+each kubelet called is logged and recorded as a fact of the run (summary.json).
+"""
+
+from __future__ import annotations
+
+from e2e_dra.builder import is_allocated
+from e2e_dra.subtest import Context, Phase, Subtest
+from e2e_dra.waits import eventually
+from subtests._pools import devices_per_node
+
+HEALTH_TIMEOUT = 60.0
+WATCH_METHOD = "/NodeWatchResources"
+POD_CLAIM = "resource-claim"  # Builder.pod_external's name for the claim in the pod spec
+DEVICE = "device-00"  # devices_per_node(1): one pool per node, named after it
+UNHEALTHY_MESSAGE = "e2e-dra: flipped by resource-health"
+
+
+def initial(ctx: Context) -> Phase:
+    b = ctx.builder
+    claim = b.external_claim()
+    pod = b.pod_external(claim["metadata"]["name"])
+    # The device starts Healthy: one the driver never mentioned would be Unknown.
+    for node in ctx.nodes:
+        ctx.driver.set_health(node, DEVICE, "Healthy")
+    b.create(claim, pod)
+    b.test_pod(pod)
+    allocated = eventually(
+        lambda: b.get(claim), what="the claim to be allocated", timeout=30, until=is_allocated
+    )
+    (result,) = allocated["status"]["allocation"]["devices"]["results"]
+    pool, device = result["pool"], result["device"]
+    pod_name = pod["metadata"]["name"]
+
+    def cycle(ctx: Context) -> None:
+        service = _health_service(ctx)
+        ctx.log(f"{ctx.phase}: the kubelet watches device health through {service}")
+        ctx.facts[f"health_service/{ctx.phase}"] = service
+        with ctx.step("pod status shows the device Healthy"):
+            _wait_health(ctx, pod_name, "Healthy")
+        with ctx.step("pod status follows the device to Unhealthy"):
+            ctx.driver.set_health(pool, device, "Unhealthy", UNHEALTHY_MESSAGE)
+            _wait_health(ctx, pod_name, "Unhealthy", UNHEALTHY_MESSAGE)
+        with ctx.step("pod status follows the device back to Healthy"):
+            ctx.driver.set_health(pool, device, "Healthy")
+            _wait_health(ctx, pod_name, "Healthy")
+
+    cycle(ctx)
+
+    def after_upgrade(ctx: Context) -> Phase:
+        ctx.builder.wait_running(pod_name)
+        cycle(ctx)
+
+        def after_downgrade(ctx: Context) -> None:
+            ctx.builder.wait_running(pod_name)
+            cycle(ctx)
+            ctx.builder.delete_pod_and_wait(pod_name)
+
+        return after_downgrade
+
+    return after_upgrade
+
+
+def _health_service(ctx: Context) -> str:
+    """The health service of the one stream the current kubelet keeps open.
+
+    Not "the stream after the newest registration": a 1.37 kubelet opens its stream between
+    GetInfo and NotifyRegistrationStatus. A restarted kubelet's old stream ends with its
+    connection (the driver notices within one resend period), so one open stream is left.
+    """
+
+    def open_streams() -> list[str]:
+        return [
+            call.method.removesuffix(WATCH_METHOD).lstrip("/")
+            for call in ctx.driver.calls.records
+            if call.method.endswith(WATCH_METHOD) and not call.done
+        ]
+
+    streams = eventually(
+        open_streams,
+        what="the kubelet to watch device health through one stream",
+        timeout=HEALTH_TIMEOUT,
+        until=lambda streams: len(streams) == 1,
+    )
+    return streams[0]
+
+
+def _wait_health(ctx: Context, pod_name: str, health: str, message: str | None = None) -> None:
+    """Until the pod's container reports the claim's one device with ``health``."""
+    want = [(health, message)]
+    eventually(
+        lambda: _claim_health(ctx.builder.read_pod(pod_name)),
+        what=f"pod {pod_name} to report its device {health}",
+        timeout=HEALTH_TIMEOUT,
+        poll=1.0,
+        until=lambda seen: seen == want,
+    )
+
+
+def _claim_health(pod: dict) -> list[tuple[str, str | None]]:
+    """(health, message) of every device of the claim in the pod's container status."""
+    return [
+        (resource.get("health"), resource.get("message"))
+        for status in pod.get("status", {}).get("containerStatuses") or []
+        for entry in status.get("allocatedResourcesStatus") or []
+        if entry.get("name") == f"claim:{POD_CLAIM}"
+        for resource in entry.get("resources") or []
+    ]
+
+
+SUBTEST = Subtest(
+    name="resource-health",
+    initial=initial,
+    resources=devices_per_node(1),
+    # Beta and on by default since 1.36 (v1.36.5, v1.37.2); it needs DynamicResourceAllocation.
+    feature_gates=("ResourceHealthStatus",),
+    releases=">=1.36",
+)

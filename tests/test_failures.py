@@ -1,0 +1,399 @@
+"""Every failure a user can cause or meet ends as one line and a status of its kind, never a
+traceback, and leaves a cache that the next run can trust (issue 15's reproductions, one each).
+
+Each runs the real ``e2e-dra`` command in a subprocess, against the loopback release server (the
+one stand-in: dl.k8s.io cannot be reached here) and a fresh cache dir, with stderr not a terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from release_server import (
+    CLUSTER_BINARIES,
+    Fault,
+    Member,
+    ReleaseServer,
+    release_members,
+    wait_until,
+)
+
+TARBALL = "kubernetes-server-linux-amd64.tar.gz"
+
+
+def e2e_dra(
+    *args: str,
+    cache: Path | None = None,
+    env: dict[str, str] | None = None,
+    stdout: int | None = subprocess.PIPE,
+    preexec_fn: object = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "E2E_DRA"))}
+    base["E2E_DRA_RELEASE_SOURCE"] = "download"
+    if cache is not None:
+        base["KUBERNETES_SERVER_CACHE_DIR"] = str(cache)
+        base["E2E_DRA_CACHE_DIR"] = str(cache.parent / "root")
+    return subprocess.run(
+        [sys.executable, "-m", "e2e_dra.cli", *args],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=timeout,
+        env={**base, **(env or {})},
+        preexec_fn=preexec_fn,  # type: ignore[arg-type]
+        check=False,
+    )
+
+
+def one_line(proc: subprocess.CompletedProcess[str], status: int, *named: str) -> str:
+    """The last stderr line is the error, it is the only error line, and no traceback is shown."""
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == status, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("e2e-dra: error:")]
+    assert len(errors) == 1, proc.stderr
+    assert proc.stderr.splitlines()[-1] == errors[0]
+    for text in named:
+        assert text in errors[0], errors[0]
+    return errors[0]
+
+
+def no_entries(cache: Path) -> list[str]:
+    """Entries or temp dirs a later run could trip over."""
+    if not cache.is_dir():
+        return []
+    return sorted(p.name for p in cache.iterdir() if p.name not in {".locks", ".partial"})
+
+
+# -- bad input -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "ftp://x", "not a url", "http://"])
+def test_a_bad_release_url_is_bad_input_and_not_retried(url: str, tmp_path: Path) -> None:
+    started = time.monotonic()
+    proc = e2e_dra("resolve", "1.36", "--base-url", url, cache=tmp_path / "c")
+    one_line(proc, 3, repr(url), "--base-url")
+    assert time.monotonic() - started < 5  # no retries with backoff
+
+
+def test_a_bad_release_url_from_the_environment_names_the_variable(tmp_path: Path) -> None:
+    proc = e2e_dra("resolve", "1.36", env={"KUBERNETES_RELEASE_URL": "ftp://x"})
+    one_line(proc, 3, "$KUBERNETES_RELEASE_URL", "'ftp://x'")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["download", "v1.36.5", "--os", "a/b", "--base-url", "http://127.0.0.1:9"],
+        ["download", "v1.36.5", "--arch", "../x", "--base-url", "http://127.0.0.1:9"],
+        ["previous-minor", "v" + "1" * 4301 + ".2.3"],
+        ["previous-minor", "v\u0661.\u0663\u0667.\u0660"],
+        ["resolve", "\u0661.\u0663\u0666", "--base-url", "http://127.0.0.1:9"],
+        ["download", "v1.36.5", "--deadline", "soon", "--base-url", "http://127.0.0.1:9"],
+        ["download", "v1.36.5", "--min-speed", "fast", "--base-url", "http://127.0.0.1:9"],
+    ],
+)
+def test_malformed_values_are_bad_input(args: list[str], tmp_path: Path) -> None:
+    proc = e2e_dra(*args, cache=tmp_path / "c")
+    line = one_line(proc, 3)
+    assert len(line) < 300
+    assert no_entries(tmp_path / "c") == []
+
+
+def test_a_cache_path_with_an_unknown_user_is_bad_input(
+    release_server: ReleaseServer, tmp_path: Path
+) -> None:
+    release_server.add_release("v1.36.5")
+    proc = e2e_dra(
+        "download",
+        "v1.36.5",
+        "--base-url",
+        release_server.url,
+        env={"E2E_DRA_CACHE_DIR": "~nosuchuser/x", "KUBERNETES_SERVER_CACHE_DIR": ""},
+    )
+    one_line(proc, 3, "E2E_DRA_CACHE_DIR", "~nosuchuser/x")
+
+
+@pytest.mark.parametrize(
+    ("content", "named"),
+    [
+        (b"KUBE_GIT_VERSION='v1.37.0\n", "No closing quotation"),
+        (b"\xff\xfe\x00binary\x00\xc3\x28", "not a text file"),
+    ],
+)
+def test_a_broken_version_file_is_bad_input(
+    content: bytes, named: str, release_server: ReleaseServer, tmp_path: Path
+) -> None:
+    version_file = tmp_path / "version"
+    version_file.write_bytes(content)
+    proc = e2e_dra(
+        "versions",
+        "--base-url",
+        release_server.url,
+        env={"KUBE_GIT_VERSION_FILE": str(version_file)},
+    )
+    one_line(proc, 3, str(version_file), named)
+
+
+# -- the mirror ----------------------------------------------------------------------------------
+
+
+def test_a_redirect_loop_fails_once_with_a_line(release_server: ReleaseServer) -> None:
+    release_server.fail("stable-1.36.txt", Fault(redirect_to_self=True, times=1000))
+    proc = e2e_dra("resolve", "1.36", "--base-url", release_server.url)
+    one_line(proc, 5, "stable-1.36.txt", "redirects in a loop")
+    assert release_server.count("stable-1.36.txt") <= 21  # one try: httpx's 20 redirects
+
+
+def test_plain_bodies_labelled_gzip_are_read_as_they_are(
+    release_server: ReleaseServer, tmp_path: Path
+) -> None:
+    release_server.put("stable-1.36.txt", "v1.36.5\n")
+    release_server.add_release("v1.36.5")
+    release_server.mislabel("stable-1.36.txt")
+    release_server.mislabel(f"v1.36.5/{TARBALL}.sha512")
+    proc = e2e_dra("download", "1.36", "--base-url", release_server.url, cache=tmp_path / "c")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == str(tmp_path / "c" / "v1.36.5")
+
+
+def test_a_release_that_does_not_exist_is_not_found(
+    release_server: ReleaseServer, tmp_path: Path
+) -> None:
+    proc = e2e_dra("download", "v1.99.0", "--base-url", release_server.url, cache=tmp_path / "c")
+    line = one_line(proc, 4, "v1.99.0 not found", f"{release_server.url}/v1.99.0/{TARBALL}")
+    assert "checksum" not in line
+    assert no_entries(tmp_path / "c") == []
+
+
+def test_a_trickling_mirror_meets_the_deadline_and_shows_progress(
+    release_server: ReleaseServer, tmp_path: Path
+) -> None:
+    release_server.add_release("v1.36.5", release_members(binary_size=60_000))
+    release_server.fail(f"v1.36.5/{TARBALL}", Fault(trickle=20_000, times=10))
+    started = time.monotonic()
+    proc = e2e_dra(
+        "download",
+        "v1.36.5",
+        "--base-url",
+        release_server.url,
+        "--deadline",
+        "4",
+        "--min-speed",
+        "0",
+        cache=tmp_path / "c",
+        env={"E2E_DRA_PROGRESS_EVERY": "1"},
+    )
+    elapsed = time.monotonic() - started
+    one_line(proc, 5, "within the 4s deadline", "E2E_DRA_DOWNLOAD_DEADLINE")
+    assert elapsed < 12
+    progress = [
+        line for line in proc.stderr.splitlines() if f"{TARBALL}: " in line and "MB/s" in line
+    ]
+    assert len(progress) >= 2, proc.stderr  # plain periodic lines, stderr being a pipe
+    assert no_entries(tmp_path / "c") == []
+    part = tmp_path / "c" / ".partial" / "v1.36.5" / f"{TARBALL}.part"
+    assert part.stat().st_size > 0  # kept for the next run to continue
+
+
+def test_a_mirror_below_the_minimum_speed_is_given_up(
+    release_server: ReleaseServer, tmp_path: Path
+) -> None:
+    from e2e_dra.errors import ReleaseError
+    from e2e_dra.releases._download import DownloadSource
+    from e2e_dra.releases._http import Budget
+
+    release_server.add_release("v1.36.5", release_members(binary_size=60_000))
+    release_server.fail(f"v1.36.5/{TARBALL}", Fault(trickle=5_000, times=10))
+    budget = Budget(deadline=60, min_speed=20_000, window=1.5)
+    source = DownloadSource(
+        base_url=release_server.url, cache_dir=tmp_path, os_="linux", arch="amd64", budget=budget
+    )
+    started = time.monotonic()
+    with pytest.raises(ReleaseError, match=r"too slow: .* below the minimum of 20\.0 kB/s"):
+        source.fetch("v1.36.5")
+    assert time.monotonic() - started < 10
+    assert release_server.count(TARBALL) == 1  # not retried
+
+
+def test_long_progress_lines_are_not_wrapped(release_server: ReleaseServer) -> None:
+    deep = "/".join(["a-long-path-segment"] * 6)
+    release_server.put(f"{deep}/latest-1.36.txt", "v1.36.0-rc.1")
+    url = f"{release_server.url}/{deep}"
+    proc = e2e_dra("resolve", "1.36", "--base-url", url)
+    assert proc.returncode == 0, proc.stderr
+    assert any(f"{url}/stable-1.36.txt" in line for line in proc.stderr.splitlines())
+
+
+# -- this machine --------------------------------------------------------------------------------
+
+
+def test_a_cache_dir_that_is_a_file(release_server: ReleaseServer, tmp_path: Path) -> None:
+    release_server.add_release("v1.36.5")
+    cache = tmp_path / "file"
+    cache.write_text("not a dir")
+    proc = e2e_dra("download", "v1.36.5", "--base-url", release_server.url, cache=cache)
+    one_line(proc, 6, str(cache), "KUBERNETES_SERVER_CACHE_DIR")
+    assert release_server.count(TARBALL) == 0
+
+
+def test_an_immutable_cache_dir(release_server: ReleaseServer, tmp_path: Path) -> None:
+    release_server.add_release("v1.36.5")
+    cache = tmp_path / "ro"
+    cache.mkdir()
+    if subprocess.run(["chattr", "+i", str(cache)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not supported here")
+    try:
+        proc = e2e_dra("download", "v1.36.5", "--base-url", release_server.url, cache=cache)
+    finally:
+        subprocess.run(["chattr", "-i", str(cache)], check=True)
+    one_line(proc, 6, str(cache / ".locks"), "Operation not permitted")
+
+
+def _limit_file_size(limit: int) -> object:
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+def test_a_full_disk_while_downloading(release_server: ReleaseServer, tmp_path: Path) -> None:
+    release_server.add_release("v1.36.5", release_members(binary_size=400_000))
+    cache = tmp_path / "c"
+    proc = e2e_dra(
+        "download",
+        "v1.36.5",
+        "--base-url",
+        release_server.url,
+        cache=cache,
+        preexec_fn=_limit_file_size(200_000),
+    )
+    one_line(proc, 6, "File too large")
+    assert no_entries(cache) == []
+
+
+def test_an_unpack_that_failed_does_not_download_again(
+    release_server: ReleaseServer, tmp_path: Path
+) -> None:
+    # kube-apiserver compresses to almost nothing: the tarball fits under the file size limit,
+    # the unpacked binary does not
+    members = release_members()
+    members[0] = Member("kubernetes/server/bin/kube-apiserver", b"\0" * 3_000_000)
+    release_server.add_release("v1.36.5", members)
+    cache = tmp_path / "c"
+    args = ("download", "v1.36.5", "--base-url", release_server.url)
+    failed = e2e_dra(*args, cache=cache, preexec_fn=_limit_file_size(1_000_000))
+    one_line(failed, 6, "File too large")
+    assert release_server.count(TARBALL) == 1
+    again = e2e_dra(*args, cache=cache)
+    assert again.returncode == 0, again.stderr
+    assert "verified by an earlier run" in again.stderr
+    assert release_server.count(TARBALL) == 1  # not downloaded again
+    assert sorted(p.name for p in Path(again.stdout.split()[-1]).iterdir() if p.name[0] != ".") == (
+        sorted([*CLUSTER_BINARIES, "kubectl"])
+    )
+    assert not (cache / ".partial" / "v1.36.5").exists()  # unpacked: the tarball is gone
+
+
+def test_stdout_that_cannot_be_written(tmp_path: Path) -> None:
+    with open("/dev/full", "w") as full:
+        proc = e2e_dra("previous-minor", "v1.36.3", stdout=full.fileno())
+    one_line(proc, 6, "cannot write the result to stdout", "No space left")
+
+
+def test_sigterm_leaves_no_temp_dir(release_server: ReleaseServer, tmp_path: Path) -> None:
+    release_server.add_release("v1.36.5", release_members(binary_size=300_000))
+    release_server.fail(f"v1.36.5/{TARBALL}", Fault(stall_after=100_000))
+    cache = tmp_path / "c"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "E2E_DRA"))}
+    env["KUBERNETES_SERVER_CACHE_DIR"] = str(cache)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "e2e_dra.cli",
+            "download",
+            "v1.36.5",
+            "--base-url",
+            release_server.url,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        wait_until(lambda: release_server.body_bytes_sent[f"/release/v1.36.5/{TARBALL}"] > 0)
+        assert any(p.name.startswith(".tmp-") for p in cache.iterdir())
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, stderr
+    assert "Traceback" not in stderr
+    assert stderr.splitlines()[-1].startswith("e2e-dra: error: terminated (SIGTERM)")
+    assert no_entries(cache) == []
+
+
+# -- our bugs ------------------------------------------------------------------------------------
+
+
+def test_a_bug_is_one_line_and_a_traceback_file(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An exception nobody expected: one line naming a file that holds the traceback."""
+    from e2e_dra import cli
+    from e2e_dra.commands import releases as releases_cli
+
+    def crash(_args: object) -> int:
+        return {}["no such key"]  # a KeyError: the kind of bug a handler could have
+
+    monkeypatch.setattr(releases_cli, "_previous_minor", crash)
+    assert cli.main(["previous-minor", "v1.36.3"]) == 70
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1, err
+    assert "internal error KeyError" in err
+    path = Path(err.split("traceback is in ")[1].split(",")[0])
+    try:
+        assert "Traceback (most recent call last)" in path.read_text()
+        assert "no such key" in path.read_text()
+    finally:
+        path.unlink()
+
+
+def test_the_help_documents_the_exit_statuses() -> None:
+    proc = e2e_dra("--help")
+    assert proc.returncode == 0
+    for status in ("2 ", "3 ", "4 ", "5 ", "6 ", "70 ", "130 ", "143 "):
+        assert f"\n  {status}" in proc.stdout or f"  {status}" in proc.stdout
+    assert "exit status:" in proc.stdout
+
+
+def test_a_cache_entry_damaged_by_hand_is_downloaded_again(
+    release_server: ReleaseServer, tmp_path: Path
+) -> None:
+    release_server.add_release("v1.36.5")
+    cache = tmp_path / "c"
+    args = ("download", "v1.36.5", "--base-url", release_server.url)
+    first = e2e_dra(*args, cache=cache)
+    assert first.returncode == 0, first.stderr
+    bin_dir = Path(first.stdout.split()[-1])
+    os.chmod(bin_dir, 0o755)
+    (bin_dir / "kube-apiserver").unlink()
+    os.truncate(bin_dir / "kubelet", 10)
+    again = e2e_dra(*args, cache=cache)
+    assert again.returncode == 0, again.stderr
+    assert "is damaged (kube-apiserver is missing)" in again.stderr
+    assert release_server.count(TARBALL) == 2
+    assert (bin_dir / "kube-apiserver").is_file()
+    assert (bin_dir / "kubelet").stat().st_size == 4096
+    verified = e2e_dra(*args, "--verify", cache=cache)
+    assert verified.returncode == 0, verified.stderr
+    assert release_server.count(TARBALL) == 2

@@ -1,0 +1,150 @@
+"""The host lock's ledger: what a dead holder left running is stopped by the next holder, and
+nothing else is (a pid that was reused, a holder that is still alive)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from localupcluster._hostlock import HostLock, _alive, start_time
+
+HOLDER = """
+import subprocess, sys, time
+from pathlib import Path
+import pytest
+
+from localupcluster._hostlock import HostLock
+lock = HostLock(Path(sys.argv[1]))
+lock.acquire()
+child = subprocess.Popen(["sleep", "300"], process_group=0)
+lock.record("sleepy-component", child.pid)
+print(child.pid, flush=True)
+time.sleep(300)
+"""
+
+
+def holder_that_dies(lock: Path) -> int:
+    """A process that takes the lock, starts a component, records it, and is SIGKILLed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(lock)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    child = int(proc.stdout.readline())
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert start_time(child) is not None  # the component outlived its holder
+    return child
+
+
+def gone(pid: int, timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("kind", ["callable", "logger"])
+def test_the_engine_talks_through_the_log_it_is_given(
+    tmp_path: Path, kind: str, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The engine imports nothing of e2e-dra: its lines go where its user says, not to stderr."""
+    lock = tmp_path / "host.lock"
+    child = holder_that_dies(lock)
+    lines: list[str] = []
+    logger = logging.getLogger("engine-test")
+    successor = HostLock(lock, log=lines.append if kind == "callable" else logger)
+    with caplog.at_level(logging.INFO, logger="engine-test"):
+        successor.acquire()
+    try:
+        assert gone(child)
+        said = lines if kind == "callable" else [r.getMessage() for r in caplog.records]
+        assert any(f"left sleepy-component (pid {child}) running" in line for line in said)
+        assert "sleepy-component" not in capsys.readouterr().err
+    finally:
+        successor.release()
+
+
+def test_the_next_holder_stops_what_a_dead_holder_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lock = tmp_path / "host.lock"
+    child = holder_that_dies(lock)
+    successor = HostLock(lock)
+    successor.acquire()
+    try:
+        assert gone(child)
+        err = capsys.readouterr().err
+        assert f"left sleepy-component (pid {child}) running; stopping them" in err
+        ledger = json.loads(lock.with_name("host.lock.json").read_text())
+        assert ledger["pid"] == os.getpid() and ledger["processes"] == []
+        successor.record("mine", os.getpid())
+        assert [e["name"] for e in json.loads(lock.with_name("host.lock.json").read_text())[
+            "processes"]] == ["mine"]  # fmt: skip
+    finally:
+        successor.release()
+
+
+def test_a_reused_pid_is_not_touched(tmp_path: Path) -> None:
+    lock = tmp_path / "host.lock"
+    bystander = subprocess.Popen(["sleep", "300"], process_group=0)
+    try:
+        entry = {"name": "kubelet", "pid": bystander.pid, "start": "1"}  # not its start time
+        ledger = {"processes": [{**entry, "owner": 999_999_999, "owner_start": "1"}]}  # dead owner
+        lock.with_name("host.lock.json").write_text(json.dumps(ledger))
+        successor = HostLock(lock)
+        successor.acquire()
+        successor.release()
+        assert bystander.poll() is None  # still running: its start time is not the recorded one
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_the_records_of_a_live_owner_are_kept_and_its_processes_spared(tmp_path: Path) -> None:
+    lock = tmp_path / "host.lock"
+    component = subprocess.Popen(["sleep", "300"], process_group=0)
+    owner = subprocess.Popen(["sleep", "300"])  # alive, but not holding the lock
+    try:
+        entry = {"name": "etcd", "pid": component.pid, "start": start_time(component.pid)}
+        entry |= {"owner": owner.pid, "owner_start": start_time(owner.pid)}
+        lock.with_name("host.lock.json").write_text(json.dumps({"processes": [entry]}))
+        successor = HostLock(lock)
+        successor.acquire()
+        successor.release()
+        assert component.poll() is None
+        kept = json.loads(lock.with_name("host.lock.json").read_text())["processes"]
+        assert kept == [entry]
+        owner.kill()
+        owner.wait()
+        successor.acquire()  # now its owner is dead: stopped
+        successor.release()
+        assert gone(component.pid)
+    finally:
+        for proc in (component, owner):
+            proc.kill()
+            proc.wait()
+
+
+def test_start_times_are_the_kernels_clock_ticks_as_older_versions_wrote_them() -> None:
+    """Runs of older and newer versions share the host's ledger: both must read its start times."""
+    me = os.getpid()
+    stat = Path(f"/proc/{me}/stat").read_text()
+    assert start_time(me) == stat[stat.rfind(")") + 2 :].split()[19]
+    assert _alive(me, start_time(me)) and not _alive(me, "1") and not _alive(me, None)

@@ -1,0 +1,186 @@
+"""Modules import only downwards: the layer map, and a check of every module's imports (ast).
+
+A module may import its own layer and the layers below it, never one above. Across layers it
+imports public names only: ``e2e_dra.releases``, not ``e2e_dra.releases._select``. The engine
+(``localupcluster``) stands alone: it imports nothing of e2e-dra, and its users hand it a logger and
+paths. Imports under ``if TYPE_CHECKING:`` count too: a type is a dependency as well.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "base",
+        (
+            "e2e_dra",  # the package itself: its version and error types
+            "e2e_dra.errors",
+            "e2e_dra._console",
+            "e2e_dra._paths",
+            "e2e_dra._platform",
+            "e2e_dra._files",
+            "e2e_dra._cache",
+            "e2e_dra._gotool",
+        ),
+    ),
+    ("versions", ("e2e_dra.versions",)),
+    ("releases", ("e2e_dra.releases",)),
+    ("node runtime", ("e2e_dra.provision",)),
+    ("engine", ("localupcluster",)),
+    ("kube client", ("e2e_dra.kube", "e2e_dra.waits")),
+    ("driver", ("e2e_dra.driver",)),
+    ("subtests", ("e2e_dra.subtest", "e2e_dra.builder", "subtests")),
+    (
+        "suite",
+        (
+            "e2e_dra._suite",
+            "e2e_dra.pytest_plugin",
+            "e2e_dra.test_upgrade_downgrade",
+            "e2e_dra.test_control_plane_first",
+            "e2e_dra.test_kubelet_last",
+            "e2e_dra.test_feature_gate_cycle",
+        ),
+    ),
+    ("commands", ("e2e_dra.commands", "e2e_dra.cli")),
+)
+"""Lowest first. A name stands for that module and, for a package, everything under it."""
+
+STANDALONE = {"engine"}
+"""Layers that import no other layer of ours at all, whatever their place."""
+
+PACKAGES = ("e2e_dra", "localupcluster", "subtests")
+
+
+def _owner(module: str) -> tuple[int, str] | None:
+    """(layer index, the layer's name for it) of the longest layer name ``module`` falls under."""
+    best: tuple[int, str] | None = None
+    for index, (_, names) in enumerate(LAYERS):
+        for name in names:
+            if (module == name or module.startswith(name + ".")) and (
+                best is None or len(name) > len(best[1])
+            ):
+                best = (index, name)
+    return best
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path, module: str) -> list[tuple[int, str]]:
+    """(line, imported module) for every import of ours in the file; ``from x import y`` also
+    yields ``x.y`` (y may be a submodule)."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}" if base else anchor
+            found.append((node.lineno, base))
+            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+    return [(line, name) for line, name in found if name.split(".")[0] in PACKAGES]
+
+
+def _modules() -> list[Path]:
+    files = []
+    for package in PACKAGES:
+        files += [p for p in (ROOT / package).rglob("*.py") if "_pb" not in p.parts]
+    return sorted(files)
+
+
+def _is_module(name: str) -> bool:
+    path = ROOT / name.replace(".", "/")
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def violations() -> list[str]:
+    found = []
+    for path in _modules():
+        module = _module_name(path)
+        mine = _owner(module)
+        if mine is None:
+            found.append(f"{module}: in no layer (add it to LAYERS in {Path(__file__).name})")
+            continue
+        imported_modules = {
+            # ``from x import name``: x; ``from x import submodule``: x.submodule
+            (line, name if _is_module(name) or "." not in name else name.rpartition(".")[0])
+            for line, name in _imports(path, module)
+        }
+        for line, imported_module in sorted(imported_modules):
+            theirs = _owner(imported_module)
+            if theirs is None or theirs[0] == mine[0]:
+                continue
+            where = f"{path.relative_to(ROOT)}:{line}"
+            my_layer, their_layer = LAYERS[mine[0]][0], LAYERS[theirs[0]][0]
+            if theirs[0] > mine[0]:
+                found.append(f"{where}: {my_layer} imports {imported_module} ({their_layer})")
+            elif my_layer in STANDALONE:
+                found.append(f"{where}: the {my_layer} stands alone but imports {imported_module}")
+            rest = imported_module[len(theirs[1]) :].lstrip(".")
+            if rest.startswith("_") or "._" in rest:
+                found.append(f"{where}: {imported_module} is private to {theirs[1]}")
+    return found
+
+
+def test_modules_import_only_downwards_and_public_names() -> None:
+    assert violations() == []
+
+
+def test_every_layer_name_exists() -> None:
+    missing = [name for _, names in LAYERS for name in names if not _is_module(name)]
+    assert missing == []
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("from e2e_dra.commands import releases\n", "versions imports e2e_dra.commands"),
+        ("from localupcluster import Cluster\n", "versions imports localupcluster (engine)"),
+        ("from e2e_dra.releases._select import x\n", "is private to e2e_dra.releases"),
+    ],
+)
+def test_an_upward_or_private_import_is_reported(
+    source: str, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check can fail: the same code run on a lower module that reaches up."""
+    versions = ROOT / "e2e_dra" / "versions.py"
+    real = Path.read_text
+    monkeypatch.setattr(
+        Path, "read_text", lambda self, *a, **k: source if self == versions else real(self, *a, **k)
+    )
+    assert any(expected in v for v in violations()), violations()
+
+
+def test_the_engine_reaching_into_e2e_dra_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = ROOT / "localupcluster" / "_log.py"
+    real = Path.read_text
+    monkeypatch.setattr(
+        Path,
+        "read_text",
+        lambda self, *a, **k: (
+            "from e2e_dra._console import say\n" if self == engine else real(self, *a, **k)
+        ),
+    )
+    assert any("the engine stands alone but imports e2e_dra._console" in v for v in violations())
+
+
+def test_the_engine_and_the_releases_name_the_same_components() -> None:
+    """The engine keeps its own list (it imports nothing of ours); they must not drift apart."""
+    from e2e_dra.releases import SERVER_COMPONENTS
+    from localupcluster import KUBE_CLUSTER_COMPONENTS
+
+    assert SERVER_COMPONENTS == KUBE_CLUSTER_COMPONENTS

@@ -1,0 +1,76 @@
+"""The staged-upgrade variants without a cluster: what moves when, and which binaries start.
+
+Their real runs are the main job's ``control-plane-first`` and ``kubelet-last`` suites.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from e2e_dra._suite._plan import (
+    CONTROL_PLANE_FIRST,
+    KUBELET_LAST,
+    UPGRADE_DOWNGRADE,
+    upgrade_downgrade_plan,
+)
+from e2e_dra._suite._upgrade import CONTROL_PLANE, NODE, VARIANTS, _bin_dir, _kubelet_release
+from e2e_dra.errors import E2EDRAError
+from e2e_dra.releases import Release
+from localupcluster import KUBE_CLUSTER_COMPONENTS
+
+
+def _release(tmp_path: Path, version: str) -> Release:
+    bin_dir = tmp_path / version / "bin"
+    bin_dir.mkdir(parents=True)
+    for name in (*KUBE_CLUSTER_COMPONENTS, "kubectl"):
+        (bin_dir / name).write_text(f"#!/bin/sh\necho Kubernetes {version}\n")
+    return Release(version=version, bin_dir=bin_dir, source_dir=None, origin="build")
+
+
+def test_every_variant_runs_the_same_chains_and_moves_only_its_components() -> None:
+    plans = {suite: upgrade_downgrade_plan(["a", "b"], 7, suite) for suite in VARIANTS}
+    ids = {suite: [entry.id for entry in plan] for suite, plan in plans.items()}
+    assert ids[CONTROL_PLANE_FIRST] == ids[KUBELET_LAST] == ids[UPGRADE_DOWNGRADE]
+    assert {entry.suite for entry in plans[KUBELET_LAST]} == {KUBELET_LAST}
+    assert VARIANTS[CONTROL_PLANE_FIRST].moved == CONTROL_PLANE
+    assert VARIANTS[KUBELET_LAST].moved == NODE
+    assert set(CONTROL_PLANE) | set(NODE) == set(VARIANTS[UPGRADE_DOWNGRADE].moved)
+
+
+def test_a_mixed_start_links_each_component_to_its_release(tmp_path: Path) -> None:
+    old, new = _release(tmp_path, "v1.36.5"), _release(tmp_path, "v1.37.2")
+    mixed = {c: old if c in NODE else new for c in KUBE_CLUSTER_COMPONENTS}
+
+    bin_dir = _bin_dir(tmp_path / "bin-initial", mixed)
+
+    assert (bin_dir / "kubelet").resolve() == old.bin_dir / "kubelet"
+    assert (bin_dir / "kube-proxy").resolve() == old.bin_dir / "kube-proxy"
+    assert (bin_dir / "kube-apiserver").resolve() == new.bin_dir / "kube-apiserver"
+    assert (bin_dir / "kubectl").resolve() == new.bin_dir / "kubectl"  # the newest
+    # one release: its own directory, as upstream starts it
+    assert _bin_dir(tmp_path / "unused", dict.fromkeys(KUBE_CLUSTER_COMPONENTS, old)) == old.bin_dir
+    assert not (tmp_path / "unused").exists()
+
+
+@pytest.mark.parametrize("pin", ["v1.33.9", "1.33", "v1.38.0-beta.0", "v2.37.0"])
+def test_a_kubelet_outside_the_skew_policy_is_refused_before_anything_is_fetched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pin: str
+) -> None:
+    monkeypatch.setenv("E2E_DRA_RELEASE_SOURCE", "build")
+    monkeypatch.setenv("E2E_DRA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("E2E_DRA_KUBELET_VERSION", pin)
+    if pin == "1.33":  # a minor is resolved through the source: give it an exact one instead
+        monkeypatch.setenv("E2E_DRA_KUBELET_VERSION", "v1.33.0")
+    current, previous = _release(tmp_path, "v1.37.2"), _release(tmp_path, "v1.36.5")
+    with pytest.raises(E2EDRAError, match="not within 3 minors behind the control plane"):
+        _kubelet_release(current, previous)
+
+
+def test_the_kubelet_defaults_to_the_previous_release(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("E2E_DRA_KUBELET_VERSION", raising=False)
+    current, previous = _release(tmp_path, "v1.37.2"), _release(tmp_path, "v1.36.5")
+    assert _kubelet_release(current, previous) is previous

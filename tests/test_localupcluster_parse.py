@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fake_k8s.apiserver import fake_release
+from fake_k8s.gate_validator import fake_release
 
 from localupcluster import (
     ClusterError,

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from fake_k8s.apiserver import fake_release
+from fake_k8s.gate_validator import fake_release
 
 from e2e_dra._suite._gates import choose_gates
 from localupcluster import ClusterError, culprit, refusal

@@ -1,5 +1,7 @@
-"""A stand-in for kube-apiserver's feature-gate validation: enough to exercise the code that asks
-a release which gates it accepts (the real binaries are asked in the real lane)."""
+"""A tiny stand-in *program* for one flag check of a release's kube-apiserver binary: it validates
+``--feature-gates`` and exits, as the real binary does before it serves anything. Enough to
+exercise the code that asks a release which gates it accepts; it serves no API (the real binaries
+are asked in the real lane)."""
 
 from __future__ import annotations
 

@@ -60,6 +60,8 @@ LOG_TAIL_LINES = 25
 SCRIPT_IDLE_TIMEOUT = 600.0
 """A local-up-cluster.sh that prints nothing for this long and does not end is hung."""
 PORT_RELEASE_GRACE = 5.0
+SCRIPT_TOOLS = ("cfssl", "cfssljson")
+"""What hack/local-up-cluster.sh needs on PATH to write certificates without downloading it."""
 
 
 @dataclass
@@ -348,6 +350,15 @@ class Cluster:
         self._say(f"interrupted ({why}): stopped {names}; no cluster process left")
 
     def _run_script(self, state: str, script: Path, bin_dir: Path, feature_gates: str) -> None:
+        path = self._env.get("PATH", os.environ.get("PATH"))
+        missing_tools = [tool for tool in SCRIPT_TOOLS if not shutil.which(tool, path=path)]
+        if missing_tools:
+            # The script would try to download them from GitHub, retrying for many minutes where
+            # GitHub cannot be reached, before it prints a single command line.
+            raise ClusterError(
+                f"{' and '.join(missing_tools)} not found on PATH: hack/local-up-cluster.sh needs "
+                "them to write the cluster's certificates (put them on PATH and run again)"
+            )
         self._script = Cmd(
             f"local-up-cluster-{state}",
             ["bash", str(script), "-o", str(bin_dir), "-d"],

@@ -221,6 +221,19 @@ def test_missing_binaries_are_named_before_anything_starts(
     assert tree.starts("etcd") == []
 
 
+def test_missing_cfssl_is_named_before_the_script_runs(
+    tree: FakeTree, cluster: Cluster, tmp_path: Path
+) -> None:
+    # Without cfssl on PATH the script would try GitHub for many minutes before printing anything.
+    tools = tmp_path / "fake" / "tools"
+    (tools / "cfssljson").unlink()
+    env = {**tree.env, "PATH": f"{tools}:/usr/bin:/bin"}  # no cfssljson of this host's either
+    with pytest.raises(ClusterError, match=r"^cfssljson not found on PATH: hack/local-up-cluster"):
+        cluster.start("0-initial", tree.old_bin, env)
+    assert tree.starts("etcd") == []
+    assert not (tmp_path / "logs" / "local-up-cluster-0-initial.log").exists()
+
+
 def test_modify_with_a_missing_binary_changes_nothing(tree: FakeTree, cluster: Cluster) -> None:
     cluster.start("0-initial", tree.old_bin, tree.env)
     missing = r"component binary .*/nowhere/kube-apiserver for kube-apiserver is missing"

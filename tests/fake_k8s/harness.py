@@ -1,5 +1,6 @@
 """Builds a throw-away fake Kubernetes tree for engine tests: the fake script's source dir, two
-binary dirs of fake components (an "old" and a "new" release), etcd/kubectl on PATH, free ports."""
+binary dirs of fake components (an "old" and a "new" release), etcd, kubectl and cfssl on PATH,
+free ports."""
 
 from __future__ import annotations
 
@@ -91,6 +92,8 @@ def make_fake_tree(root: Path) -> FakeTree:
         write_wrapper(new_bin / component, component, NEW_VERSION, records)
     write_wrapper(tools / "etcd", "etcd", "3.6.0", records)
     write_wrapper(tools / "kubectl", "kubectl", NEW_VERSION, records)
+    for tool in ("cfssl", "cfssljson"):  # looked for on PATH before the script runs
+        write_wrapper(tools / tool, tool, "1.6.5", records)
     ports = dict(zip(PORT_VARS, free_ports(len(PORT_VARS)), strict=True))
     env = {
         "PATH": f"{tools}:{os.environ.get('PATH', '/usr/bin:/bin')}",

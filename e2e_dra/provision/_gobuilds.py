@@ -17,11 +17,8 @@ from e2e_dra._cache import CacheEntry
 from e2e_dra._gotool import go_env, go_version, run_go
 from e2e_dra._paths import cache_root
 from e2e_dra.errors import ProvisionError
-from e2e_dra.settings import Settings, settings
+from e2e_dra.settings import settings
 
-#: containerd and cfssl unless E2E_DRA_CONTAINERD_VERSION / E2E_DRA_CFSSL_VERSION say otherwise
-CONTAINERD_VERSION = Settings.containerd_version
-CFSSL_VERSION = Settings.cfssl_version
 #: etcd when no Kubernetes source tree says which one it expects (hack/lib/etcd.sh of v1.37).
 DEFAULT_ETCD_VERSION = "v3.7.0"
 

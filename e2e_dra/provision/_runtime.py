@@ -20,9 +20,7 @@ from e2e_dra.errors import ProvisionError
 from e2e_dra.provision import _apt, _cni, _containerd, _gobuilds, _images, _kubelet
 from e2e_dra.provision._containerd import ContainerdLayout
 from e2e_dra.provision._images import PAUSE_IMAGE
-from e2e_dra.settings import Settings, settings
-
-DEFAULT_NODE_DIR = Settings.node_dir
+from e2e_dra.settings import settings
 
 
 def node_dir() -> Path:

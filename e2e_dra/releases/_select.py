@@ -154,8 +154,7 @@ def plan_versions(
     local = _local_version(source_dir, bin_dir)
     if local is not None:
         current, origin = local
-    elif settings().version_file:  # a build's version file names the version alone
-        version_file = settings().version_file
+    elif version_file := settings().version_file:  # a build's version file names the version
         current, origin = str(source_version(version_file=version_file)), f"${VERSION_FILE_ENV}"
     else:
         current, why = chosen_release(source)

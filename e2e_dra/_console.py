@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
 
 from rich.console import Console
 
+from e2e_dra.settings import settings
+
 
 def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+    return settings().ci
 
 
 @functools.cache

@@ -33,6 +33,7 @@ from e2e_dra._console import say
 from e2e_dra._paths import cache_root
 from e2e_dra._platform import host_platform
 from e2e_dra.errors import ProvisionError
+from e2e_dra.settings import settings
 
 DEFAULT_SUMDB = "sum.golang.org"
 _GO_VERSION_RE = re.compile(r"go(\d+)\.(\d+)(?:\.(\d+))?")
@@ -88,7 +89,7 @@ def toolchain_for(required: str, preferred: str | None = None) -> GoToolchain:
     the installed Go when it is new enough; ``preferred`` (a release's ``.go-version``, or a
     go.mod's ``toolchain`` line) when it is new enough; else the required version itself.
     """
-    setting = os.environ.get("GOTOOLCHAIN", "").strip().split("+", 1)[0]
+    setting = (settings().gotoolchain or "").split("+", 1)[0]
     installed = installed_toolchain()
     new_enough = go_version_key(installed.name) >= go_version_key(required)
     if setting == "local":
@@ -121,7 +122,7 @@ def fetch_toolchain(name: str) -> GoToolchain:
     go = root / "bin" / "go"
     if go.is_file():
         return GoToolchain(name=name, go=str(go), fetched=True)
-    sumdb = os.environ.get("GOSUMDB") or DEFAULT_SUMDB
+    sumdb = settings().gosumdb or DEFAULT_SUMDB
     if sumdb == "off":
         raise ProvisionError(
             f"fetching Go toolchain {name} needs the checksum database, which GOSUMDB=off turns "
@@ -148,9 +149,13 @@ def fetch_toolchain(name: str) -> GoToolchain:
 
 
 def go_env(**extra: str) -> dict[str, str]:
-    """The environment of every Go build of ours."""
+    """The environment of every Go build of ours: ours, with the Go settings of ours in force."""
     root = cache_root() / "go"
-    env = dict(os.environ)
+    given = settings()
+    env = dict(os.environ)  # passed on to the go command
+    if given.goproxy:
+        env["GOPROXY"] = given.goproxy
+    env.setdefault("CGO_ENABLED", "0")  # static binaries, unless the user asks for cgo
     env.update(
         GOMODCACHE=str(root / "mod"),
         GOCACHE=str(root / "build"),
@@ -158,10 +163,9 @@ def go_env(**extra: str) -> dict[str, str]:
         GOFLAGS="-mod=mod",
         # The checksum database is not reachable everywhere the proxy is; go.sum entries come
         # from the proxy's own module zips.
-        GOSUMDB=os.environ.get("GOSUMDB", "off"),
+        GOSUMDB="off" if given.gosumdb is None else given.gosumdb,
         # We pick the toolchain ourselves (toolchain_for) and run it by path.
         GOTOOLCHAIN="local",
-        CGO_ENABLED=os.environ.get("CGO_ENABLED", "0"),
     )
     env.update(extra)
     return env

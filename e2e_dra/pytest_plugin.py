@@ -13,6 +13,7 @@ Selection: ``-k core-dra`` keeps that subtest's phases, and this plugin adds bac
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import shutil
 import sys
@@ -21,6 +22,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from e2e_dra.errors import InputError
+from e2e_dra.settings import Settings, use
 
 if TYPE_CHECKING:
     from e2e_dra._suite._plan import Entry
@@ -44,6 +48,7 @@ class _State:
 
 
 _STATE = pytest.StashKey[_State]()
+_SETTINGS_BEFORE = pytest.StashKey["Settings | None"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -66,6 +71,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     from e2e_dra._console import in_ci
 
+    # The edge of a pytest run: the environment is read here, once, for all the code below.
+    try:
+        config.stash[_SETTINGS_BEFORE] = use(Settings.from_environ(os.environ))
+    except InputError as exc:
+        raise pytest.UsageError(str(exc)) from None
     config.addinivalue_line(
         "markers", "real: needs real Kubernetes components and a node runtime (see README)"
     )
@@ -74,6 +84,12 @@ def pytest_configure(config: pytest.Config) -> None:
         seed = random.SystemRandom().randrange(1, 2**31)
     fancy = sys.stdout.isatty() and not in_ci()
     config.stash[_STATE] = _State(seed=seed, fancy=fancy)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Hand back the settings of before (a run inside a run, as pytester makes, ends here)."""
+    if _SETTINGS_BEFORE in config.stash:
+        use(config.stash[_SETTINGS_BEFORE])
 
 
 def _suite_of(module: Any) -> str | None:

@@ -15,7 +15,6 @@ import os
 import re
 import shlex
 import subprocess
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -232,24 +231,26 @@ def source_version(
     source_dir: Path | None = None,
     bin_dir: Path | None = None,
     *,
-    environ: Mapping[str, str] | None = None,
+    version_file: Path | None = None,
 ) -> KubeVersion:
     """The version of the Kubernetes under test, from the best evidence there is.
 
-    In order: a git checkout's ``hack/print-workspace-status.sh`` (``gitVersion``), the file named
-    by ``KUBE_GIT_VERSION_FILE`` (what builds without a git tree use), and finally
+    In order: a git checkout's ``hack/print-workspace-status.sh`` (``gitVersion``), the version
+    file (``KUBE_GIT_VERSION_FILE``: what builds without a git tree use), and finally
     ``<bin_dir>/kube-apiserver --version``.
     """
-    env = dict(os.environ if environ is None else environ)
     tried: list[str] = []
     if source_dir is not None:
         script = Path(source_dir) / "hack" / "print-workspace-status.sh"
         if script.is_file() and (Path(source_dir) / ".git").exists():
+            # the script reads the version file too (hack/lib/version.sh): it gets the same one
+            env = {k: v for k, v in os.environ.items() if k != "KUBE_GIT_VERSION_FILE"}
+            if version_file is not None:
+                env["KUBE_GIT_VERSION_FILE"] = str(version_file)
             return parse_version(_workspace_git_version(Path(source_dir), script, env))
         tried.append(f"{script} in a git checkout")
-    version_file = env.get("KUBE_GIT_VERSION_FILE")
-    if version_file:
-        return parse_version(_version_file_git_version(Path(version_file)))
+    if version_file is not None:
+        return parse_version(_version_file_git_version(version_file))
     tried.append("KUBE_GIT_VERSION_FILE")
     if bin_dir is not None:
         apiserver = Path(bin_dir) / "kube-apiserver"

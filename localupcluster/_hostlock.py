@@ -1,8 +1,9 @@
 """One real cluster per host: ports, /var/run/kubernetes and the kubelet's dirs are shared.
 
-``Cluster.start`` holds an exclusive ``flock`` on ``E2E_DRA_HOST_LOCK`` (default
-``/tmp/e2e-dra-host.lock``) until ``stop``. When an ancestor process already holds it (someone ran
-``flock /tmp/e2e-dra-host.lock pytest ...``) we are inside that reservation and go ahead.
+``Cluster.start`` holds an exclusive ``flock`` on the lock file its caller names (default
+``/tmp/e2e-dra-host.lock``; e2e-dra passes ``E2E_DRA_HOST_LOCK``) until ``stop``. When an ancestor
+process already holds it (someone ran ``flock /tmp/e2e-dra-host.lock pytest ...``) we are inside
+that reservation and go ahead.
 
 A run that is killed (SIGKILL, OOM, a closed CI job) releases the lock with its death, but the
 components it started live on in their own process groups, holding the ports and the kubelet's
@@ -31,10 +32,6 @@ from localupcluster._errors import ClusterError
 from localupcluster._log import Log, sayer
 
 DEFAULT_PATH = "/tmp/e2e-dra-host.lock"
-
-
-def lock_path() -> Path:
-    return Path(os.environ.get("E2E_DRA_HOST_LOCK") or DEFAULT_PATH)
 
 
 def _ancestors() -> set[int]:
@@ -104,7 +101,7 @@ def _holders(path: Path) -> set[int]:
 
 class HostLock:
     def __init__(self, path: Path | None = None, *, log: Log | None = None) -> None:
-        self.path = path or lock_path()
+        self.path = path or Path(DEFAULT_PATH)
         self._say = sayer(log)
         self._fd: int | None = None
         self._inside = False  # an ancestor holds the lock for us

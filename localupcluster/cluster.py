@@ -112,7 +112,9 @@ class Cluster:
     line), ``local-up-cluster-<state>.log`` for the script, ``kubectl-<state>.log`` for the
     commands it asks us to run. ``wait_for_nodes=False`` skips waiting for node Ready after the
     kubelet is healthy (for engines tested without a real apiserver). Progress lines go to ``log``
-    (a :class:`logging.Logger` or a callable taking one line; default: stderr).
+    (a :class:`logging.Logger` or a callable taking one line; default: stderr). ``host_lock`` is
+    the file that allows one cluster per host (default ``/tmp/e2e-dra-host.lock``): every user of
+    the engine on a host must name the same one.
     """
 
     def __init__(
@@ -125,6 +127,7 @@ class Cluster:
         node_ready_timeout: float = 300.0,
         retry_delay: float = RETRY_DELAY,
         log: Log | None = None,
+        host_lock: Path | None = None,
     ) -> None:
         self.source_dir = Path(source_dir)
         self.log_dir = Path(log_dir)
@@ -142,7 +145,7 @@ class Cluster:
         self._tls_cache: AdminTLS | None = None
         self._versions: dict[str, str] = {}
         self._say = sayer(log)
-        self._lock = HostLock(log=self._say)
+        self._lock = HostLock(host_lock, log=self._say)
         self._guard = InterruptGuard(self._interrupted)
         self._stopping = False
         self._dropped_sudo_said = False
@@ -188,7 +191,7 @@ class Cluster:
         self.settings, self.running, self._argv, self._helpers = {}, {}, {}, []
         self._tls_cache = None
         self._env = dict(env)
-        verbose = self._env.get("KUBE_VERBOSE", os.environ.get("KUBE_VERBOSE", ""))
+        verbose = self._inherited("KUBE_VERBOSE") or ""
         if not verbose.isdigit() or int(verbose) < 2:
             self._env["KUBE_VERBOSE"] = "2"  # makes bash trace the "+ VAR=value" assignments
         self._lock.acquire()
@@ -404,11 +407,17 @@ class Cluster:
                     f"log: {self.log_dir / f'local-up-cluster-{state}.log'}"
                 )
 
+    def _inherited(self, name: str) -> str | None:
+        """What the processes we start see as ``name``: the caller's ``env``, else what they
+        inherit from us (:class:`Cmd` passes our environment on). Not configuration of ours: the
+        engine reads none, its callers pass values in."""
+        return self._env.get(name, os.environ.get(name))
+
     def _exec_argv(self, argv: list[str]) -> list[str]:
         words = list(argv)
         while words and not words[0]:
             words.pop(0)
-        path = self._env.get("PATH", os.environ.get("PATH"))
+        path = self._inherited("PATH")
         sudo_missing = os.geteuid() == 0 and not shutil.which("sudo", path=path)
         if words and words[0] == "sudo" and sudo_missing:
             words.pop(0)

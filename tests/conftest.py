@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from environment import Environ
 from release_server import ReleaseServer
+
+from e2e_dra.settings import use
 
 
 @pytest.fixture
@@ -16,3 +19,13 @@ def release_server() -> Iterator[ReleaseServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def environ() -> Iterator[Environ]:
+    """Set and unset variables for the code under test; the settings of before come back after."""
+    before = use(None)
+    try:
+        yield Environ()
+    finally:
+        use(before)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from environment import Environ
 from release_server import CLUSTER_BINARIES, ReleaseServer
 
 from e2e_dra.cli import main
@@ -153,12 +154,15 @@ def test_versions_from_a_bin_dir(
 
 def test_versions_defaults_to_the_latest_release_and_honours_the_pin(
     release_server: ReleaseServer,
-    monkeypatch: pytest.MonkeyPatch,
+    environ: Environ,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    for name in ("KUBERNETES_SOURCE_DIR", "KUBERNETES_SERVER_BIN_DIR", "KUBE_GIT_VERSION_FILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("E2E_DRA_KUBERNETES_VERSION", raising=False)
+    environ.unset(
+        "KUBERNETES_SOURCE_DIR",
+        "KUBERNETES_SERVER_BIN_DIR",
+        "KUBE_GIT_VERSION_FILE",
+        "E2E_DRA_KUBERNETES_VERSION",
+    )
     release_server.put("latest.txt", "v1.37.0-rc.1")
     release_server.put("stable.txt", "v1.36.4")
     release_server.put("stable-1.36.txt", "v1.36.4")
@@ -168,18 +172,18 @@ def test_versions_defaults_to_the_latest_release_and_honours_the_pin(
     assert "version under test: v1.37.0-rc.1  (latest, download)" in out
     assert "previous release:   v1.36.4  (download)" in out
 
-    monkeypatch.setenv("E2E_DRA_KUBERNETES_VERSION", "stable")
+    environ.set("E2E_DRA_KUBERNETES_VERSION", "stable")
     assert main(["versions", "--base-url", release_server.url]) == 0
     out = capsys.readouterr().out
     assert "version under test: v1.36.4  (stable, download)" in out
     assert "previous release:   v1.35.2  (download)" in out
 
     release_server.put("stable-1.34.txt", "v1.34.9")
-    monkeypatch.setenv("E2E_DRA_KUBERNETES_VERSION", "v1.35.1")
+    environ.set("E2E_DRA_KUBERNETES_VERSION", "v1.35.1")
     assert main(["versions", "--base-url", release_server.url]) == 0
     assert "version under test: v1.35.1  (v1.35.1, download)" in capsys.readouterr().out
 
-    monkeypatch.setenv("E2E_DRA_KUBERNETES_VERSION", "garbage")
+    environ.set("E2E_DRA_KUBERNETES_VERSION", "garbage")
     assert main(["versions", "--base-url", release_server.url]) == 3  # bad input
     err = capsys.readouterr().err.splitlines()
     assert err == [

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from environment import Environ
 from release_server import (
     CLUSTER_BINARIES,
     Fault,
@@ -107,10 +108,10 @@ def test_latest_stable_reads_stable_txt(release_server: ReleaseServer, tmp_path:
 
 
 def test_base_url_comes_from_the_environment(
-    release_server: ReleaseServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    release_server: ReleaseServer, tmp_path: Path, environ: Environ
 ) -> None:
     release_server.put("stable.txt", "v1.36.4")
-    monkeypatch.setenv("KUBERNETES_RELEASE_URL", release_server.url + "/")
+    environ.set("KUBERNETES_RELEASE_URL", release_server.url + "/")
     assert DownloadSource(cache_dir=tmp_path).latest_stable() == "v1.36.4"
 
 

@@ -85,7 +85,7 @@ def test_a_bad_release_url_is_bad_input_and_not_retried(url: str, tmp_path: Path
 
 def test_a_bad_release_url_from_the_environment_names_the_variable(tmp_path: Path) -> None:
     proc = e2e_dra("resolve", "1.36", env={"KUBERNETES_RELEASE_URL": "ftp://x"})
-    one_line(proc, 3, "$KUBERNETES_RELEASE_URL", "'ftp://x'")
+    one_line(proc, 3, "KUBERNETES_RELEASE_URL='ftp://x' is not an http(s) URL")
 
 
 @pytest.mark.parametrize(

@@ -16,10 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from environment import Environ
 
 from e2e_dra._cache import CacheEntry
 from e2e_dra._gotool import go_version, toolchain_for
-from e2e_dra.errors import E2EDRAError, ReleaseError, VersionError
+from e2e_dra.errors import E2EDRAError, InputError, ReleaseError, VersionError
 from e2e_dra.releases import release_source, versions_under_test
 from e2e_dra.releases._gobuild import (
     BUILT_COMMANDS,
@@ -288,13 +289,13 @@ def test_an_unexpected_status_is_an_error_naming_the_url(proxy_tree: ProxyTree):
         ModuleProxy(base_url=proxy_tree.url).resolve("1.36")
 
 
-def test_proxy_url_is_the_first_proxy_of_goproxy(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("GOPROXY", "https://mirror.example/go/,https://proxy.golang.org,direct")
+def test_proxy_url_is_the_first_proxy_of_goproxy(environ: Environ):
+    environ.set("GOPROXY", "https://mirror.example/go/,https://proxy.golang.org,direct")
     assert proxy_url() == "https://mirror.example/go"
-    monkeypatch.setenv("GOPROXY", "direct|https://late.example")
+    environ.set("GOPROXY", "direct|https://late.example")
     assert proxy_url() == "https://late.example"
     for setting in ("direct", "off,https://never.example"):
-        monkeypatch.setenv("GOPROXY", setting)
+        environ.set("GOPROXY", setting)
         with pytest.raises(ReleaseError, match="GOPROXY="):
             proxy_url()
 
@@ -384,51 +385,52 @@ def test_the_source_copy_is_writable_and_finds_its_binaries(tmp_path: Path):
 
 
 @pytest.fixture
-def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+def isolated_env(environ: Environ, tmp_path: Path) -> Path:
     for name in (
         "E2E_DRA_RELEASE_SOURCE",
         "E2E_DRA_KUBERNETES_VERSION",
         "KUBERNETES_SOURCE_DIR",
         "KUBERNETES_SERVER_BIN_DIR",
     ):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("E2E_DRA_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("KUBERNETES_SERVER_CACHE_DIR", str(tmp_path / "downloads"))
+        environ.unset(name)
+    environ.set("E2E_DRA_CACHE_DIR", str(tmp_path / "cache"))
+    environ.set("KUBERNETES_SERVER_CACHE_DIR", str(tmp_path / "downloads"))
     return tmp_path / "cache" / "kubernetes"
 
 
-def test_release_source_is_forced_by_argument_or_environment(
-    isolated_env: Path, monkeypatch: pytest.MonkeyPatch
-):
+def test_release_source_is_forced_by_argument_or_environment(isolated_env: Path, environ: Environ):
     assert release_source("build").name == "build"
     assert release_source("download").name == "download"
-    monkeypatch.setenv("E2E_DRA_RELEASE_SOURCE", "build")
+    environ.set("E2E_DRA_RELEASE_SOURCE", "build")
     assert release_source().name == "build"
-    monkeypatch.setenv("E2E_DRA_RELEASE_SOURCE", "mirror")
-    with pytest.raises(ReleaseError, match="E2E_DRA_RELEASE_SOURCE='mirror'"):
-        release_source()
+    with pytest.raises(
+        InputError, match=r"^E2E_DRA_RELEASE_SOURCE='mirror' is not one of download, build$"
+    ):
+        environ.set("E2E_DRA_RELEASE_SOURCE", "mirror")
+    with pytest.raises(ReleaseError, match="release source='mirror'"):
+        release_source("mirror")
 
 
 def test_release_source_downloads_when_the_release_tree_answers(
-    isolated_env: Path, monkeypatch: pytest.MonkeyPatch
+    isolated_env: Path, environ: Environ
 ):
     tree = ProxyTree(listed=[], served=[])
     tree.overrides["/release/stable.txt"] = 200
     try:
-        monkeypatch.setenv("KUBERNETES_RELEASE_URL", f"{tree.url}/release")
+        environ.set("KUBERNETES_RELEASE_URL", f"{tree.url}/release")
         assert release_source().name == "download"
         assert tree.requests == ["/release/stable.txt"]
     finally:
         tree.stop()
-    monkeypatch.setenv("KUBERNETES_RELEASE_URL", f"{tree.url}/gone")  # a stopped server
+    environ.set("KUBERNETES_RELEASE_URL", f"{tree.url}/gone")  # a stopped server
     assert release_source().name == "build"
 
 
 def test_versions_under_test_default_to_latest_and_its_previous_minor(
-    isolated_env: Path, proxy_tree: ProxyTree, monkeypatch: pytest.MonkeyPatch
+    isolated_env: Path, proxy_tree: ProxyTree, environ: Environ
 ):
-    monkeypatch.setenv("E2E_DRA_RELEASE_SOURCE", "build")
-    monkeypatch.setenv("GOPROXY", proxy_tree.url)
+    environ.set("E2E_DRA_RELEASE_SOURCE", "build")
+    environ.set("GOPROXY", proxy_tree.url)
     _fill_fake_release(isolated_env, "v1.39.0-alpha.1")
     _fill_fake_release(isolated_env, "v1.38.0-rc.0")
 
@@ -441,11 +443,11 @@ def test_versions_under_test_default_to_latest_and_its_previous_minor(
 
 
 def test_stable_pins_the_newest_stable_release_and_its_previous_minor(
-    isolated_env: Path, proxy_tree: ProxyTree, monkeypatch: pytest.MonkeyPatch
+    isolated_env: Path, proxy_tree: ProxyTree, environ: Environ
 ):
-    monkeypatch.setenv("E2E_DRA_RELEASE_SOURCE", "build")
-    monkeypatch.setenv("GOPROXY", proxy_tree.url)
-    monkeypatch.setenv("E2E_DRA_KUBERNETES_VERSION", "stable")
+    environ.set("E2E_DRA_RELEASE_SOURCE", "build")
+    environ.set("GOPROXY", proxy_tree.url)
+    environ.set("E2E_DRA_KUBERNETES_VERSION", "stable")
     _fill_fake_release(isolated_env, "v1.37.2")
     _fill_fake_release(isolated_env, "v1.36.5")
 
@@ -459,34 +461,34 @@ def test_stable_pins_the_newest_stable_release_and_its_previous_minor(
 
 
 def test_a_pinned_version_replaces_the_newest_stable(
-    isolated_env: Path, proxy_tree: ProxyTree, monkeypatch: pytest.MonkeyPatch
+    isolated_env: Path, proxy_tree: ProxyTree, environ: Environ
 ):
-    monkeypatch.setenv("E2E_DRA_RELEASE_SOURCE", "build")
-    monkeypatch.setenv("GOPROXY", proxy_tree.url)
-    monkeypatch.setenv("E2E_DRA_KUBERNETES_VERSION", "1.36")
+    environ.set("E2E_DRA_RELEASE_SOURCE", "build")
+    environ.set("GOPROXY", proxy_tree.url)
+    environ.set("E2E_DRA_KUBERNETES_VERSION", "1.36")
     _fill_fake_release(isolated_env, "v1.36.5")
     _fill_fake_release(isolated_env, "v1.35.4")
 
     versions = versions_under_test()
 
     assert (versions.current.version, versions.previous.version) == ("v1.36.5", "v1.35.4")
-    monkeypatch.setenv("E2E_DRA_KUBERNETES_VERSION", "newest")
+    environ.set("E2E_DRA_KUBERNETES_VERSION", "newest")
     with pytest.raises(VersionError, match="E2E_DRA_KUBERNETES_VERSION 'newest' is not"):
         versions_under_test()
 
 
 def test_a_source_checkout_overrides_current(
-    isolated_env: Path, proxy_tree: ProxyTree, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    isolated_env: Path, proxy_tree: ProxyTree, environ: Environ, tmp_path: Path
 ):
     checkout = _fill_fake_release(tmp_path / "checkout", "v1.37.2") / "src"
     bin_dir = checkout.parent / "bin"
     version_file = tmp_path / "version-defs"
     version_file.write_text("KUBE_GIT_VERSION='v1.37.0-alpha.0.812+0123abcd'\n")
-    monkeypatch.setenv("E2E_DRA_RELEASE_SOURCE", "build")
-    monkeypatch.setenv("GOPROXY", proxy_tree.url)
-    monkeypatch.setenv("KUBERNETES_SOURCE_DIR", str(checkout))
-    monkeypatch.setenv("KUBERNETES_SERVER_BIN_DIR", str(bin_dir))
-    monkeypatch.setenv("KUBE_GIT_VERSION_FILE", str(version_file))
+    environ.set("E2E_DRA_RELEASE_SOURCE", "build")
+    environ.set("GOPROXY", proxy_tree.url)
+    environ.set("KUBERNETES_SOURCE_DIR", str(checkout))
+    environ.set("KUBERNETES_SERVER_BIN_DIR", str(bin_dir))
+    environ.set("KUBE_GIT_VERSION_FILE", str(version_file))
     _fill_fake_release(isolated_env, "v1.35.4")
 
     versions = versions_under_test()
@@ -498,25 +500,25 @@ def test_a_source_checkout_overrides_current(
     # upstream's alpha.0 rule: master right after a branch cut is tested against minor - 2
     assert (versions.previous_minor, versions.previous.version) == ("1.35", "v1.35.4")
 
-    monkeypatch.setenv("E2E_DRA_KUBERNETES_VERSION", "v1.36.5")
+    environ.set("E2E_DRA_KUBERNETES_VERSION", "v1.36.5")
     with pytest.raises(E2EDRAError, match="contradicts KUBERNETES_SOURCE_DIR"):
         versions_under_test()
 
 
 def test_local_directories_that_are_not_what_they_claim_are_named(
-    isolated_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    isolated_env: Path, environ: Environ, tmp_path: Path
 ):
-    monkeypatch.setenv("E2E_DRA_RELEASE_SOURCE", "build")
-    monkeypatch.setenv("KUBERNETES_SERVER_BIN_DIR", str(tmp_path / "missing"))
+    environ.set("E2E_DRA_RELEASE_SOURCE", "build")
+    environ.set("KUBERNETES_SERVER_BIN_DIR", str(tmp_path / "missing"))
     with pytest.raises(
         E2EDRAError, match=r"KUBERNETES_SERVER_BIN_DIR=.*missing is not a directory"
     ):
         versions_under_test()
-    monkeypatch.setenv("KUBERNETES_SERVER_BIN_DIR", str(tmp_path))
+    environ.set("KUBERNETES_SERVER_BIN_DIR", str(tmp_path))
     with pytest.raises(E2EDRAError, match="holds no kube-apiserver"):
         versions_under_test()
-    monkeypatch.delenv("KUBERNETES_SERVER_BIN_DIR")
-    monkeypatch.setenv("KUBERNETES_SOURCE_DIR", str(tmp_path))
+    environ.unset("KUBERNETES_SERVER_BIN_DIR")
+    environ.set("KUBERNETES_SOURCE_DIR", str(tmp_path))
     with pytest.raises(E2EDRAError, match="not a Kubernetes source tree"):
         versions_under_test()
 
@@ -571,8 +573,8 @@ def test_requires_and_go_version_are_read_from_the_release_go_mod():
     ]
 
 
-def test_the_installed_go_builds_what_it_is_new_enough_for(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.delenv("GOTOOLCHAIN", raising=False)
+def test_the_installed_go_builds_what_it_is_new_enough_for(environ: Environ):
+    environ.unset("GOTOOLCHAIN")
     chosen = toolchain_for("1.20.0", preferred="1.99.0")
     assert chosen.name == go_version()
     assert not chosen.fetched
@@ -588,10 +590,10 @@ def test_the_installed_go_builds_what_it_is_new_enough_for(monkeypatch: pytest.M
     ],
 )
 def test_a_toolchain_that_cannot_be_had_is_one_clear_error(
-    isolated_env: Path, monkeypatch: pytest.MonkeyPatch, setting: str, sumdb: str, message: str
+    isolated_env: Path, environ: Environ, setting: str, sumdb: str, message: str
 ):
-    monkeypatch.setenv("GOTOOLCHAIN", setting)
-    monkeypatch.setenv("GOSUMDB", sumdb)
+    environ.set("GOTOOLCHAIN", setting)
+    environ.set("GOSUMDB", sumdb)
     with pytest.raises(E2EDRAError, match=message):
         toolchain_for("1.99.0")
 
@@ -682,7 +684,7 @@ class _Releases:
 
 
 def test_the_default_falls_back_to_stable_only_when_latest_cannot_be_had(
-    isolated_env: Path, monkeypatch: pytest.MonkeyPatch
+    isolated_env: Path, environ: Environ
 ):
     from e2e_dra.releases._select import chosen_release
 
@@ -694,5 +696,5 @@ def test_the_default_falls_back_to_stable_only_when_latest_cannot_be_had(
     # control plane first needs only what can be built
     assert chosen_release(_Releases("it refuses x"), CONTROL_PLANE_COMMANDS)[0] == "v1.38.0-beta.0"
     for pin in ("latest", "1.38", "v1.38.0-beta.0"):  # a pin never falls back
-        monkeypatch.setenv("E2E_DRA_KUBERNETES_VERSION", pin)
+        environ.set("E2E_DRA_KUBERNETES_VERSION", pin)
         assert chosen_release(_Releases("it refuses x")) == ("v1.38.0-beta.0", pin)

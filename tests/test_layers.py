@@ -21,6 +21,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "e2e_dra",  # the package itself: its version and error types
             "e2e_dra.errors",
+            "e2e_dra.settings",
             "e2e_dra._console",
             "e2e_dra._paths",
             "e2e_dra._platform",

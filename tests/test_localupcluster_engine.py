@@ -3,6 +3,7 @@ and fake components serving health endpoints (tests/fake_k8s)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import subprocess
@@ -20,8 +21,7 @@ ALL = ("etcd", *KUBE_CLUSTER_COMPONENTS)
 
 
 @pytest.fixture
-def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeTree:
-    monkeypatch.setenv("E2E_DRA_HOST_LOCK", str(tmp_path / "host.lock"))
+def tree(tmp_path: Path) -> FakeTree:
     return make_fake_tree(tmp_path / "fake")
 
 
@@ -38,7 +38,13 @@ def leftovers(tree: FakeTree) -> dict[str, list[int]]:
 
 @pytest.fixture
 def cluster(tree: FakeTree, tmp_path: Path) -> Iterator[Cluster]:
-    engine = Cluster(tree.source_dir, tmp_path / "logs", wait_for_nodes=False, ready_timeout=30)
+    engine = Cluster(
+        tree.source_dir,
+        tmp_path / "logs",
+        wait_for_nodes=False,
+        ready_timeout=30,
+        host_lock=tree.host_lock,
+    )
     yield engine
     engine.stop()
     assert leftovers(tree) == {}
@@ -110,6 +116,18 @@ def test_upgrade_then_downgrade_swaps_binaries_in_reverse_then_forward_order(
     assert {t.state for t in cluster.ready_times} == {"0-initial", "1-upgraded", "2-restored"}
 
 
+def test_the_cluster_holds_the_host_lock_its_caller_names(tree: FakeTree, cluster: Cluster) -> None:
+    cluster.start("0-initial", tree.old_bin, tree.env)
+    fd = os.open(tree.host_lock, os.O_RDWR)
+    try:
+        with pytest.raises(BlockingIOError):  # held: another taker would have to wait
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        cluster.stop()
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released with the cluster
+    finally:
+        os.close(fd)
+
+
 def test_modify_restarts_only_what_it_changes(tree: FakeTree, cluster: Cluster) -> None:
     cluster.start("0-initial", tree.old_bin, tree.env)
     undo = cluster.modify(
@@ -175,7 +193,13 @@ def test_component_that_never_gets_ready_fails_after_the_timeout(
     tree: FakeTree, tmp_path: Path
 ) -> None:
     tree.ready_delay("kube-scheduler", 3600)
-    engine = Cluster(tree.source_dir, tmp_path / "logs", wait_for_nodes=False, ready_timeout=2)
+    engine = Cluster(
+        tree.source_dir,
+        tmp_path / "logs",
+        wait_for_nodes=False,
+        ready_timeout=2,
+        host_lock=tree.host_lock,
+    )
     with pytest.raises(
         ClusterError, match=r"kube-scheduler-0-initial did not get ready: GET https"
     ):
@@ -283,7 +307,9 @@ sys.path.insert(0, {tests!r})
 from fake_k8s.harness import FakeTree
 from localupcluster import Cluster
 env = {env!r}
-cluster = Cluster(Path({source!r}), Path({logs!r}), wait_for_nodes=False)
+cluster = Cluster(
+    Path({source!r}), Path({logs!r}), wait_for_nodes=False, host_lock=Path({host_lock!r})
+)
 cluster.start("0-initial", Path({bin_dir!r}), env)
 print("READY", flush=True)
 time.sleep(600)
@@ -302,6 +328,7 @@ def test_interrupted_run_leaves_no_process_and_says_so(
         source=str(tree.source_dir),
         logs=str(tmp_path / "logs"),
         bin_dir=str(tree.old_bin),
+        host_lock=str(tree.host_lock),
     )
     child = subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

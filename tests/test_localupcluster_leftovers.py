@@ -25,7 +25,12 @@ import json, sys, time
 from pathlib import Path
 from localupcluster import Cluster
 tree = json.loads(sys.argv[1])
-cluster = Cluster(Path(tree["source_dir"]), Path(tree["logs"]), wait_for_nodes=False)
+cluster = Cluster(
+    Path(tree["source_dir"]),
+    Path(tree["logs"]),
+    wait_for_nodes=False,
+    host_lock=Path(tree["host_lock"]),
+)
 cluster.start("0-initial", Path(tree["old_bin"]), tree["env"])
 print("ready", flush=True)
 time.sleep(300)
@@ -33,8 +38,7 @@ time.sleep(300)
 
 
 @pytest.fixture
-def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeTree:
-    monkeypatch.setenv("E2E_DRA_HOST_LOCK", str(tmp_path / "host.lock"))
+def tree(tmp_path: Path) -> FakeTree:
     return make_fake_tree(tmp_path / "fake")
 
 
@@ -50,6 +54,7 @@ def test_a_cluster_whose_owner_was_killed_is_stopped_by_the_next(
         "old_bin": str(tree.old_bin),
         "logs": str(tmp_path / "dead-logs"),
         "env": tree.env,
+        "host_lock": str(tree.host_lock),
     }
     owner = subprocess.Popen(
         [sys.executable, "-c", OWNER, json.dumps(spec)],
@@ -64,7 +69,13 @@ def test_a_cluster_whose_owner_was_killed_is_stopped_by_the_next(
     left = alive_groups(tree, "kube-apiserver")
     assert left, "nothing survived the owner: the test would prove nothing"
 
-    cluster = Cluster(tree.source_dir, tmp_path / "logs", wait_for_nodes=False, ready_timeout=30)
+    cluster = Cluster(
+        tree.source_dir,
+        tmp_path / "logs",
+        wait_for_nodes=False,
+        ready_timeout=30,
+        host_lock=tree.host_lock,
+    )
     try:
         cluster.start("0-initial", tree.old_bin, tree.env)  # the same ports: only works if reaped
         err = capsys.readouterr().err
@@ -79,7 +90,13 @@ def test_a_cluster_whose_owner_was_killed_is_stopped_by_the_next(
 def test_a_component_that_dies_is_named_with_its_log_and_ends_waits(
     tree: FakeTree, tmp_path: Path
 ) -> None:
-    cluster = Cluster(tree.source_dir, tmp_path / "logs", wait_for_nodes=False, ready_timeout=30)
+    cluster = Cluster(
+        tree.source_dir,
+        tmp_path / "logs",
+        wait_for_nodes=False,
+        ready_timeout=30,
+        host_lock=tree.host_lock,
+    )
     try:
         cluster.start("0-initial", tree.old_bin, tree.env)
         assert cluster.exited() == []

@@ -13,6 +13,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from environment import Environ
 
 from e2e_dra import cli
 from e2e_dra._cache import CacheEntry
@@ -20,6 +21,7 @@ from e2e_dra.errors import ProvisionError
 from e2e_dra.provision import (
     PAUSE_IMAGE,
     TEST_IMAGE,
+    NodeRuntime,
     _apt,
     _cni,
     _containerd,
@@ -33,12 +35,12 @@ from e2e_dra.provision._daemon import Daemon
 
 
 @pytest.fixture
-def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def isolated(tmp_path: Path, environ: Environ) -> Path:
     """Empty cache and node dirs, so nothing of the host's real runtime is seen or touched."""
-    monkeypatch.setenv("E2E_DRA_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("E2E_DRA_NODE_DIR", str(tmp_path / "node"))
+    environ.set("E2E_DRA_CACHE_DIR", str(tmp_path / "cache"))
+    environ.set("E2E_DRA_NODE_DIR", str(tmp_path / "node"))
     for var in ("E2E_DRA_CONTAINERD_VERSION", "E2E_DRA_CFSSL_VERSION", "E2E_DRA_ETCD_VERSION"):
-        monkeypatch.delenv(var, raising=False)
+        environ.unset(var)
     return tmp_path
 
 
@@ -196,26 +198,26 @@ def test_node_images_are_pause_and_test_image(tmp_path: Path):
 # --- tools and versions ---------------------------------------------------------------------
 
 
-def test_etcd_version_comes_from_the_kubernetes_tree(tmp_path: Path, monkeypatch):
-    monkeypatch.delenv("E2E_DRA_ETCD_VERSION", raising=False)
+def test_etcd_version_comes_from_the_kubernetes_tree(tmp_path: Path, environ: Environ):
+    environ.unset("E2E_DRA_ETCD_VERSION")
     lib = tmp_path / "hack" / "lib"
     lib.mkdir(parents=True)
     (lib / "etcd.sh").write_text("#!/bin/bash\n\nETCD_VERSION=${ETCD_VERSION:-3.6.4}\n")
     assert _gobuilds.etcd_version_for(tmp_path) == "v3.6.4"
     assert _gobuilds.etcd_version_for(None) == _gobuilds.DEFAULT_ETCD_VERSION
-    monkeypatch.setenv("E2E_DRA_ETCD_VERSION", "3.5.21")
+    environ.set("E2E_DRA_ETCD_VERSION", "3.5.21")
     assert _gobuilds.etcd_version_for(tmp_path) == "v3.5.21"
 
 
-def test_unreadable_or_odd_etcd_settings_are_named(tmp_path: Path, monkeypatch):
-    monkeypatch.delenv("E2E_DRA_ETCD_VERSION", raising=False)
+def test_unreadable_or_odd_etcd_settings_are_named(tmp_path: Path, environ: Environ):
+    environ.unset("E2E_DRA_ETCD_VERSION")
     with pytest.raises(ProvisionError, match=r"etcd\.sh"):
         _gobuilds.etcd_version_for(tmp_path)
     (tmp_path / "hack" / "lib").mkdir(parents=True)
     (tmp_path / "hack" / "lib" / "etcd.sh").write_text("ETCD_VERSION=latest\n")
     with pytest.raises(ProvisionError, match="does not set ETCD_VERSION"):
         _gobuilds.etcd_version_for(tmp_path)
-    monkeypatch.setenv("E2E_DRA_CONTAINERD_VERSION", "2.x")
+    environ.set("E2E_DRA_CONTAINERD_VERSION", "2.x")
     with pytest.raises(ProvisionError, match=r"not a release version: '2\.x'"):
         _gobuilds.containerd_tool()
 
@@ -247,29 +249,35 @@ def test_local_up_env_for_a_cgroup_v1_host():
         runtime_endpoint="unix:///n/containerd.sock",
         path_dirs=[Path("/e/etcd"), Path("/c/cfssl")],
         cgroup_v1=True,
+        eviction_hard="memory.available<1Gi",
         base={"PATH": "/usr/bin", "KUBELET_FLAGS": "--v=4"},
     )
     assert env["CONTAINER_RUNTIME_ENDPOINT"] == "unix:///n/containerd.sock"
     assert env["PATH"] == "/e/etcd:/c/cfssl:/usr/bin"
     assert env["CGROUP_DRIVER"] == "cgroupfs"
     assert env["KUBELET_FLAGS"] == "--v=4 --fail-cgroupv1=false"
+    assert env["EVICTION_HARD"] == "memory.available<1Gi"
     # the script reads KUBE_ENABLE_CLUSTER_DNS; CoreDNS cannot be pulled here
     assert env["KUBE_ENABLE_CLUSTER_DNS"] == "false"
-    v2 = _kubelet.local_up_env(runtime_endpoint="unix:///s", path_dirs=[], cgroup_v1=False, base={})
+    v2 = _kubelet.local_up_env(
+        runtime_endpoint="unix:///s", path_dirs=[], cgroup_v1=False, eviction_hard="", base={}
+    )
     assert v2["KUBELET_FLAGS"] == ""
 
 
-def test_eviction_floors_are_bytes_unless_the_user_sets_them():
-    env = _kubelet.local_up_env(
-        runtime_endpoint="unix:///s", path_dirs=[], cgroup_v1=False, base={}
-    )
+def test_eviction_floors_are_bytes_unless_the_user_sets_them(environ: Environ):
+    environ.unset("EVICTION_HARD")
+    env = _node_env()
     assert "%" not in env["EVICTION_HARD"].replace("inodesFree<5%", "")  # no share of the disk
     assert "imagefs.available<2Gi" in env["EVICTION_HARD"]
     mine = "memory.available<1Gi"
-    own = _kubelet.local_up_env(
-        runtime_endpoint="unix:///s", path_dirs=[], cgroup_v1=False, base={"EVICTION_HARD": mine}
-    )
-    assert own["EVICTION_HARD"] == mine
+    environ.set("EVICTION_HARD", mine)
+    assert _node_env()["EVICTION_HARD"] == mine
+
+
+def _node_env() -> dict[str, str]:
+    """What a prepared node hands local-up-cluster.sh."""
+    return NodeRuntime(root=Path("/nonexistent"), runtime_endpoint="unix:///s").env()
 
 
 def test_cgroup_version_is_detected_from_the_hierarchy(tmp_path: Path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from environment import Environ
 
 from e2e_dra._suite._plan import (
     CONTROL_PLANE_FIRST,
@@ -56,21 +57,19 @@ def test_a_mixed_start_links_each_component_to_its_release(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("pin", ["v1.33.9", "1.33", "v1.38.0-beta.0", "v2.37.0"])
 def test_a_kubelet_outside_the_skew_policy_is_refused_before_anything_is_fetched(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pin: str
+    tmp_path: Path, environ: Environ, pin: str
 ) -> None:
-    monkeypatch.setenv("E2E_DRA_RELEASE_SOURCE", "build")
-    monkeypatch.setenv("E2E_DRA_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("E2E_DRA_KUBELET_VERSION", pin)
+    environ.set("E2E_DRA_RELEASE_SOURCE", "build")
+    environ.set("E2E_DRA_CACHE_DIR", str(tmp_path / "cache"))
+    environ.set("E2E_DRA_KUBELET_VERSION", pin)
     if pin == "1.33":  # a minor is resolved through the source: give it an exact one instead
-        monkeypatch.setenv("E2E_DRA_KUBELET_VERSION", "v1.33.0")
+        environ.set("E2E_DRA_KUBELET_VERSION", "v1.33.0")
     current, previous = _release(tmp_path, "v1.37.2"), _release(tmp_path, "v1.36.5")
     with pytest.raises(E2EDRAError, match="not within 3 minors behind the control plane"):
         _kubelet_release(current, previous)
 
 
-def test_the_kubelet_defaults_to_the_previous_release(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("E2E_DRA_KUBELET_VERSION", raising=False)
+def test_the_kubelet_defaults_to_the_previous_release(tmp_path: Path, environ: Environ) -> None:
+    environ.unset("E2E_DRA_KUBELET_VERSION")
     current, previous = _release(tmp_path, "v1.37.2"), _release(tmp_path, "v1.36.5")
     assert _kubelet_release(current, previous) is previous

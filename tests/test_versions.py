@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -203,7 +202,7 @@ def _apiserver(bin_dir: Path, output: str) -> Path:
 def test_source_version_from_the_workspace_status_of_a_git_tree(tmp_path: Path) -> None:
     tree = _git_tree(tmp_path / "k8s", "v1.37.0-alpha.0.812+0123abcdef0123")
     bin_dir = _apiserver(tmp_path / "bin", "Kubernetes v1.30.0")
-    got = source_version(tree, bin_dir, environ={"PATH": os.environ["PATH"]})
+    got = source_version(tree, bin_dir)
     assert got.text == "v1.37.0-alpha.0.812+0123abcdef0123"
 
 
@@ -216,20 +215,18 @@ def test_source_version_from_kube_git_version_file(tmp_path: Path) -> None:
     tree_without_git = tmp_path / "module-zip"
     (tree_without_git / "hack").mkdir(parents=True)
     bin_dir = _apiserver(tmp_path / "bin", "Kubernetes v1.30.0")
-    got = source_version(
-        tree_without_git, bin_dir, environ={"KUBE_GIT_VERSION_FILE": str(version_file)}
-    )
+    got = source_version(tree_without_git, bin_dir, version_file=version_file)
     assert got.text == "v1.36.3"
 
 
 def test_source_version_from_the_apiserver_binary(tmp_path: Path) -> None:
     bin_dir = _apiserver(tmp_path / "bin", "Kubernetes v1.36.3-7+0123abcdef0123")
-    assert source_version(None, bin_dir, environ={}).text == "v1.36.3-7+0123abcdef0123"
+    assert source_version(None, bin_dir).text == "v1.36.3-7+0123abcdef0123"
 
 
 def test_source_version_names_what_it_looked_for(tmp_path: Path) -> None:
     with pytest.raises(VersionError) as caught:
-        source_version(tmp_path / "src", tmp_path / "bin", environ={})
+        source_version(tmp_path / "src", tmp_path / "bin")
     message = str(caught.value)
     assert "print-workspace-status.sh" in message
     assert "KUBE_GIT_VERSION_FILE" in message
@@ -239,7 +236,7 @@ def test_source_version_names_what_it_looked_for(tmp_path: Path) -> None:
 def test_source_version_reports_a_binary_that_prints_something_else(tmp_path: Path) -> None:
     bin_dir = _apiserver(tmp_path / "bin", "hello")
     with pytest.raises(VersionError, match="'hello'"):
-        source_version(None, bin_dir, environ={})
+        source_version(None, bin_dir)
 
 
 def test_source_version_reports_a_failing_workspace_script(tmp_path: Path) -> None:
@@ -250,11 +247,24 @@ def test_source_version_reports_a_failing_workspace_script(tmp_path: Path) -> No
         "#!/bin/sh\necho 'fatal: no tags' >&2\nexit 3\n",
     )
     with pytest.raises(VersionError, match=r"exit 3\): fatal: no tags"):
-        source_version(tree, None, environ={"PATH": os.environ["PATH"]})
+        source_version(tree, None)
 
 
 def test_source_version_file_without_the_variable(tmp_path: Path) -> None:
     version_file = tmp_path / "version.env"
     version_file.write_text("KUBE_GIT_MAJOR='1'\n")
     with pytest.raises(VersionError, match="sets no KUBE_GIT_VERSION"):
-        source_version(None, None, environ={"KUBE_GIT_VERSION_FILE": str(version_file)})
+        source_version(None, None, version_file=version_file)
+
+
+def test_the_workspace_script_is_handed_the_same_version_file(tmp_path: Path) -> None:
+    """hack/lib/version.sh reads KUBE_GIT_VERSION_FILE itself: it sees the one we were given."""
+    tree = tmp_path / "k8s"
+    (tree / ".git").mkdir(parents=True)
+    _executable(
+        tree / "hack" / "print-workspace-status.sh",
+        '#!/bin/sh\n. "$KUBE_GIT_VERSION_FILE"\necho gitVersion "$KUBE_GIT_VERSION"\n',
+    )
+    version_file = tmp_path / "version.env"
+    version_file.write_text("KUBE_GIT_VERSION='v1.37.1-rc.0.5+0123abcd'\n")
+    assert source_version(tree, None, version_file=version_file).text == "v1.37.1-rc.0.5+0123abcd"

@@ -13,7 +13,6 @@ The suite (``_real.ClusterBackend``) decides which test a finding fails; this mo
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from e2e_dra.errors import E2EDRAError
+from e2e_dra.settings import settings
 
 if TYPE_CHECKING:
     from e2e_dra.kube import Kube
@@ -29,8 +29,6 @@ log = logging.getLogger(__name__)
 
 RESOURCE_V1 = "resource.k8s.io/v1"
 WATCH_SECONDS = 60
-SLICE_REMOVAL_TIMEOUT_ENV = "E2E_DRA_SLICE_REMOVAL_TIMEOUT"
-SLICE_REMOVAL_TIMEOUT = 120.0  # upstream's IsGone: 2 minutes
 SLICE_REMOVAL_POLL = 1.0
 
 
@@ -190,15 +188,7 @@ class ClaimWatch:
 
 def slice_removal_timeout() -> float:
     """Upstream's two minutes, unless ``E2E_DRA_SLICE_REMOVAL_TIMEOUT`` says otherwise."""
-    value = os.environ.get(SLICE_REMOVAL_TIMEOUT_ENV, "").strip()
-    if not value:
-        return SLICE_REMOVAL_TIMEOUT
-    try:
-        return float(value)
-    except ValueError:
-        raise E2EDRAError(
-            f"{SLICE_REMOVAL_TIMEOUT_ENV}={value!r} is not a number of seconds"
-        ) from None
+    return settings().slice_removal_timeout
 
 
 def wait_slices_removed(

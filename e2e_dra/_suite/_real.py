@@ -24,6 +24,7 @@ from e2e_dra._suite._nets import (
 )
 from e2e_dra._suite._plan import CLEANUP, Entry
 from e2e_dra.errors import E2EDRAError
+from e2e_dra.settings import settings
 from e2e_dra.subtest import Context, unsupported_release
 from e2e_dra.waits import abort_when
 
@@ -132,7 +133,9 @@ class ClusterBackend:
         from localupcluster.cluster import Cluster
 
         assert self.versions is not None and self.versions.current.source_dir is not None
-        self.cluster = Cluster(self.versions.current.source_dir, log_dir, log=say)
+        self.cluster = Cluster(
+            self.versions.current.source_dir, log_dir, log=say, host_lock=settings().host_lock
+        )
         self.info["cluster_env"] = {k: env[k] for k in sorted(env) if k not in self.node_env}
         self.info["log_dir"] = str(log_dir)
         self.say(f"bringing up state {state} with {bin_dir}")

@@ -16,7 +16,6 @@ States name what moved and to which release (``0-initial-1.36``, ``1-cp-v1.37.2`
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from e2e_dra._suite._plan import CONTROL_PLANE_FIRST, KUBELET_LAST, UPGRADE_DOWN
 from e2e_dra._suite._real import ClusterBackend
 from e2e_dra.errors import InputError
 from e2e_dra.releases import CONTROL_PLANE_COMMANDS, Release
+from e2e_dra.settings import settings
 from e2e_dra.subtest import unsupported_release
 from e2e_dra.versions import parse_version
 from localupcluster import KUBE_CLUSTER_COMPONENTS
@@ -204,7 +204,7 @@ def _kubelet_release(current: Release, previous: Release) -> Release:
     """``E2E_DRA_KUBELET_VERSION`` (a release or MAJOR.MINOR), by default the previous one."""
     from e2e_dra.releases import release_source, resolve_release
 
-    spec = os.environ.get(KUBELET_VERSION_ENV, "").strip()
+    spec = settings().kubelet_version
     if not spec:
         return previous
     source = release_source()

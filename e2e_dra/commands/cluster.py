@@ -10,6 +10,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from e2e_dra.settings import settings
+
 
 def register(subparsers: Any) -> None:
     cluster = subparsers.add_parser(
@@ -90,6 +92,7 @@ def _up(args: argparse.Namespace) -> int:
         args.log_dir or artifacts_dir() / "cluster-up",
         wait_for_nodes=not args.skip_node_ready,
         log=say,
+        host_lock=settings().host_lock,
     )
     try:
         cluster.start("up", bin_dir, env, args.feature_gates)
@@ -109,9 +112,7 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _cluster_env(source_dir: Path | None, *, provision: bool) -> dict[str, str]:
-    import os
-
-    env = {"RUNTIME_CONFIG": os.environ.get("RUNTIME_CONFIG") or DRA_RUNTIME_CONFIG}
+    env = {"RUNTIME_CONFIG": settings().runtime_config or DRA_RUNTIME_CONFIG}
     if provision:
         from e2e_dra.provision import ensure_node_runtime
 

@@ -77,18 +77,14 @@ def _count(text: str) -> int:
 
 
 def _kubeconfig(explicit: Path | None) -> Path:
-    import os
-
+    """``--kubeconfig``, else ``KUBECONFIG``, else local-up-cluster.sh's admin kubeconfig."""
     from e2e_dra.errors import E2EDRAError
+    from e2e_dra.settings import settings
 
-    candidates = [explicit] if explicit else []
-    if not explicit and os.environ.get("KUBECONFIG"):
-        candidates.append(Path(os.environ["KUBECONFIG"]))
-    if not candidates:
-        candidates.append(Path("/var/run/kubernetes/admin.kubeconfig"))
-    if not candidates[0].is_file():
-        raise E2EDRAError(f"--kubeconfig: no such file: {candidates[0]}")
-    return candidates[0]
+    chosen = explicit or settings().kubeconfig or Path("/var/run/kubernetes/admin.kubeconfig")
+    if not chosen.is_file():
+        raise E2EDRAError(f"--kubeconfig: no such file: {chosen}")
+    return chosen
 
 
 def _kubelet_plugin(args: argparse.Namespace) -> int:

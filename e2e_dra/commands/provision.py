@@ -7,6 +7,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from e2e_dra.settings import settings
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -40,8 +42,6 @@ def register(subparsers: Any) -> None:
 
 
 def _provision(args: argparse.Namespace) -> int:
-    import os
-
     from e2e_dra._console import say
     from e2e_dra.provision import (
         NodeRuntimeIncomplete,
@@ -62,8 +62,8 @@ def _provision(args: argparse.Namespace) -> int:
         for label, release in (("current", versions.current), ("previous", versions.previous)):
             say(f"kubernetes {label}: {release.version} ({release.origin}) in {release.bin_dir}")
         source_dir = versions.current.source_dir
-    if source_dir is None and os.environ.get("KUBERNETES_SOURCE_DIR"):
-        source_dir = Path(os.environ["KUBERNETES_SOURCE_DIR"])
+    if source_dir is None:
+        source_dir = settings().source_dir
     try:
         runtime = ensure_node_runtime(source_dir, check_only=args.check)
     except NodeRuntimeIncomplete as incomplete:

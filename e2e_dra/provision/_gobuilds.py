@@ -8,7 +8,6 @@ provisioning builds nothing and an interrupted build leaves nothing that looks c
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from dataclasses import dataclass
@@ -18,11 +17,8 @@ from e2e_dra._cache import CacheEntry
 from e2e_dra._gotool import go_env, go_version, run_go
 from e2e_dra._paths import cache_root
 from e2e_dra.errors import ProvisionError
+from e2e_dra.settings import settings
 
-#: containerd 2.x enables CDI by default; v2.4.2 needs Go >= 1.26.6 to build.
-CONTAINERD_VERSION = "v2.4.2"
-#: the newest cfssl whose go.mod the Go 1.26 toolchain accepts (v1.7.x asks for Go 1.27).
-CFSSL_VERSION = "v1.6.5"
 #: etcd when no Kubernetes source tree says which one it expects (hack/lib/etcd.sh of v1.37).
 DEFAULT_ETCD_VERSION = "v3.7.0"
 
@@ -63,7 +59,7 @@ def runtime_cache_dir() -> Path:
 
 
 def containerd_tool(version: str | None = None) -> GoTool:
-    version = _v(version or os.environ.get("E2E_DRA_CONTAINERD_VERSION") or CONTAINERD_VERSION)
+    version = _v(version or settings().containerd_version)
     module = "github.com/containerd/containerd/v2"
     return GoTool(
         name="containerd",
@@ -80,7 +76,7 @@ def containerd_tool(version: str | None = None) -> GoTool:
 
 
 def cfssl_tool(version: str | None = None) -> GoTool:
-    version = _v(version or os.environ.get("E2E_DRA_CFSSL_VERSION") or CFSSL_VERSION)
+    version = _v(version or settings().cfssl_version)
     module = "github.com/cloudflare/cfssl"
     return GoTool(
         name="cfssl",
@@ -104,7 +100,7 @@ def etcd_tool(version: str) -> GoTool:
 
 def etcd_version_for(k8s_source_dir: Path | None) -> str:
     """The etcd a Kubernetes tree asks for (``ETCD_VERSION`` in hack/lib/etcd.sh)."""
-    explicit = os.environ.get("E2E_DRA_ETCD_VERSION")
+    explicit = settings().etcd_version
     if explicit:
         return _v(explicit)
     if k8s_source_dir is None:

@@ -30,22 +30,20 @@ def kubelet_flags(*, cgroup_v1: bool) -> list[str]:
     return ["--fail-cgroupv1=false"] if cgroup_v1 else []
 
 
-# hack/local-up-cluster.sh's default evicts every pod once the disk is 85 % full
-# (imagefs.available<15%): a build host with 36 GB free of 252 GB is "under pressure" and the
-# subtests' pods are evicted mid-phase. A test node needs floors in bytes, not shares of the disk.
-EVICTION_HARD = (
-    "memory.available<100Mi,nodefs.available<2Gi,imagefs.available<2Gi,nodefs.inodesFree<5%"
-)
-
-
 def local_up_env(
     *,
     runtime_endpoint: str,
     path_dirs: Sequence[Path],
     cgroup_v1: bool,
+    eviction_hard: str,
     base: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The variables to add to hack/local-up-cluster.sh's environment (not the whole env)."""
+    """The variables to add to hack/local-up-cluster.sh's environment (not the whole env).
+
+    ``eviction_hard`` is ``EVICTION_HARD`` (:mod:`e2e_dra.settings`: the user's, else floors in
+    bytes). ``base`` is the environment the script inherits (ours): its ``PATH`` and
+    ``KUBELET_FLAGS`` are passed on, with our directories and flags added.
+    """
     base = os.environ if base is None else base
     flags = " ".join([base.get("KUBELET_FLAGS", "").strip(), *kubelet_flags(cgroup_v1=cgroup_v1)])
     path = ":".join(
@@ -59,7 +57,7 @@ def local_up_env(
         "FAIL_SWAP_ON": "false",
         "ENABLE_CLUSTER_DNS": "false",
         "KUBE_ENABLE_CLUSTER_DNS": "false",
-        "EVICTION_HARD": base.get("EVICTION_HARD") or EVICTION_HARD,
+        "EVICTION_HARD": eviction_hard,
     }
 
 

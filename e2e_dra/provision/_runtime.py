@@ -20,14 +20,12 @@ from e2e_dra.errors import ProvisionError
 from e2e_dra.provision import _apt, _cni, _containerd, _gobuilds, _images, _kubelet
 from e2e_dra.provision._containerd import ContainerdLayout
 from e2e_dra.provision._images import PAUSE_IMAGE
-
-DEFAULT_NODE_DIR = Path("/var/lib/e2e-dra")
+from e2e_dra.settings import settings
 
 
 def node_dir() -> Path:
     """Where our daemons keep their state: ``E2E_DRA_NODE_DIR``, else /var/lib/e2e-dra."""
-    explicit = os.environ.get("E2E_DRA_NODE_DIR")
-    return Path(explicit).expanduser().resolve() if explicit else DEFAULT_NODE_DIR
+    return settings().node_dir
 
 
 @dataclass
@@ -62,6 +60,7 @@ class NodeRuntime:
             runtime_endpoint=self.runtime_endpoint,
             path_dirs=self.path_dirs,
             cgroup_v1=self.cgroup_v1,
+            eviction_hard=settings().eviction_hard,
         )
 
     def ctr(self) -> list[str]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import time
@@ -27,6 +26,8 @@ from e2e_dra._platform import host_platform
 from e2e_dra.errors import InputError, NotFoundError, ReleaseError, VersionError
 from e2e_dra.releases import SERVER_COMPONENTS, Release
 from e2e_dra.releases._extract import extract_binaries
+from e2e_dra.settings import DEFAULT_RELEASE_URL as DEFAULT_BASE_URL
+from e2e_dra.settings import settings
 from e2e_dra.versions import Minor, parse_minor, parse_version
 
 if TYPE_CHECKING:  # the network stack is imported only when it is needed: a cache hit needs none
@@ -36,7 +37,6 @@ if TYPE_CHECKING:  # the network stack is imported only when it is needed: a cac
 
 __all__ = ["BASE_URL_ENV", "DEFAULT_BASE_URL", "DownloadSource", "host_platform"]
 
-DEFAULT_BASE_URL = "https://dl.k8s.io/release"
 BASE_URL_ENV = "KUBERNETES_RELEASE_URL"
 OPTIONAL_BINARIES = ("kubectl",)
 CHECKSUM_ALGORITHMS = ("sha512", "sha256")  # in order of preference
@@ -61,10 +61,8 @@ class DownloadSource:
     ) -> None:
         from e2e_dra.releases._http import check_base_url
 
-        given = base_url or os.environ.get(BASE_URL_ENV)
-        what = "--base-url" if base_url else f"${BASE_URL_ENV}"
-        self.base_url = check_base_url(given, what) if given else DEFAULT_BASE_URL
-        self.base_url = self.base_url.rstrip("/")
+        given = check_base_url(base_url, "--base-url") if base_url else settings().release_url
+        self.base_url = given.rstrip("/")
         self.cache_dir = Path(cache_dir) if cache_dir is not None else server_cache_dir()
         native_os, native_arch = host_platform()
         self.os = _go_name(os_, "--os", "linux") if os_ else native_os

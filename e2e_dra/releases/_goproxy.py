@@ -10,7 +10,6 @@ stepped over: a mirror may refuse a single release (one here refuses v1.35.7 and
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from collections.abc import Callable
@@ -21,6 +20,7 @@ import httpx
 from e2e_dra.errors import ReleaseError, VersionError
 from e2e_dra.releases._gomodule import Substitute
 from e2e_dra.releases._http import get_small, new_client, status_error, with_retries
+from e2e_dra.settings import settings
 from e2e_dra.versions import KubeVersion, Minor, parse_minor, parse_version
 
 _MISSING = {403, 404, 410}
@@ -45,7 +45,7 @@ def _release_tag(line: str) -> KubeVersion | None:
 
 def proxy_url() -> str:
     """The first proxy of ``GOPROXY`` (environment, else ``go env``), as Go itself would ask."""
-    setting = os.environ.get("GOPROXY") or _go_env_goproxy()
+    setting = settings().goproxy or _go_env_goproxy()
     for entry in re.split(r"[,|]", setting):
         entry = entry.strip()
         if entry.startswith(("http://", "https://")):

@@ -13,7 +13,6 @@ Small files (markers, checksums) are read raw and decoded by us: a mirror that l
 from __future__ import annotations
 
 import gzip
-import os
 import time
 import zlib
 from collections.abc import Callable
@@ -25,6 +24,7 @@ import tenacity
 
 from e2e_dra import __version__
 from e2e_dra.errors import InputError, NotFoundError, ReleaseError
+from e2e_dra.settings import Settings, parsed, rate, release_tree_url, seconds, settings
 
 T = TypeVar("T")
 
@@ -34,11 +34,9 @@ SMALL_FILE_LIMIT = 1 << 20  # markers and checksums are a few bytes; more is not
 
 DEADLINE_ENV = "E2E_DRA_DOWNLOAD_DEADLINE"
 MIN_SPEED_ENV = "E2E_DRA_DOWNLOAD_MIN_SPEED"
-DEFAULT_DEADLINE = 1800.0  # seconds for one release: 600 MB at 1/3 MB/s
-DEFAULT_MIN_SPEED = 50_000  # bytes/s, averaged over SPEED_WINDOW
+DEFAULT_DEADLINE = Settings.download_deadline  # seconds for one release
+DEFAULT_MIN_SPEED = Settings.download_min_speed  # bytes/s, averaged over SPEED_WINDOW
 SPEED_WINDOW = 30.0  # seconds
-
-_SUFFIXES = {"": 1, "k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
 
 
 class TransientStatus(Exception):
@@ -51,32 +49,14 @@ class TransientStatus(Exception):
         self.reason = response.reason_phrase
 
 
-def _scaled(text: str, units: dict[str, float], limit: float) -> float | None:
-    """``<number><unit>`` -> number x units[unit] (no unit: units[""]); None when malformed."""
-    value = text.strip().lower()
-    unit = value[-1:] if value[-1:].isalpha() else ""
-    try:
-        number = float(value.removesuffix(unit)) * units[unit]
-    except (KeyError, ValueError):
-        return None
-    return number if 0 <= number < limit else None
-
-
 def parse_seconds(text: str, what: str) -> float:
     """``90`` or ``90s`` or ``15m`` -> seconds; ``0`` means no limit."""
-    seconds = _scaled(text, {"": 1.0, "s": 1.0, "m": 60.0}, 1e9)
-    if seconds is None:
-        raise InputError(f"{what} {text!r} is not a duration (e.g. 1800, 90s or 30m; 0: none)")
-    return seconds
+    return parsed(seconds, text, what)
 
 
 def parse_rate(text: str, what: str) -> float:
     """``50000`` or ``50k`` or ``1M`` (bytes per second) -> bytes per second; ``0`` means none."""
-    value = text.strip().lower().removesuffix("/s").removesuffix("b")
-    rate = _scaled(value, _SUFFIXES, 1e12)
-    if rate is None:
-        raise InputError(f"{what} {text!r} is not a rate in bytes/s (e.g. 50k or 1M; 0: none)")
-    return rate
+    return parsed(rate, text, what)
 
 
 @dataclass
@@ -95,12 +75,14 @@ class Budget:
 
     @classmethod
     def from_env(cls, deadline: str | None = None, min_speed: str | None = None) -> Budget:
-        """Flags win over the environment, which wins over the defaults."""
-        deadline = deadline if deadline is not None else os.environ.get(DEADLINE_ENV)
-        min_speed = min_speed if min_speed is not None else os.environ.get(MIN_SPEED_ENV)
+        """Flags win over the environment (:mod:`e2e_dra.settings`), which wins over the
+        defaults."""
+        given = settings()
         return cls(
-            deadline=parse_seconds(deadline, "deadline") if deadline else DEFAULT_DEADLINE,
-            min_speed=parse_rate(min_speed, "minimum speed") if min_speed else DEFAULT_MIN_SPEED,
+            deadline=parse_seconds(deadline, "deadline") if deadline else given.download_deadline,
+            min_speed=(
+                parse_rate(min_speed, "minimum speed") if min_speed else given.download_min_speed
+            ),
         )
 
     def remaining(self) -> float:
@@ -141,20 +123,7 @@ def new_client(transport: httpx.BaseTransport | None = None) -> httpx.Client:
 
 def check_base_url(url: str, what: str) -> str:
     """A release tree URL we can use: http(s), a host, parseable; else one line naming it."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError on a bad port
-        bad = parts.scheme not in {"http", "https"} or not parts.hostname
-    except ValueError:
-        bad = True
-    if bad:
-        raise InputError(
-            f"{what} {url!r} is not an http(s) URL of a release tree "
-            "(e.g. https://dl.k8s.io/release)"
-        )
-    return url
+    return parsed(release_tree_url, url, what)
 
 
 def _retryable(exc: BaseException) -> bool:

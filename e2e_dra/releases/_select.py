@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,14 +19,13 @@ from e2e_dra._platform import host_platform
 from e2e_dra.errors import E2EDRAError, ReleaseError, VersionError
 from e2e_dra.releases import Release, ReleaseSource
 from e2e_dra.releases._gobuild import BUILT_COMMANDS
+from e2e_dra.settings import RELEASE_SOURCES, settings
 from e2e_dra.versions import is_minor, parse_version, previous_minor, source_version
 
-SOURCE_ENV = "E2E_DRA_RELEASE_SOURCE"
 PIN_ENV = "E2E_DRA_KUBERNETES_VERSION"
 SOURCE_DIR_ENV = "KUBERNETES_SOURCE_DIR"
 BIN_DIR_ENV = "KUBERNETES_SERVER_BIN_DIR"
 VERSION_FILE_ENV = "KUBE_GIT_VERSION_FILE"
-SOURCE_KINDS = ("download", "build")
 DEFAULT_SPEC = "latest"
 SPEC_HELP = (
     "a Kubernetes release (v1.38.0-beta.0), MAJOR.MINOR (its newest release), "
@@ -49,10 +47,9 @@ class VersionsUnderTest:
 
 def release_source(kind: str | None = None) -> ReleaseSource:
     """``kind`` or ``E2E_DRA_RELEASE_SOURCE``; by default download when dl.k8s.io answers."""
-    chosen = kind or os.environ.get(SOURCE_ENV, "").strip() or None
-    if chosen is not None and chosen not in SOURCE_KINDS:
-        where = "release source" if kind else SOURCE_ENV
-        raise ReleaseError(f"{where}={chosen!r} is not one of {', '.join(SOURCE_KINDS)}")
+    chosen = kind or settings().release_source
+    if chosen is not None and chosen not in RELEASE_SOURCES:
+        raise ReleaseError(f"release source={chosen!r} is not one of {', '.join(RELEASE_SOURCES)}")
     if chosen is None:
         chosen = "download" if download_reachable() else "build"
     if chosen == "download":
@@ -65,10 +62,7 @@ def release_source(kind: str | None = None) -> ReleaseSource:
 
 
 def download_reachable() -> bool:
-    from e2e_dra.releases._download import BASE_URL_ENV, DEFAULT_BASE_URL
-
-    base = (os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
-    return _answers(f"{base}/stable.txt")
+    return _answers(f"{settings().release_url.rstrip('/')}/stable.txt")
 
 
 @functools.cache
@@ -120,7 +114,7 @@ def chosen_release(
     this machine cannot get it (the module proxy refuses what ``commands`` need): then ``stable``,
     and the reason is said. A pin never falls back.
     """
-    pinned = os.environ.get(PIN_ENV, "").strip()
+    pinned = settings().kubernetes_version
     if pinned:
         return resolve_release(pinned, source, what=PIN_ENV), pinned
     latest = source.latest()
@@ -160,8 +154,8 @@ def plan_versions(
     local = _local_version(source_dir, bin_dir)
     if local is not None:
         current, origin = local
-    elif os.environ.get(VERSION_FILE_ENV):  # a build's version file names the version alone
-        current, origin = str(source_version(None, None)), f"${VERSION_FILE_ENV}"
+    elif version_file := settings().version_file:  # a build's version file names the version
+        current, origin = str(source_version(version_file=version_file)), f"${VERSION_FILE_ENV}"
     else:
         current, why = chosen_release(source)
         origin = f"{why}, {source.name}"
@@ -206,8 +200,9 @@ def _local_dirs(
     source_dir: Path | None = None, bin_dir: Path | None = None
 ) -> tuple[Path | None, Path | None]:
     """``KUBERNETES_SOURCE_DIR`` and the binaries under test, as upstream takes them."""
-    source_dir = source_dir.resolve() if source_dir else _env_dir(SOURCE_DIR_ENV)
-    bin_dir = bin_dir.resolve() if bin_dir else _env_dir(BIN_DIR_ENV)
+    given = settings()
+    source_dir = source_dir.resolve() if source_dir else _env_dir(SOURCE_DIR_ENV, given.source_dir)
+    bin_dir = bin_dir.resolve() if bin_dir else _env_dir(BIN_DIR_ENV, given.server_bin_dir)
     if source_dir is None and bin_dir is None:
         return None, None
     if source_dir is not None and not (source_dir / "hack" / "local-up-cluster.sh").is_file():
@@ -235,8 +230,8 @@ def _local_version(
     source_dir, bin_dir = _local_dirs(source_dir, bin_dir)
     if bin_dir is None:
         return None
-    version = str(source_version(source_dir, bin_dir))
-    pinned = os.environ.get(PIN_ENV, "").strip()
+    version = str(source_version(source_dir, bin_dir, version_file=settings().version_file))
+    pinned = settings().kubernetes_version
     if pinned and pinned.lstrip("v") != version.lstrip("v"):
         given = SOURCE_DIR_ENV if source_dir else BIN_DIR_ENV
         raise E2EDRAError(
@@ -269,11 +264,10 @@ def _module_source_tree(version: str) -> Path:
         ) from None
 
 
-def _env_dir(name: str) -> Path | None:
-    value = os.environ.get(name, "").strip()
-    if not value:
+def _env_dir(name: str, path: Path | None) -> Path | None:
+    """The directory a variable named, checked: it must exist."""
+    if path is None:
         return None
-    path = Path(value).expanduser()
     if not path.is_dir():
-        raise E2EDRAError(f"{name}={value} is not a directory")
+        raise E2EDRAError(f"{name}={path} is not a directory")
     return path.resolve()

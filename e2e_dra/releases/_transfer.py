@@ -14,7 +14,6 @@ line saying so (the bytes received stay on disk for the next run). Where no live
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -33,12 +32,12 @@ from e2e_dra.releases._http import (
     status_error,
     with_retries,
 )
+from e2e_dra.settings import settings
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
-PROGRESS_EVERY_ENV = "E2E_DRA_PROGRESS_EVERY"
 
 
 def download(client: httpx.Client, url: str, part: Path, budget: Budget | None = None) -> None:
@@ -119,13 +118,6 @@ def _continue_or_restart(
     raise status_error(url, response)
 
 
-def _progress_every() -> float:
-    from e2e_dra.releases._http import parse_seconds
-
-    value = os.environ.get(PROGRESS_EVERY_ENV)
-    return parse_seconds(value, PROGRESS_EVERY_ENV) if value else 10.0
-
-
 class _Meter:
     """Bytes of one transfer so far, mirrored on a rich bar when there is one."""
 
@@ -201,7 +193,7 @@ def _progress(name: str) -> Iterator[_Meter]:
             yield meter
     else:
         say(f"downloading {name}")
-        meter = _Meter(name, every=_progress_every())
+        meter = _Meter(name, every=settings().progress_every)
         yield meter
     seconds = max(time.monotonic() - started, 1e-6)
     megabytes = meter.done / 1e6

@@ -58,6 +58,7 @@ class FakeTree:
     cert_dir: Path
     env: dict[str, str]
     ports: dict[str, int]
+    host_lock: Path  # the engine's one-cluster-per-host lock, private to this tree
 
     def starts(self, name: str) -> list[dict]:
         """Every recorded start of ``name`` (argv, version, pid, pgid), oldest first."""
@@ -101,4 +102,4 @@ def make_fake_tree(root: Path) -> FakeTree:
         "CERT_DIR": str(cert_dir),
         **{var: str(port) for var, port in ports.items()},
     }
-    return FakeTree(HERE, old_bin, new_bin, records, cert_dir, env, ports)
+    return FakeTree(HERE, old_bin, new_bin, records, cert_dir, env, ports, root / "host.lock")

@@ -22,6 +22,7 @@ from e2e_dra._suite._upgrade import FEATURE_GATES, RUNTIME_CONFIG
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.kube import Kube
 from e2e_dra.releases import Release, VersionsUnderTest
+from e2e_dra.settings import settings
 
 if TYPE_CHECKING:
     from localupcluster import Cluster
@@ -103,7 +104,7 @@ def running_cluster(
     from localupcluster import Cluster
 
     assert release.source_dir is not None
-    cluster = Cluster(release.source_dir, log_dir)
+    cluster = Cluster(release.source_dir, log_dir, host_lock=settings().host_lock)
     try:
         cluster.start(state, release.bin_dir, {**node_env, **(extra_env or {})})
         kube = Kube.from_kubeconfig(cluster.kubeconfig)

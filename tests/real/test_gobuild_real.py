@@ -5,6 +5,7 @@ A cold build takes minutes per version on two cores; a warm cache makes this tes
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from conftest import missing
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.releases import GoBuildSource, Release, VersionsUnderTest, versions_under_test
 from e2e_dra.releases._gobuild import BUILT_COMMANDS
+from e2e_dra.settings import settings, use
 
 pytestmark = pytest.mark.real
 
@@ -34,9 +36,11 @@ def versions() -> Iterator[VersionsUnderTest]:
         GoBuildSource().proxy.listed  # noqa: B018 -- is the proxy there at all?
     except E2EDRAError as exc:
         missing(f"the Go module proxy does not answer ({exc})", HOW_TO_BUILD)
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("E2E_DRA_RELEASE_SOURCE", "build")
+    before = use(dataclasses.replace(settings(), release_source="build"))
+    try:
         yield versions_under_test()  # a failing build fails the test: that is a bug of ours
+    finally:
+        use(before)
 
 
 def _releases(versions: VersionsUnderTest) -> list[Release]:

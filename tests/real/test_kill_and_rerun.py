@@ -27,7 +27,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from localupcluster._hostlock import lock_path, start_time, stop_group
+from e2e_dra.settings import settings
+from localupcluster._hostlock import start_time, stop_group
 
 pytestmark = pytest.mark.real
 
@@ -60,7 +61,7 @@ def job_args(artifacts: Path) -> list[str]:
 
 def artifacts_for(name: str) -> Path:
     """Under $ARTIFACTS (kept after the test, for a person to read), fresh for each test."""
-    root = Path(os.environ.get("ARTIFACTS") or "/tmp/artifacts") / "kill-and-rerun" / name
+    root = settings().artifacts / "kill-and-rerun" / name
     shutil.rmtree(root, ignore_errors=True)
     return root
 
@@ -92,7 +93,8 @@ def read_until(job: subprocess.Popen[str], pattern: str, seen: list[str]) -> re.
 
 def alive_in_ledger() -> list[dict[str, object]]:
     """Processes the host lock's ledger names that still run (same pid and start time)."""
-    ledger = lock_path().with_name(lock_path().name + ".json")
+    lock = settings().host_lock
+    ledger = lock.with_name(lock.name + ".json")
     record = json.loads(ledger.read_text())
     return [
         p

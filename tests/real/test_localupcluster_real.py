@@ -17,6 +17,7 @@ import pytest
 
 from e2e_dra.kube import Kube, path
 from e2e_dra.releases import VersionsUnderTest
+from e2e_dra.settings import settings
 from localupcluster import KUBE_CLUSTER_COMPONENTS, Cluster, ModifyOptions
 from localupcluster.cmd import process_group_members
 
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.real
 
 @pytest.fixture
 def cluster(versions: VersionsUnderTest, tmp_path: Path) -> Iterator[Cluster]:
-    engine = Cluster(versions.current.source_dir, tmp_path / "logs")
+    engine = Cluster(versions.current.source_dir, tmp_path / "logs", host_lock=settings().host_lock)
     try:
         yield engine
     finally:

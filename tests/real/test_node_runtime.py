@@ -22,6 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import DRA_FEATURE_GATES, DRA_RUNTIME_CONFIG, missing
+from environment import Environ
 
 from e2e_dra._console import say
 from e2e_dra.errors import E2EDRAError, ProvisionError
@@ -33,6 +34,7 @@ from e2e_dra.provision import (
     stop_node_runtime,
 )
 from e2e_dra.releases import Release
+from e2e_dra.settings import settings
 from localupcluster._hostlock import HostLock
 
 pytestmark = pytest.mark.real
@@ -65,11 +67,11 @@ def test_checking_a_provisioned_node_reports_every_piece_found(
 
 
 def test_a_containerd_found_gone_is_started_again(
-    release: Release, runtime: NodeRuntime, monkeypatch: pytest.MonkeyPatch
+    release: Release, runtime: NodeRuntime, environ: Environ
 ):
     """On a node dir of its own, so the shared containerd (and any cluster on it) is untouched."""
     node = Path(tempfile.mkdtemp(prefix="e2e-dra-node-"))
-    monkeypatch.setenv("E2E_DRA_NODE_DIR", str(node))
+    environ.set("E2E_DRA_NODE_DIR", str(node))
     try:
         first = ensure_node_runtime(release.source_dir)
         actions = {r.name: r.action for r in first.results}
@@ -97,7 +99,7 @@ def test_a_containerd_found_gone_is_started_again(
 @pytest.fixture
 def host_lock() -> Iterator[None]:
     """One real cluster per host: its ports and /var/run/kubernetes are shared."""
-    lock = HostLock()
+    lock = HostLock(settings().host_lock)
     lock.acquire()
     try:
         yield

@@ -1,0 +1,409 @@
+"""Every environment variable e2e-dra reads, read in one place, once.
+
+Scattered ``os.environ.get`` calls hide what a run depends on, parse the same kind of value in
+several ways and fail late, in the middle of a run, on a value that was wrong from the start. Here
+each variable is one field of :class:`Settings` with its type, its default and a line saying what it
+does (the README's environment table is checked against these fields, ``tests/test_settings.py``).
+:meth:`Settings.from_environ` parses them all; a value that cannot be used is one line naming the
+variable (:class:`~e2e_dra.errors.InputError`, exit status 3).
+
+The edges read the environment: the pytest plugin when a session starts, a library user or the
+command line when first asked (:func:`settings`). Tests hand in their own (:func:`use`), so no code
+below the edge looks at ``os.environ`` to decide anything.
+
+Not fields: the variables we only pass on to the processes we start (``PATH``, ``HOME``, the rest
+of the environment), also where we add to one (``KUBELET_FLAGS``, ``KUBE_VERBOSE``) or fill one the
+user left unset for the child (``CGO_ENABLED``). The engine (``localupcluster``) reads none of
+these: it is given the values (the host lock's path) by its callers.
+
+The value parsers live here too, because the command line takes the same values as flags
+(``--deadline`` and ``E2E_DRA_DOWNLOAD_DEADLINE``): one grammar, one wording of the error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from e2e_dra.errors import InputError
+
+# --- value parsers: text -> value, or ValueError saying what is wrong (without the name) --------
+
+_SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9}
+RELEASE_SOURCES = ("download", "build")
+_TRUE = frozenset({"1", "true", "yes"})
+
+
+def _scaled(text: str, units: Mapping[str, float], limit: float) -> float | None:
+    """``<number><unit>`` -> number x units[unit] (no unit: units[""]); None when malformed."""
+    value = text.strip().lower()
+    unit = value[-1:] if value[-1:].isalpha() else ""
+    try:
+        number = float(value.removesuffix(unit)) * units[unit]
+    except (KeyError, ValueError):
+        return None
+    return number if 0 <= number < limit else None
+
+
+def seconds(text: str) -> float:
+    """``90`` or ``90s`` or ``15m`` -> seconds; ``0`` means no limit."""
+    value = _scaled(text, {"": 1.0, "s": 1.0, "m": 60.0}, 1e9)
+    if value is None:
+        raise ValueError("is not a duration (e.g. 1800, 90s or 30m; 0: none)")
+    return value
+
+
+def rate(text: str) -> float:
+    """``50000`` or ``50k`` or ``1M`` (bytes per second) -> bytes per second; ``0`` means none."""
+    value = _scaled(text.strip().lower().removesuffix("/s").removesuffix("b"), _SUFFIXES, 1e12)
+    if value is None:
+        raise ValueError("is not a rate in bytes/s (e.g. 50k or 1M; 0: none)")
+    return value
+
+
+def number(text: str) -> float:
+    """A plain number of seconds, as ``float`` reads it."""
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError("is not a number of seconds") from None
+
+
+def release_tree_url(text: str) -> str:
+    """A release tree URL we can use: http(s), a host, parseable."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+        bad = parts.scheme not in {"http", "https"} or not parts.hostname
+    except ValueError:
+        bad = True
+    if bad:
+        raise ValueError("is not an http(s) URL of a release tree (e.g. https://dl.k8s.io/release)")
+    return text
+
+
+def path(text: str) -> Path:
+    """A path, ``~`` expanded."""
+    try:
+        return Path(text).expanduser()
+    except RuntimeError as exc:  # ~nosuchuser
+        raise ValueError(f"is not a usable path ({exc}); give an absolute path") from None
+
+
+def directory(text: str) -> Path:
+    """A directory of ours, as an absolute path (it need not exist yet)."""
+    try:
+        return Path(text).expanduser().resolve()
+    except (RuntimeError, OSError, ValueError) as exc:
+        raise ValueError(f"is not a usable directory ({exc}); give an absolute path") from None
+
+
+def a_release_source(text: str) -> str:
+    if text not in RELEASE_SOURCES:
+        raise ValueError(f"is not one of {', '.join(RELEASE_SOURCES)}")
+    return text
+
+
+def flag(text: str) -> bool:
+    return text.lower() in _TRUE
+
+
+def parsed(parse: Callable[[str], Any], text: str, what: str) -> Any:
+    """``parse(text)``, or one line naming ``what`` (a flag or a variable) and the value."""
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise InputError(f"{what} {text!r} {exc}") from None
+
+
+# --- the settings -------------------------------------------------------------------------------
+
+DEFAULT_RELEASE_URL = "https://dl.k8s.io/release"
+
+
+def _about(
+    name: str,
+    meaning: str,
+    parse: Callable[[str], Any] = str,
+    *,
+    shown: str | None = None,
+    keep_empty: bool = False,
+) -> dict[str, Any]:
+    """A field's metadata: read from the variable ``name`` with ``parse``; ``meaning`` is its line
+    in the README.
+
+    ``shown`` is how the README states a default that is not a value of the field (the field's
+    default is None and the default is decided elsewhere: "unset", "from the source tree");
+    ``keep_empty``: an empty value is a value, not "unset" (Go's ``GOSUMDB=`` means its default).
+    """
+    return {
+        "env": name,
+        "meaning": meaning,
+        "parse": parse,
+        "shown": shown,
+        "keep_empty": keep_empty,
+    }
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the environment says, parsed; a field's ``metadata`` names its variable."""
+
+    server_bin_dir: Path | None = field(
+        default=None,
+        metadata=_about(
+            "KUBERNETES_SERVER_BIN_DIR",
+            "binaries under test; unset: the default version, fetched or built",
+            path,
+            shown="unset",
+        ),
+    )
+    source_dir: Path | None = field(
+        default=None,
+        metadata=_about(
+            "KUBERNETES_SOURCE_DIR",
+            "a Kubernetes checkout: its version and its `hack/local-up-cluster.sh`",
+            path,
+            shown="unset",
+        ),
+    )
+    kubelet_version: str | None = field(
+        default=None,
+        metadata=_about(
+            "E2E_DRA_KUBELET_VERSION",
+            "the kubelet's release in the `kubelet-last` variant (`1.35`, `v1.35.4`)",
+            shown="previous release",
+        ),
+    )
+    kubernetes_version: str | None = field(
+        default=None,
+        metadata=_about(
+            "E2E_DRA_KUBERNETES_VERSION",
+            "version under test: `v1.38.0-beta.0`, `1.37`, `stable` or `latest`",
+            shown="`latest`",
+        ),
+    )
+    release_source: str | None = field(
+        default=None,
+        metadata=_about(
+            "E2E_DRA_RELEASE_SOURCE",
+            "`download` (dl.k8s.io or mirror) or `build` (Go module proxy)",
+            a_release_source,
+            shown="auto",
+        ),
+    )
+    release_url: str = field(
+        default=DEFAULT_RELEASE_URL,
+        metadata=_about(
+            "KUBERNETES_RELEASE_URL",
+            "release tree or mirror (`--base-url` on the CLI)",
+            release_tree_url,
+        ),
+    )
+    download_deadline: float = field(
+        default=1800.0,  # 600 MB at 1/3 MB/s
+        metadata=_about(
+            "E2E_DRA_DOWNLOAD_DEADLINE",
+            "seconds one release's download may take in all, `30m` works too, `0`: none "
+            "(`--deadline`)",
+            seconds,
+        ),
+    )
+    download_min_speed: float = field(
+        default=50_000.0,
+        metadata=_about(
+            "E2E_DRA_DOWNLOAD_MIN_SPEED",
+            "bytes/s a transfer must keep over 30 s, else it stops (the bytes are kept for the "
+            "next run), `0`: none (`--min-speed`)",
+            rate,
+        ),
+    )
+    progress_every: float = field(
+        default=10.0,
+        metadata=_about(
+            "E2E_DRA_PROGRESS_EVERY",
+            "seconds between plain progress lines of a download when stderr is not a terminal",
+            seconds,
+        ),
+    )
+    server_cache_dir: Path | None = field(
+        default=None,
+        metadata=_about(
+            "KUBERNETES_SERVER_CACHE_DIR",
+            "downloaded release binaries, `<dir>/<version>/`",
+            directory,
+            shown="`~/.cache/e2e-dra/releases`",
+        ),
+    )
+    cache_dir: Path | None = field(
+        default=None,
+        metadata=_about(
+            "E2E_DRA_CACHE_DIR",
+            "everything else we build or cache (Kubernetes builds, Go caches, runtime)",
+            directory,
+            shown="`~/.cache/e2e-dra`",
+        ),
+    )
+    artifacts: Path = field(
+        default=Path("/tmp/artifacts"),
+        metadata=_about(
+            "ARTIFACTS", "component logs, driver call logs, failure dumps, `summary.json`", path
+        ),
+    )
+    version_file: Path | None = field(
+        default=None,
+        metadata=_about(
+            "KUBE_GIT_VERSION_FILE",
+            "version file of a source tree, as `hack/lib/version.sh` reads it",
+            path,
+            shown="unset",
+        ),
+    )
+    host_lock: Path = field(
+        default=Path("/tmp/e2e-dra-host.lock"),
+        metadata=_about(
+            "E2E_DRA_HOST_LOCK", "one local cluster per host: later runs wait for it", path
+        ),
+    )
+    slice_removal_timeout: float = field(
+        default=120.0,  # upstream's IsGone: 2 minutes
+        metadata=_about(
+            "E2E_DRA_SLICE_REMOVAL_TIMEOUT",
+            "seconds the kubelet gets to remove the ResourceSlices of stopped drivers",
+            number,
+        ),
+    )
+    # hack/local-up-cluster.sh's default evicts every pod once the disk is 85 % full
+    # (imagefs.available<15%): a build host with 36 GB free of 252 GB is "under pressure" and the
+    # subtests' pods are evicted mid-phase. A test node needs floors in bytes, not disk shares.
+    eviction_hard: str = field(
+        default="memory.available<100Mi,nodefs.available<2Gi,imagefs.available<2Gi,nodefs.inodesFree<5%",
+        metadata=_about(
+            "EVICTION_HARD",
+            "the kubelet's hard eviction thresholds; floors in bytes, so a host whose disk is 85 % "
+            "full does not evict the subtests' pods",
+            str,
+        ),
+    )
+    node_dir: Path = field(
+        default=Path("/var/lib/e2e-dra"),
+        metadata=_about(
+            "E2E_DRA_NODE_DIR", "state of our containerd (socket, PID file, log)", directory
+        ),
+    )
+    # containerd 2.x enables CDI by default; v2.4.2 needs Go >= 1.26.6 to build.
+    containerd_version: str = field(
+        default="v2.4.2",
+        metadata=_about(
+            "E2E_DRA_CONTAINERD_VERSION", "the containerd `e2e-dra provision` builds", str
+        ),
+    )
+    etcd_version: str | None = field(
+        default=None,
+        metadata=_about(
+            "E2E_DRA_ETCD_VERSION",
+            "the etcd `e2e-dra provision` builds",
+            shown="the source tree's (`hack/lib/etcd.sh`)",
+        ),
+    )
+    # the newest cfssl whose go.mod the Go 1.26 toolchain accepts (v1.7.x asks for Go 1.27).
+    cfssl_version: str = field(
+        default="v1.6.5",
+        metadata=_about("E2E_DRA_CFSSL_VERSION", "the cfssl `e2e-dra provision` builds", str),
+    )
+    goproxy: str | None = field(
+        default=None,
+        metadata=_about(
+            "GOPROXY",
+            "where Kubernetes and the runtime are built from (first entry)",
+            shown="Go's: `https://proxy.golang.org`",
+        ),
+    )
+    gotoolchain: str | None = field(
+        default=None,
+        metadata=_about(
+            "GOTOOLCHAIN",
+            "the Go toolchain for every Kubernetes build (`go1.27.3`, fetched through `GOPROXY`); "
+            "unset: the installed Go, or the release's `.go-version` where the installed Go is too "
+            "old",
+            shown="unset",
+        ),
+    )
+    gosumdb: str | None = field(
+        default=None,
+        metadata=_about(
+            "GOSUMDB",
+            "checksum database: our module builds take go.sum from the proxy's zips; fetching a Go "
+            "toolchain needs one (`sum.golang.org` when unset or empty)",
+            shown="`off` for builds",
+            keep_empty=True,
+        ),
+    )
+    ci: bool = field(
+        default=False,
+        metadata=_about(
+            "CI",
+            "`true`: plain progress lines, and a missing real part fails instead of skipping",
+            flag,
+            shown="unset",
+        ),
+    )
+    kubeconfig: Path | None = field(
+        default=None,
+        metadata=_about(
+            "KUBECONFIG",
+            "the cluster `e2e-dra driver` serves (`--kubeconfig` wins)",
+            path,
+            shown="`/var/run/kubernetes/admin.kubeconfig`",
+        ),
+    )
+    runtime_config: str | None = field(
+        default=None,
+        metadata=_about(
+            "RUNTIME_CONFIG",
+            "the API server's `--runtime-config` in `e2e-dra cluster up`",
+            shown="the DRA API versions",
+        ),
+    )
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Settings:
+        """Every field from ``environ``; an unset or blank variable keeps its default."""
+        values = {}
+        for each in dataclasses.fields(cls):
+            name, meta = each.metadata["env"], each.metadata
+            raw = environ.get(name)
+            if raw is None or not (raw.strip() or meta["keep_empty"]):
+                continue
+            text = raw if meta["keep_empty"] else raw.strip()
+            try:
+                values[each.name] = meta["parse"](text)
+            except ValueError as exc:
+                raise InputError(f"{name}={text!r} {exc}") from None
+        return cls(**values)
+
+
+_current: Settings | None = None
+
+
+def settings() -> Settings:
+    """This process's settings: the environment as it was when first asked, unless an edge (the
+    pytest plugin, a test) handed in others with :func:`use`."""
+    global _current
+    if _current is None:
+        _current = Settings.from_environ(os.environ)
+    return _current
+
+
+def use(new: Settings | None) -> Settings | None:
+    """Make ``new`` this process's settings (None: read the environment when next asked); returns
+    the ones in use before, to hand back when done."""
+    global _current
+    previous, _current = _current, new
+    return previous

@@ -187,7 +187,7 @@ def run_go(
     log = log or cwd / "go-build.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     try:
-        done = run(f"go {args[0] if args else ''}", cmd, cwd=cwd, env=env or go_env(), log_file=log)
+        done = run(what, cmd, cwd=cwd, env=env or go_env(), log_file=log)
     except ProcessError as exc:
         raise ProvisionError(f"{what}: {exc}") from exc
     if done.returncode != 0:

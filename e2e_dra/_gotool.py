@@ -17,12 +17,10 @@ every cached action by the identity of the compiler that produced it.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import re
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Sequence
@@ -34,8 +32,11 @@ from e2e_dra._paths import cache_root
 from e2e_dra._platform import host_platform
 from e2e_dra.errors import ProvisionError
 from e2e_dra.settings import settings
+from supervise import ProcessError, run
 
 DEFAULT_SUMDB = "sum.golang.org"
+FETCH_TIMEOUT = 600.0
+"""Seconds fetching a Go toolchain may take."""
 _GO_VERSION_RE = re.compile(r"go(\d+)\.(\d+)(?:\.(\d+))?")
 
 
@@ -130,16 +131,18 @@ def fetch_toolchain(name: str) -> GoToolchain:
         )
     say(f"fetching Go toolchain {name} through the Go module proxy ...")
     started = time.monotonic()
-    proc = subprocess.run(
-        [go_binary(), "version"],
-        env=dict(env, GOTOOLCHAIN=name, GOSUMDB=sumdb),
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
-    if proc.returncode != 0 or not go.is_file():
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    try:
+        done = run(
+            "go version",
+            [go_binary(), "version"],
+            env=dict(env, GOTOOLCHAIN=name, GOSUMDB=sumdb),
+            timeout=FETCH_TIMEOUT,
+        )
+        returncode, output = done.returncode, done.output
+    except ProcessError as exc:
+        returncode, output = None, str(exc)
+    if returncode != 0 or not go.is_file():
+        last = (output.strip().splitlines() or ["no output"])[-1]
         raise ProvisionError(
             f"could not fetch Go toolchain {name} through GOPROXY ({last}); set GOTOOLCHAIN to "
             "a toolchain your proxy serves (e.g. go1.27.3) or install a newer Go"
@@ -180,35 +183,20 @@ def run_go(
     env: dict[str, str] | None = None,
     toolchain: GoToolchain | None = None,
 ) -> None:
-    """Run ``go <args>`` in ``cwd``; a failure raises with the tail of its output and the log."""
+    """Run ``go <args>`` in ``cwd`` (its own session: an interrupted build must not leave
+    compilers running); a failure raises with the tail of its output and the log."""
     cmd = [toolchain.go if toolchain else go_binary(), *args]
     say(f"{what}: go {' '.join(args[:2])} ...")
     started = time.monotonic()
     log = log or cwd / "go-build.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
-        out.write(f"$ {' '.join(cmd)}\n".encode())
-        out.flush()
-        # Own process group: an interrupted build must not leave compilers running.
-        proc = subprocess.Popen(
-            cmd,
-            cwd=cwd,
-            env=env or go_env(),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
-            proc.wait()
-        except BaseException:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise
-    if proc.returncode != 0:
-        tail = log.read_text(errors="replace").splitlines()[-15:]
+    try:
+        done = run(what, cmd, cwd=cwd, env=env or go_env(), log_file=log)
+    except ProcessError as exc:
+        raise ProvisionError(f"{what}: {exc}") from exc
+    if done.returncode != 0:
         raise ProvisionError(
-            f"{what} failed (go exited {proc.returncode}); last lines of {log}:\n  "
-            + "\n  ".join(tail)
+            f"{what} failed (go exited {done.returncode}); last lines of {log}:\n  "
+            + "\n  ".join(done.tail(15).splitlines())
         )
     say(f"{what}: done in {time.monotonic() - started:.0f}s")

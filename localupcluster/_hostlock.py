@@ -20,8 +20,6 @@ import contextlib
 import fcntl
 import json
 import os
-import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,8 +28,11 @@ import psutil
 
 from localupcluster._errors import ClusterError
 from localupcluster._log import Log, sayer
+from supervise import ProcessId, start_ticks, terminate
 
 DEFAULT_PATH = "/tmp/e2e-dra-host.lock"
+STOP_GRACE = 10.0
+"""Seconds a dead run's process gets between SIGTERM and SIGKILL."""
 
 
 def _ancestors() -> set[int]:
@@ -41,46 +42,19 @@ def _ancestors() -> set[int]:
 
 def start_time(pid: int) -> str | None:
     """The process's start time in clock ticks since boot, as /proc/<pid>/stat has it (the
-    ledger's format since the first version); None: no such process. With the pid, who the process
-    is: unlike its wall-clock start time, it does not move when the clock is set."""
-    try:
-        since_boot = psutil.Process(pid).create_time() - psutil.boot_time()
-    except psutil.Error:
-        return None
-    return str(round(since_boot * os.sysconf("SC_CLK_TCK")))
+    ledger's format since the first version); None: no such process."""
+    ticks = start_ticks(pid)
+    return None if ticks is None else str(ticks)
+
+
+def _identity(pid: int, started: str | None) -> ProcessId | None:
+    return ProcessId(pid, int(started)) if started is not None and started.isdigit() else None
 
 
 def _alive(pid: int, started: str | None) -> bool:
     """The process that had this pid and start time still runs (a zombie has ended)."""
-    try:
-        return (
-            started is not None
-            and start_time(pid) == started
-            and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-        )
-    except psutil.Error:
-        return False
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def stop_group(pgid: int, grace: float = 10.0) -> None:
-    """SIGTERM a process group, SIGKILL it after ``grace`` seconds."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while _group_alive(pgid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
+    who = _identity(pid, started)
+    return who is not None and who.alive()
 
 
 def _holders(path: Path) -> set[int]:
@@ -176,7 +150,9 @@ class HostLock:
         names = ", ".join(f"{e['name']} (pid {e['pid']})" for e in left)
         self._say(f"a previous run ({owners}) died and left {names} running; stopping them")
         for entry in reversed(left):
-            stop_group(int(entry["pid"]))
+            who = _identity(entry["pid"], entry.get("start"))
+            if who is not None:
+                terminate(who, grace=STOP_GRACE)
         still = [e for e in left if _alive(e["pid"], e.get("start"))]
         if still:
             pids = " ".join(str(e["pid"]) for e in still)

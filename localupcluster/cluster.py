@@ -50,7 +50,8 @@ from localupcluster._readiness import (
 )
 from localupcluster._signals import InterruptGuard
 from localupcluster._tls import AdminTLS, admin_tls
-from localupcluster.cmd import Cmd, describe_exit
+from localupcluster.cmd import Cmd
+from supervise import describe_exit
 
 MAX_RETRIES = 10
 """Restarts of a component that exits before it is ready (e.g. its port not yet released)."""

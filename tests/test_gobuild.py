@@ -19,8 +19,8 @@ import pytest
 from environment import Environ
 
 from e2e_dra._cache import CacheEntry
-from e2e_dra._gotool import go_version, toolchain_for
-from e2e_dra.errors import E2EDRAError, InputError, ReleaseError, VersionError
+from e2e_dra._gotool import GoToolchain, go_version, run_go, toolchain_for
+from e2e_dra.errors import E2EDRAError, InputError, ProvisionError, ReleaseError, VersionError
 from e2e_dra.releases import release_source, versions_under_test
 from e2e_dra.releases._gobuild import (
     BUILT_COMMANDS,
@@ -698,3 +698,35 @@ def test_the_default_falls_back_to_stable_only_when_latest_cannot_be_had(
     for pin in ("latest", "1.38", "v1.38.0-beta.0"):  # a pin never falls back
         environ.set("E2E_DRA_KUBERNETES_VERSION", pin)
         assert chosen_release(_Releases("it refuses x")) == ("v1.38.0-beta.0", pin)
+
+
+def test_run_go_logs_the_build_and_a_failure_names_its_last_lines(tmp_path: Path) -> None:
+    """Builds run under the process supervisor: output to the log, the tail in the error."""
+    go = tmp_path / "go"
+    go.write_text('#!/bin/sh\necho "compiling $*"\necho "undefined: x" >&2\nexit "$EXIT"\n')
+    go.chmod(0o755)
+    toolchain = GoToolchain(name="go1.99.0", go=str(go))
+    log = tmp_path / "logs" / "build.log"
+    ok_env = dict(os.environ, EXIT="0")
+    run_go(
+        ["build", "./..."],
+        cwd=tmp_path,
+        what="building x",
+        log=log,
+        env=ok_env,
+        toolchain=toolchain,
+    )
+    with pytest.raises(
+        ProvisionError, match=r"building x failed \(go exited 2\); last lines of"
+    ) as e:
+        run_go(
+            ["vet"],
+            cwd=tmp_path,
+            what="building x",
+            log=log,
+            env=dict(os.environ, EXIT="2"),
+            toolchain=toolchain,
+        )
+    assert str(e.value).endswith("\n  compiling vet\n  undefined: x")
+    text = log.read_text()
+    assert "compiling build ./...\nundefined: x\n" in text and "exit status 2" in text

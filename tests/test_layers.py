@@ -2,8 +2,9 @@
 
 A module may import its own layer and the layers below it, never one above. Across layers it
 imports public names only: ``e2e_dra.releases``, not ``e2e_dra.releases._select``. The engine
-(``localupcluster``) stands alone: it imports nothing of e2e-dra, and its users hand it a logger and
-paths. Imports under ``if TYPE_CHECKING:`` count too: a type is a dependency as well.
+(``localupcluster``) stands alone: it imports nothing of e2e-dra but the process supervisor
+(``supervise``, itself importing nothing of ours), and its users hand it a logger and paths.
+Imports under ``if TYPE_CHECKING:`` count too: a type is a dependency as well.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("processes", ("supervise",)),
     (
         "base",
         (
@@ -52,10 +54,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 """Lowest first. A name stands for that module and, for a package, everything under it."""
 
-STANDALONE = {"engine"}
-"""Layers that import no other layer of ours at all, whatever their place."""
+STANDALONE: dict[str, set[str]] = {"processes": set(), "engine": {"processes"}}
+"""Layers that import no other layer of ours, whatever their place, but the ones named: the engine
+uses the process supervisor, as the node runtime and the builds below it do."""
 
-PACKAGES = ("e2e_dra", "localupcluster", "subtests")
+PACKAGES = ("e2e_dra", "localupcluster", "subtests", "supervise")
 
 
 def _owner(module: str) -> tuple[int, str] | None:
@@ -129,7 +132,7 @@ def violations() -> list[str]:
             my_layer, their_layer = LAYERS[mine[0]][0], LAYERS[theirs[0]][0]
             if theirs[0] > mine[0]:
                 found.append(f"{where}: {my_layer} imports {imported_module} ({their_layer})")
-            elif my_layer in STANDALONE:
+            elif my_layer in STANDALONE and their_layer not in STANDALONE[my_layer]:
                 found.append(f"{where}: the {my_layer} stands alone but imports {imported_module}")
             rest = imported_module[len(theirs[1]) :].lstrip(".")
             if rest.startswith("_") or "._" in rest:

@@ -15,7 +15,7 @@ import pytest
 from fake_k8s.harness import FakeTree, make_fake_tree
 
 from localupcluster._hostlock import HostLock
-from localupcluster.cmd import process_group_members
+from supervise import group_members
 
 
 def e2e_dra() -> str:
@@ -45,7 +45,7 @@ def test_cluster_up_prints_kubeconfig_and_stops_everything_on_a_signal(
         assert child.stdout.readline() == f"kubeconfig: {tree.cert_dir / 'admin.kubeconfig'}\n"
         apiserver = tree.starts("kube-apiserver")
         assert "--feature-gates=AllAlpha=false,DRAThing=true" in apiserver[0]["argv"]
-        assert process_group_members(apiserver[0]["pgid"])
+        assert group_members(apiserver[0]["pgid"])
         child.send_signal(sig)
         _, stderr = child.communicate(timeout=60)
     finally:
@@ -53,7 +53,7 @@ def test_cluster_up_prints_kubeconfig_and_stops_everything_on_a_signal(
     assert child.returncode == 0, stderr
     assert "cluster stopped" in stderr
     for name in ("etcd", "kube-apiserver", "kubelet", "kube-proxy"):
-        assert not process_group_members(tree.starts(name)[0]["pgid"]), name
+        assert not group_members(tree.starts(name)[0]["pgid"]), name
 
 
 def test_cluster_up_rejects_bad_gates_in_one_line(tree: FakeTree) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from localupcluster import ClusterError, Cmd
-from localupcluster.cmd import process_group_members
+from supervise import group_members
 
 
 def test_command_runs_in_its_own_process_group_and_logs_why_it_ended(tmp_path: Path) -> None:
@@ -30,9 +30,9 @@ def test_stop_kills_the_whole_group_including_grandchildren(tmp_path: Path) -> N
     cmd.start()
     assert cmd.pid is not None and os.getpgid(cmd.pid) == cmd.pid != os.getpgid(0)
     deadline = time.monotonic() + 5
-    while len(process_group_members(cmd.pid)) < 3 and time.monotonic() < deadline:
+    while len(group_members(cmd.pid)) < 3 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert len(process_group_members(cmd.pid)) == 3
+    assert len(group_members(cmd.pid)) == 3
     cmd.stop("test is done")
     assert cmd.leftovers() == []
     assert not cmd.running()

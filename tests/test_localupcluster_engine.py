@@ -15,7 +15,7 @@ import pytest
 from fake_k8s.harness import NEW_VERSION, OLD_VERSION, FakeTree, make_fake_tree
 
 from localupcluster import KUBE_CLUSTER_COMPONENTS, Cluster, ClusterError, ModifyOptions
-from localupcluster.cmd import process_group_members
+from supervise import group_members
 
 ALL = ("etcd", *KUBE_CLUSTER_COMPONENTS)
 
@@ -30,7 +30,7 @@ def leftovers(tree: FakeTree) -> dict[str, list[int]]:
     alive = {}
     for name in ALL:
         for record in tree.starts(name):
-            members = process_group_members(record["pgid"])
+            members = group_members(record["pgid"])
             if members:
                 alive[name] = members
     return alive

@@ -18,7 +18,7 @@ from fake_k8s.harness import FakeTree, make_fake_tree
 from e2e_dra.errors import ComponentCrashed
 from e2e_dra.waits import abort_when, eventually
 from localupcluster import Cluster
-from localupcluster.cmd import process_group_members
+from supervise import group_members
 
 OWNER = """
 import json, sys, time
@@ -43,7 +43,7 @@ def tree(tmp_path: Path) -> FakeTree:
 
 
 def alive_groups(tree: FakeTree, name: str) -> list[int]:
-    return [r["pgid"] for r in tree.starts(name) if process_group_members(r["pgid"])]
+    return [r["pgid"] for r in tree.starts(name) if group_members(r["pgid"])]
 
 
 def test_a_cluster_whose_owner_was_killed_is_stopped_by_the_next(
@@ -81,7 +81,7 @@ def test_a_cluster_whose_owner_was_killed_is_stopped_by_the_next(
         err = capsys.readouterr().err
         assert f"a previous run (pid {owner.pid}) died and left" in err
         assert f"kube-apiserver-0-initial (pid {left[0]})" in err
-        assert all(not process_group_members(pgid) for pgid in left)
+        assert all(not group_members(pgid) for pgid in left)
     finally:
         cluster.stop()
     assert not any(alive_groups(tree, name) for name in ("kube-apiserver", "kubelet"))

@@ -31,7 +31,7 @@ READS_ALLOWED = {
     "e2e_dra/provision/_apt.py": "apt-get's environment: ours, passed on",
     "e2e_dra/provision/_containerd.py": "containerd's environment: ours, passed on",
     "e2e_dra/provision/_kubelet.py": "local-up-cluster.sh's PATH and KUBELET_FLAGS, added to",
-    "localupcluster/cmd.py": "every process the engine starts inherits ours",
+    "supervise/_process.py": "every process we start inherits ours",
     "localupcluster/cluster.py": "what those processes will see (KUBE_VERBOSE, PATH)",
     "e2e_dra/_suite/_dry.py": "the suite's dry seam, for our tests only (issue 14: a fixture)",
 }
@@ -169,7 +169,7 @@ def _environ_reads(path: Path) -> list[int]:
 
 def test_no_module_reads_the_environment_but_the_settings() -> None:
     found: dict[str, list[int]] = {}
-    for package in ("e2e_dra", "localupcluster", "subtests"):
+    for package in ("e2e_dra", "localupcluster", "subtests", "supervise"):
         for path in sorted((ROOT / package).rglob("*.py")):
             lines = _environ_reads(path)
             if lines:

@@ -141,13 +141,8 @@ def write_config(layout: ContainerdLayout, *, sandbox_image: str) -> bool:
 
 
 def running_binary(layout: ContainerdLayout) -> Path | None:
-    pid = layout.daemon.running_pid()
-    if pid is None:
-        return None
-    try:
-        return Path(os.readlink(f"/proc/{pid}/exe"))
-    except OSError:
-        return None
+    who = layout.daemon.running()
+    return who.exe() if who else None
 
 
 def start(bin_dir: Path, layout: ContainerdLayout) -> int:

@@ -4,25 +4,21 @@ The node runtime outlives one e2e-dra run (containers and images survive between
 daemons are started detached in their own session and remembered in a PID file: the PID, the
 process's start time and the program's name. A later run trusts the file only while that PID is
 still the process that started then (a reused PID has another start time), and stops it by PID,
-never by name: other runtimes on the host are not ours to touch. The start time is read from the
-kernel's process table, which has it from the fork on; the command line is no identity, as it reads
-empty for a moment right after exec.
+never by name: other runtimes on the host are not ours to touch. Starting, identifying and
+stopping are the shared supervisor's (``supervise``); this module adds the PID file and waiting
+until the daemon is ready.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
 from e2e_dra.errors import ProvisionError
+from supervise import Process, ProcessError, ProcessId, terminate
 
 
 @dataclass(frozen=True)
@@ -31,22 +27,27 @@ class Daemon:
     pid_file: Path
     log_file: Path
 
-    def running_pid(self) -> int | None:
-        """The PID from our file when that process is alive and is still the one we started."""
+    def running(self) -> ProcessId | None:
+        """The process from our file when it is alive and is still the one we started."""
         try:
             fields = self.pid_file.read_text().split()
             pid = int(fields[0])
-            proc = psutil.Process(pid)
             if len(fields) >= 3:  # pid, start time, program: written by start()
-                if fields[2] != self.name or int(fields[1]) != _started(proc):
-                    return None  # another program's file, or the PID was reused
-            elif proc.name() != self.name:  # a bare PID (older e2e-dra): the program must match
-                return None
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                return None
-        except (OSError, ValueError, IndexError, psutil.Error):
+                if fields[2] != self.name:
+                    return None  # another program's file
+                who: ProcessId | None = ProcessId(pid, int(fields[1]))
+            else:  # a bare PID (older e2e-dra): the program must match
+                who = ProcessId.of(pid)
+                if who is not None and who.name() != self.name:
+                    return None
+        except (OSError, ValueError, IndexError):
             return None
-        return pid
+        return who if who is not None and who.alive() else None
+
+    def running_pid(self) -> int | None:
+        """The PID of :meth:`running`."""
+        who = self.running()
+        return who.pid if who else None
 
     def start(
         self,
@@ -59,32 +60,26 @@ class Daemon:
         """Start ``argv`` detached (own session, log file) and wait until ``ready()``."""
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_file, "ab") as log:
-            proc = subprocess.Popen(
-                list(argv),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=dict(env),
-                start_new_session=True,
-                close_fds=True,
-            )
-        tmp = self.pid_file.with_suffix(".tmp")
+        process = Process(self.name, argv, log_file=self.log_file, env=env, new_session=True)
         try:
-            started = _started(psutil.Process(proc.pid))
-        except psutil.Error:  # gone already: the loop below reports how it ended
-            started = -1
-        tmp.write_text(f"{proc.pid} {started} {self.name}\n")
+            process.start()
+        except ProcessError as exc:
+            raise ProvisionError(str(exc)) from exc
+        assert process.identity is not None
+        who = process.identity
+        tmp = self.pid_file.with_suffix(".tmp")
+        tmp.write_text(f"{who.pid} {who.start} {self.name}\n")
         os.replace(tmp, self.pid_file)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if proc.poll() is not None:
+            if not process.running():
+                returncode = process.wait(timeout=10)  # its trailer is in the log then
                 raise ProvisionError(
-                    f"{self.name} exited with status {proc.returncode} right after starting; "
+                    f"{self.name} exited with status {returncode} right after starting; "
                     f"see {self.log_file}: {_tail(self.log_file)}"
                 )
             if ready():
-                return proc.pid
+                return who.pid
             time.sleep(0.2)
         self.stop()
         raise ProvisionError(
@@ -94,34 +89,11 @@ class Daemon:
 
     def stop(self, timeout: float = 20) -> bool:
         """SIGTERM our daemon's process group, SIGKILL it after ``timeout``; True if one ran."""
-        pid = self.running_pid()
-        if pid is None:
-            self.pid_file.unlink(missing_ok=True)
-            return False
-        _signal_group(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.running_pid() == pid:
-            time.sleep(0.2)
-        if self.running_pid() == pid:
-            _signal_group(pid, signal.SIGKILL)
-            time.sleep(0.5)
+        who = self.running()
+        if who is not None:
+            terminate(who, grace=timeout, patience=5)
         self.pid_file.unlink(missing_ok=True)
-        return True
-
-
-def _started(proc: psutil.Process) -> int:
-    """Clock ticks from boot to the process's fork (/proc/<pid>/stat's start time): with the PID,
-    who the process is. Unlike its wall-clock start time, it does not move when the clock is set."""
-    return round((proc.create_time() - psutil.boot_time()) * os.sysconf("SC_CLK_TCK"))
-
-
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    """Signal the daemon's own process group (it leads its session), or just it if that fails."""
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
+        return who is not None
 
 
 def _tail(path: Path, lines: int = 3) -> str:

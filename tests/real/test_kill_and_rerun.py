@@ -28,7 +28,8 @@ import psutil
 import pytest
 
 from e2e_dra.settings import settings
-from localupcluster._hostlock import start_time, stop_group
+from localupcluster._hostlock import start_time
+from supervise import ProcessId, terminate
 
 pytestmark = pytest.mark.real
 
@@ -123,8 +124,8 @@ def stop_leftovers(started: dict[int, str | None]) -> None:
     """A failed test must not leave its job's components for the next person: stop those still
     running (only the ones the job said it started, by pid and start time)."""
     for pid, when in started.items():
-        if not gone(pid, when):
-            stop_group(pid)
+        if not gone(pid, when) and when is not None:
+            terminate(ProcessId(pid, int(when)))
 
 
 def rerun(artifacts: Path) -> subprocess.CompletedProcess[str]:

@@ -19,7 +19,7 @@ from e2e_dra.kube import Kube, path
 from e2e_dra.releases import VersionsUnderTest
 from e2e_dra.settings import settings
 from localupcluster import KUBE_CLUSTER_COMPONENTS, Cluster, ModifyOptions
-from localupcluster.cmd import process_group_members
+from supervise import group_members
 
 pytestmark = pytest.mark.real
 
@@ -75,13 +75,13 @@ def test_upgrade_and_downgrade_swap_every_component(
     undo = cluster.modify(f"1-{current.version}", ModifyOptions(bin_dir=current.bin_dir))
     assert_versions(cluster, current.version)
     assert processes_using(previous.bin_dir) == []
-    assert all(not process_group_members(pid) for pid in initial.values() if pid)
+    assert all(not group_members(pid) for pid in initial.values() if pid)
 
     upgraded = {c: cluster.running[c].pid for c in KUBE_CLUSTER_COMPONENTS}
     cluster.modify(f"2-restored-{versions.previous_minor}", undo)
     assert_versions(cluster, previous.version)
     assert processes_using(current.bin_dir) == []
-    assert all(not process_group_members(pid) for pid in upgraded.values() if pid)
+    assert all(not group_members(pid) for pid in upgraded.values() if pid)
 
     logs = cluster.log_dir
     for component in KUBE_CLUSTER_COMPONENTS:

@@ -8,6 +8,11 @@ this plugin parametrizes them from the suite's plan.
 
 Selection: ``-k core-dra`` keeps that subtest's phases, and this plugin adds back what they need
 (earlier phases of the same subtest, the cluster steps), so a selection never breaks a chain.
+
+The cluster behind a suite comes from the hook ``pytest_e2e_dra_backend`` (first answer wins);
+this plugin answers last, with the real cluster. Another plugin of the run (a conftest, ``-p``,
+pytester's ``plugins=``) can answer first: that is how e2e-dra's own tests run the suite machinery
+without a cluster, with nothing in this package that knows about them.
 """
 
 from __future__ import annotations
@@ -17,8 +22,9 @@ import os
 import random
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -28,7 +34,7 @@ from e2e_dra.settings import Settings, use
 
 if TYPE_CHECKING:
     from e2e_dra._suite._plan import Entry
-    from e2e_dra._suite._run import SuiteRun
+    from e2e_dra._suite._run import Backend, SuiteRun
 
 SUITE_ATTR = "E2E_DRA_SUITE"
 STEP_FIXTURE = "e2e_dra_step"
@@ -49,6 +55,27 @@ class _State:
 
 _STATE = pytest.StashKey[_State]()
 _SETTINGS_BEFORE = pytest.StashKey["Settings | None"]()
+
+
+class _Hooks:
+    """The hook this plugin adds to pytest's (registered by :func:`pytest_addhooks`)."""
+
+    @pytest.hookspec(firstresult=True)
+    def pytest_e2e_dra_backend(
+        self,
+        config: pytest.Config,
+        suite: str,
+        subtests: Mapping[str, Any],
+        artifacts: Path,
+        say: Callable[[str], None],
+    ) -> Backend | None:
+        """The backend that runs ``suite``'s cluster steps and gives its phases their context,
+        for the selected ``subtests``; ``artifacts`` is the suite's directory, ``say`` its
+        progress channel. The first answer that is not None wins."""
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(_Hooks)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -230,7 +257,9 @@ def e2e_dra_run(request: pytest.FixtureRequest) -> Iterator[SuiteRun]:
     shutil.rmtree(artifacts, ignore_errors=True)  # ours alone: the last run of this suite
     artifacts.mkdir(parents=True, exist_ok=True)
     view = LiveView(lambda line: _write_line(config, line), fancy=state.fancy)
-    backend = _backend(suite, subtests, artifacts, view.say)
+    backend = config.hook.pytest_e2e_dra_backend(
+        config=config, suite=suite, subtests=subtests, artifacts=artifacts, say=view.say
+    )
     ids = [entry.id for entry in plan if entry.is_step or entry.subtest in names]
     summary = Summary(artifacts, suite, state.seed, ids, backend.describe)
     state.summaries[suite] = str(summary.path)
@@ -267,12 +296,13 @@ def _sigterm_as_ctrl_c() -> Iterator[None]:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _backend(suite: str, subtests: dict[str, Any], artifacts: Any, say: Any) -> Any:
-    from e2e_dra._suite._dry import DryBackend, dry_run
+@pytest.hookimpl(trylast=True)
+def pytest_e2e_dra_backend(
+    suite: str, subtests: Mapping[str, Any], artifacts: Path, say: Callable[[str], None]
+) -> Backend:
+    """The real cluster: the answer when no other plugin of the run gives one."""
     from e2e_dra._suite._plan import GATE_CYCLE
 
-    if dry_run():
-        return DryBackend(suite, subtests, artifacts, say)
     if suite == GATE_CYCLE:
         from e2e_dra._suite._gate_cycle import GateCycleBackend
 

@@ -33,7 +33,6 @@ READS_ALLOWED = {
     "e2e_dra/provision/_kubelet.py": "local-up-cluster.sh's PATH and KUBELET_FLAGS, added to",
     "supervise/_process.py": "every process we start inherits ours",
     "localupcluster/cluster.py": "what those processes will see (KUBE_VERBOSE, PATH)",
-    "e2e_dra/_suite/_dry.py": "the suite's dry seam, for our tests only (issue 14: a fixture)",
 }
 """Modules that may touch ``os.environ``, and why: none of them to decide a setting of ours."""
 

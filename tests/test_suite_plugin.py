@@ -1,9 +1,9 @@
 """The suite machinery without a cluster: ordering, chain skipping, selection, seeds, junit.
 
 Each test runs pytest (pytester) on the real suite modules against a tiny subtests package whose
-phases only record that they ran. ``E2E_DRA_SUITE_DRY=1`` turns the cluster steps into recorded
-no-ops; everything else (the plugin, the plan, the run state machine, the summary) is the code the
-real job runs.
+phases only record that they ran. A :class:`~dry_backend.DryCluster` passed to that run answers
+the plugin's backend hook, so the cluster steps are recorded no-ops; everything else (the plugin,
+the plan, the run state machine, the summary) is the code the real job runs.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from dry_backend import STEPS_LOG, DryBackend, DryCluster
 
 import e2e_dra
 
@@ -81,12 +82,9 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: 
     for module in ("test_upgrade_downgrade.py", "test_feature_gate_cycle.py"):
         (pytester.path / module).write_text((SUITE_DIR / module).read_text())
     artifacts = tmp_path / "artifacts"
-    monkeypatch.setenv("E2E_DRA_SUITE_DRY", "1")
     monkeypatch.setenv("ARTIFACTS", str(artifacts))
     monkeypatch.setenv("TINY_RECORD", str(tmp_path / "record.txt"))
     monkeypatch.setenv("CI", "true")
-    monkeypatch.delenv("E2E_DRA_SUITE_DRY_SERVED", raising=False)
-    monkeypatch.delenv("E2E_DRA_SUITE_DRY_FAIL_STEP", raising=False)
     monkeypatch.delenv("TINY_FAIL", raising=False)
     return Tiny(pytester, tmp_path)
 
@@ -96,8 +94,17 @@ class Tiny:
         self.pytester = pytester
         self.tmp_path = tmp_path
 
-    def run(self, *args: str, suite: str = "test_upgrade_downgrade.py") -> pytest.RunResult:
-        return self.pytester.runpytest(suite, "-p", "no:cacheprovider", *args)
+    def run(
+        self,
+        *args: str,
+        suite: str = "test_upgrade_downgrade.py",
+        cluster: DryCluster | None = None,
+    ) -> pytest.RunResult:
+        """pytest on ``suite`` in this process, with ``cluster`` (default: a plain one) as its
+        cluster."""
+        return self.pytester.runpytest(
+            suite, "-p", "no:cacheprovider", *args, plugins=[cluster or DryCluster()]
+        )
 
     def visited(self) -> list[str]:
         record = self.tmp_path / "record.txt"
@@ -107,7 +114,7 @@ class Tiny:
         return json.loads((self.tmp_path / "artifacts" / suite / "summary.json").read_text())
 
     def dry_steps(self, suite: str = "upgrade-downgrade") -> list[str]:
-        log = self.tmp_path / "artifacts" / suite / "dry-steps.log"
+        log = self.tmp_path / "artifacts" / suite / STEPS_LOG
         return log.read_text().split() if log.exists() else []
 
 
@@ -199,12 +206,8 @@ def test_x_stops_at_the_first_failure_and_still_cleans_up(suite: Tiny, monkeypat
     }
 
 
-def test_a_failed_cluster_step_skips_everything_after_it_but_the_cleanup(
-    suite: Tiny, monkeypatch
-) -> None:
-    monkeypatch.setenv("E2E_DRA_SUITE_DRY_FAIL_STEP", "upgrade")
-
-    result = suite.run("-rs")
+def test_a_failed_cluster_step_skips_everything_after_it_but_the_cleanup(suite: Tiny) -> None:
+    result = suite.run("-rs", cluster=DryCluster(fail_step="upgrade"))
 
     result.assert_outcomes(passed=7, failed=1, skipped=7)
     result.stdout.fnmatch_lines(["*SKIPPED*cluster step 'upgrade' failed*"])
@@ -212,12 +215,8 @@ def test_a_failed_cluster_step_skips_everything_after_it_but_the_cleanup(
     assert all(v.endswith(PHASES[0]) for v in suite.visited())
 
 
-def test_subtest_the_cluster_cannot_serve_is_skipped_with_the_reason(
-    suite: Tiny, monkeypatch
-) -> None:
-    monkeypatch.setenv("E2E_DRA_SUITE_DRY_SERVED", "v1")
-
-    result = suite.run("-rs")
+def test_subtest_the_cluster_cannot_serve_is_skipped_with_the_reason(suite: Tiny) -> None:
+    result = suite.run("-rs", cluster=DryCluster(served={"v1"}))
 
     result.assert_outcomes(passed=12, skipped=3)
     result.stdout.fnmatch_lines(["*SKIPPED*gamma: needs example.com/v1*"])
@@ -285,13 +284,12 @@ def test_gate_cycle_gives_each_subtest_its_own_cluster(suite: Tiny) -> None:
 def test_a_safety_net_finding_fails_a_passing_phase_and_notes_a_failing_one(
     suite: Tiny, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(
-        "E2E_DRA_SUITE_DRY_FINDINGS",
-        "alpha/after-cluster-creation=claim x allocated without any finalizer;"
-        "beta/after-cluster-upgrade=driver y dropped fields",
-    )
+    findings = {
+        "alpha/after-cluster-creation": ["claim x allocated without any finalizer"],
+        "beta/after-cluster-upgrade": ["driver y dropped fields"],
+    }
     monkeypatch.setenv("TINY_FAIL", "beta/after-cluster-upgrade")
-    result = suite.run("--e2e-dra-seed=3")
+    result = suite.run("--e2e-dra-seed=3", cluster=DryCluster(findings=findings))
     result.assert_outcomes(passed=10, failed=2, skipped=3)
     output = result.stdout.str()
     assert re.search(
@@ -307,3 +305,30 @@ def test_a_safety_net_finding_fails_a_passing_phase_and_notes_a_failing_one(
         "phase 'after-cluster-creation' failed" in results["alpha/after-cluster-upgrade"]["message"]
     )
     assert results["beta/after-cluster-upgrade"]["message"].startswith("AssertionError: beta broke")
+
+
+@pytest.mark.parametrize(
+    ("suite_name", "real"),
+    [
+        ("upgrade-downgrade", "UpgradeDowngradeBackend"),
+        ("control-plane-first", "UpgradeDowngradeBackend"),
+        ("kubelet-last", "UpgradeDowngradeBackend"),
+        ("gate-cycle", "GateCycleBackend"),
+    ],
+)
+def test_the_backend_is_the_real_cluster_unless_a_plugin_of_the_run_gives_one(
+    pytester: pytest.Pytester, tmp_path: Path, suite_name: str, real: str
+) -> None:
+    def ask(config: pytest.Config) -> object:
+        return config.hook.pytest_e2e_dra_backend(
+            config=config, suite=suite_name, subtests={}, artifacts=tmp_path, say=print
+        )
+
+    plain = ask(pytester.parseconfigure())
+    assert type(plain).__name__ == real
+    assert plain.suite == suite_name
+
+    dry = DryCluster()
+    given = pytester.parseconfigure()
+    given.pluginmanager.register(dry)
+    assert isinstance(ask(given), DryBackend)

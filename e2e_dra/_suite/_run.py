@@ -25,7 +25,9 @@ class SafetyNetFailure(AssertionError):
 
 
 class Backend(Protocol):
-    """Where the cluster steps and phase contexts come from: the real cluster, or the dry seam."""
+    """Where the cluster steps and phase contexts come from: the real cluster, or the backend
+    another plugin of the run returns from the ``pytest_e2e_dra_backend`` hook (our tests: one
+    without a cluster)."""
 
     def run_step(self, entry: Entry) -> None: ...
 

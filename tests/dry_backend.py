@@ -1,0 +1,114 @@
+"""The suite's machinery without a cluster: a backend whose cluster steps are recorded no-ops.
+
+The suite plugin asks the hook ``pytest_e2e_dra_backend`` for its backend; a :class:`DryCluster`
+passed to an inner pytest run (pytester's ``plugins=``) answers it first, so the ordering,
+skipping, selection and reporting rules are tested in seconds with the code the real job runs,
+and the production package holds no switch to a pretend cluster. What the pretend cluster does
+(what it serves, which step breaks, what its safety nets find) is said by arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from e2e_dra._suite._plan import Entry
+from e2e_dra.subtest import Context
+
+STEPS_LOG = "dry-steps.log"
+"""Under the suite's artifacts: the cluster steps that ran, one id a line."""
+
+
+class DryBackend:
+    """Every cluster step only recorded (in the summary, like every entry, and in ``STEPS_LOG``);
+    phases get a context without a cluster, driver or builder."""
+
+    def __init__(
+        self,
+        suite: str,
+        subtests: Mapping[str, Any],
+        artifacts: Path,
+        say: Callable[[str], None],
+        *,
+        served: Collection[str] | None = None,
+        fail_step: str | None = None,
+        findings: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        self.suite = suite
+        self.subtests = dict(subtests)
+        self.artifacts = artifacts
+        self.say = say
+        self.steps: list[str] = []
+        self._served = None if served is None else set(served)
+        self._fail_step = fail_step
+        self._findings = dict(findings or {})
+
+    def run_step(self, entry: Entry) -> None:
+        self.steps.append(entry.id)
+        self.artifacts.mkdir(parents=True, exist_ok=True)
+        with (self.artifacts / STEPS_LOG).open("a") as log:
+            log.write(entry.id + "\n")
+        if entry.id == self._fail_step:
+            raise AssertionError(f"dry run: cluster step {entry.id} fails as asked")
+        self.say(f"dry run: cluster step {entry.id} does nothing")
+
+    def unmet(self, subtest: str) -> str | None:
+        if self._served is None:
+            return None
+        missing = [gv for gv in self.subtests[subtest].requires if gv not in self._served]
+        return f"needs {', '.join(missing)}, which the cluster does not serve" if missing else None
+
+    def drop(self, subtest: str) -> None:
+        pass
+
+    def context(self, entry: Entry) -> Context:
+        return Context(
+            kube=None,  # type: ignore[arg-type]
+            driver=None,  # type: ignore[arg-type]
+            builder=None,  # type: ignore[arg-type]
+            nodes=["127.0.0.1"],
+            phase=str(entry.phase),
+            artifacts=self.artifacts / "subtests" / str(entry.subtest),
+            log=self.say,
+        )
+
+    def checks(self, entry: Entry) -> list[str]:
+        return list(self._findings.get(entry.id, ()))
+
+    def on_failure(self, entry: Entry, exc: BaseException) -> list[str]:
+        return [f"e2e-dra: artifacts: {self.artifacts}"]
+
+    def close(self) -> None:
+        pass
+
+    def describe(self) -> dict[str, Any]:
+        return {"dry_run": True, "cluster_steps_run": list(self.steps)}
+
+
+@dataclass(frozen=True, eq=False)
+class DryCluster:
+    """A pytest plugin: answers the suite plugin's backend hook with a :class:`DryBackend`.
+
+    ``served``: the group/versions the pretend cluster serves (None: everything); ``fail_step``:
+    the id of a cluster step that fails; ``findings``: what the safety nets find when the entry
+    of that id ends.
+    """
+
+    served: Collection[str] | None = None
+    fail_step: str | None = None
+    findings: Mapping[str, Sequence[str]] = field(default_factory=dict)
+
+    def pytest_e2e_dra_backend(
+        self, suite: str, subtests: Mapping[str, Any], artifacts: Path, say: Callable[[str], None]
+    ) -> DryBackend:
+        return DryBackend(
+            suite,
+            subtests,
+            artifacts,
+            say,
+            served=self.served,
+            fail_step=self.fail_step,
+            findings=self.findings,
+        )

@@ -8,13 +8,16 @@ seconds; the real suite never takes this path.
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from e2e_dra._suite._plan import Entry
 from e2e_dra.subtest import Context
+
+logger = logging.getLogger(__name__)
 
 DRY_ENV = "E2E_DRA_SUITE_DRY"
 SERVED_ENV = "E2E_DRA_SUITE_DRY_SERVED"
@@ -35,12 +38,10 @@ class DryBackend:
         suite: str,
         subtests: Mapping[str, Any],
         artifacts: Path,
-        say: Callable[[str], None],
     ) -> None:
         self.suite = suite
         self.subtests = dict(subtests)
         self.artifacts = artifacts
-        self.say = say
         self.steps: list[str] = []
         served = os.environ.get(SERVED_ENV)
         self._served = None if served is None else {s.strip() for s in served.split(",")}
@@ -52,7 +53,7 @@ class DryBackend:
             log.write(entry.id + "\n")
         if entry.id == os.environ.get(FAIL_STEP_ENV):
             raise AssertionError(f"dry run: cluster step {entry.id} fails as asked")
-        self.say(f"dry run: cluster step {entry.id} does nothing")
+        logger.info(f"dry run: cluster step {entry.id} does nothing")
 
     def unmet(self, subtest: str) -> str | None:
         if self._served is None:
@@ -71,7 +72,7 @@ class DryBackend:
             nodes=["127.0.0.1"],
             phase=str(entry.phase),
             artifacts=self.artifacts / "subtests" / str(entry.subtest),
-            log=self.say,
+            log=logger.info,
         )
 
     def checks(self, entry: Entry) -> list[str]:

@@ -56,6 +56,7 @@ class _State:
 
 _STATE = pytest.StashKey[_State]()
 _SETTINGS_BEFORE = pytest.StashKey["Settings | None"]()
+_LEVELS_BEFORE = pytest.StashKey[dict[str, int]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -88,6 +89,18 @@ def pytest_configure(config: pytest.Config) -> None:
     if seed is None:
         seed = random.SystemRandom().randrange(1, 2**31)
     config.stash[_STATE] = _State(seed=seed, live=_turn_on_live_logging(config))
+    config.stash[_LEVELS_BEFORE] = _progress_at_info()
+
+
+def _progress_at_info() -> dict[str, int]:
+    """Our loggers record INFO in every run, so a failed test's report shows its progress lines
+    ("Captured log"), live logging or not; their levels of before, to hand back."""
+    from e2e_dra._console import PROGRESS_LOGGERS
+
+    before = {name: logging.getLogger(name).level for name in PROGRESS_LOGGERS}
+    for name in PROGRESS_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO)
+    return before
 
 
 def _turn_on_live_logging(config: pytest.Config) -> bool:
@@ -125,6 +138,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """Hand back the settings of before (a run inside a run, as pytester makes, ends here)."""
     if _SETTINGS_BEFORE in config.stash:
         use(config.stash[_SETTINGS_BEFORE])
+    for name, level in config.stash.get(_LEVELS_BEFORE, {}).items():
+        logging.getLogger(name).setLevel(level)
 
 
 def _suite_of(module: Any) -> str | None:

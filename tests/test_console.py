@@ -30,11 +30,12 @@ def test_other_libraries_show_warnings_only(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_after_the_command_nothing_is_shown(capsys: pytest.CaptureFixture[str]) -> None:
+    before = logging.getLogger("e2e_dra").level
     with showing_progress():
         pass
     logging.getLogger("e2e_dra").info("after the command")
     assert "after the command" not in capsys.readouterr().err
-    assert logging.getLogger("e2e_dra").level == logging.NOTSET
+    assert logging.getLogger("e2e_dra").level == before
 
 
 @pytest.mark.parametrize(

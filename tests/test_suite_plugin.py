@@ -355,3 +355,10 @@ def test_a_users_live_logging_is_left_as_they_chose(pytester: pytest.Pytester) -
     result = pytester.runpytest("-p", "no:cacheprovider", "--log-cli-level=INFO")
     result.stdout.fnmatch_lines(["INFO *a progress line outside a suite*"])
     assert "HTTP Request" in result.stdout.str()
+
+
+def test_a_failed_test_outside_a_suite_reports_its_progress(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_plain=PLAIN + "    raise AssertionError('broke')\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*Captured log call*", "INFO *a progress line outside a suite"])

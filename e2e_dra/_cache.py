@@ -33,6 +33,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import shutil
 import time
@@ -42,6 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from e2e_dra.errors import LocalError, describe_os_error
+
+logger = logging.getLogger(__name__)
 
 MARKER = ".e2e-dra-complete.json"
 FILES_KEY = "files"
@@ -75,9 +78,7 @@ class CacheEntry:
         problem = _first_difference(self.path, meta[FILES_KEY], deep=deep)
         if problem is None:
             return True
-        from e2e_dra._console import say
-
-        say(f"cache entry {self.path} is damaged ({problem}); it will be rebuilt")
+        logger.info(f"cache entry {self.path} is damaged ({problem}); it will be rebuilt")
         return False
 
     def metadata(self) -> dict[str, Any]:
@@ -101,9 +102,7 @@ class CacheEntry:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                from e2e_dra._console import say
-
-                say(f"waiting for another process that is filling {self.path} ...")
+                logger.info(f"waiting for another process that is filling {self.path} ...")
                 fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield
@@ -145,17 +144,17 @@ class CacheEntry:
 
     def _adopt(self) -> bool:
         """Record the files of an entry written before files were recorded; True when done."""
-        from e2e_dra._console import say
-
         try:
             with self.lock():
                 meta = self.metadata()
                 if FILES_KEY not in meta and self.marker.is_file():
-                    say(f"recording the files of {self.path} (written before files were recorded)")
+                    logger.info(
+                        f"recording the files of {self.path} (written before files were recorded)"
+                    )
                     meta[FILES_KEY] = record_files(self.path)
                     _write_marker(self.path, meta)
         except (OSError, LocalError) as exc:  # read-only cache: trust it as older versions did
-            say(f"cannot record the files of {self.path} ({exc}); using it as it is")
+            logger.info(f"cannot record the files of {self.path} ({exc}); using it as it is")
             return True
         return self.marker.is_file()
 

@@ -1,5 +1,10 @@
 """One place that decides how we talk to a person: rich on a terminal, plain lines in CI.
 
+Progress goes through one channel, stdlib :mod:`logging`: every module logs to its own logger under
+``e2e_dra`` (the engine is handed one), and the front end decides where records show. The command
+line installs one handler here (:func:`show_progress`); under pytest, the plugin turns on pytest's
+own live logging instead, so lines show between pytest's lines while a test runs.
+
 Plain lines are never wrapped: a log reader greps for URLs and paths, and rich's 80-column default
 for a non-terminal would split them.
 """
@@ -8,13 +13,20 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from rich.console import Console
 
 from e2e_dra.settings import settings
+
+PROGRESS_LOGGERS = ("e2e_dra", "localupcluster")
+"""Loggers whose INFO records are progress lines; other libraries' (httpx, kubernetes) show from
+WARNING on, as they would without us."""
+
+LINE_FORMAT = "[%(asctime)s] %(message)s"
+TIME_FORMAT = "%H:%M:%S"
 
 
 def in_ci() -> bool:
@@ -34,36 +46,68 @@ def console() -> Console:
     )
 
 
-_sinks: list[Callable[[str], None]] = []
+def fancy() -> bool:
+    """Whether live displays (progress bars, live tables) make sense."""
+    return console().is_terminal and not in_ci()
 
 
-def say(message: str) -> None:
-    """A progress line: what we are doing now.
+def is_progress(record: logging.LogRecord) -> bool:
+    """Whether a record shows: ours from INFO on, anyone's from WARNING on."""
+    if record.levelno >= logging.WARNING:
+        return True
+    return record.levelno >= logging.INFO and record.name.split(".")[0] in PROGRESS_LOGGERS
+
+
+class _PlainHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """``[HH:MM:SS] message`` on stderr, one line each, never wrapped.
 
     Best effort: a reader that went away (a closed pipe, a full disk under the log) must not turn
     a progress line into an exception in the middle of stopping a cluster.
     """
-    with contextlib.suppress(OSError, ValueError):
-        if _sinks:
-            _sinks[-1](message)
-        elif console().is_terminal:
-            console().log(message)
-        else:
-            stamp = time.strftime("[%H:%M:%S]")
-            console().print(f"{stamp} {message}", soft_wrap=True, markup=False, highlight=False)
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+        self.setFormatter(logging.Formatter(LINE_FORMAT, TIME_FORMAT))
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        pass
+
+
+def progress_handler() -> logging.Handler:
+    """Rich's handler on a terminal (time column, live displays kept below), plain lines else."""
+    handler: logging.Handler
+    if fancy():
+        from rich.highlighter import NullHighlighter
+        from rich.logging import RichHandler
+
+        handler = RichHandler(
+            console=console(),
+            show_level=False,
+            show_path=False,
+            markup=False,
+            highlighter=NullHighlighter(),
+            log_time_format=f"[{TIME_FORMAT}]",
+        )
+    else:
+        handler = _PlainHandler()
+    handler.addFilter(is_progress)
+    return handler
 
 
 @contextlib.contextmanager
-def said_through(sink: Callable[[str], None]) -> Iterator[None]:
-    """Route progress lines to ``sink`` for a while: the suite shows them live between pytest's
-    own lines, where stderr would be captured and seen only after a test ends."""
-    _sinks.append(sink)
+def showing_progress() -> Iterator[None]:
+    """Progress lines on stderr while a command runs: one handler on the root logger, and our
+    loggers let INFO through (the root keeps its WARNING for everyone else)."""
+    root = logging.getLogger()
+    handler = progress_handler()
+    ours = [logging.getLogger(name) for name in PROGRESS_LOGGERS]
+    levels = [logger.level for logger in ours]
+    root.addHandler(handler)
+    for logger in ours:
+        logger.setLevel(logging.INFO)
     try:
         yield
     finally:
-        _sinks.remove(sink)
-
-
-def fancy() -> bool:
-    """Whether live displays (progress bars, live tables) make sense."""
-    return console().is_terminal and not in_ci()
+        root.removeHandler(handler)
+        for logger, level in zip(ours, levels, strict=True):
+            logger.setLevel(level)

@@ -18,6 +18,7 @@ every cached action by the identity of the compiler that produced it.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import re
 import shutil
@@ -27,12 +28,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from e2e_dra._console import say
 from e2e_dra._paths import cache_root
 from e2e_dra._platform import host_platform
 from e2e_dra.errors import ProvisionError
 from e2e_dra.settings import settings
 from supervise import ProcessError, run
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_SUMDB = "sum.golang.org"
 FETCH_TIMEOUT = 600.0
@@ -129,7 +131,7 @@ def fetch_toolchain(name: str) -> GoToolchain:
             f"fetching Go toolchain {name} needs the checksum database, which GOSUMDB=off turns "
             f"off: unset GOSUMDB, or install {name} yourself and put it first on PATH"
         )
-    say(f"fetching Go toolchain {name} through the Go module proxy ...")
+    logger.info(f"fetching Go toolchain {name} through the Go module proxy ...")
     started = time.monotonic()
     try:
         done = run(
@@ -147,7 +149,7 @@ def fetch_toolchain(name: str) -> GoToolchain:
             f"could not fetch Go toolchain {name} through GOPROXY ({last}); set GOTOOLCHAIN to "
             "a toolchain your proxy serves (e.g. go1.27.3) or install a newer Go"
         )
-    say(f"fetched Go toolchain {name} in {time.monotonic() - started:.0f}s ({root})")
+    logger.info(f"fetched Go toolchain {name} in {time.monotonic() - started:.0f}s ({root})")
     return GoToolchain(name=name, go=str(go), fetched=True)
 
 
@@ -186,7 +188,7 @@ def run_go(
     """Run ``go <args>`` in ``cwd`` (its own session: an interrupted build must not leave
     compilers running); a failure raises with the tail of its output and the log."""
     cmd = [toolchain.go if toolchain else go_binary(), *args]
-    say(f"{what}: go {' '.join(args[:2])} ...")
+    logger.info(f"{what}: go {' '.join(args[:2])} ...")
     started = time.monotonic()
     log = log or cwd / "go-build.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -199,4 +201,4 @@ def run_go(
             f"{what} failed (go exited {done.returncode}); last lines of {log}:\n  "
             + "\n  ".join(done.tail(15).splitlines())
         )
-    say(f"{what}: done in {time.monotonic() - started:.0f}s")
+    logger.info(f"{what}: done in {time.monotonic() - started:.0f}s")

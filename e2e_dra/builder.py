@@ -12,13 +12,15 @@ with :meth:`Builder.use_client`; it keeps only names and counters, never a conne
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from e2e_dra._console import say
 from e2e_dra.errors import E2EDRAError, ExecError
 from e2e_dra.kube import Kube, KubeError, NotFound, path, retrying
 from e2e_dra.waits import eventually
+
+logger = logging.getLogger(__name__)
 
 RESOURCE_V1 = "resource.k8s.io/v1"
 SCHEDULING_V1BETA1 = "scheduling.k8s.io/v1beta1"
@@ -108,7 +110,7 @@ class Builder:
         *,
         namespace: str = "default",
         image: str | None = None,
-        log: Callable[[str], None] = say,
+        log: Callable[[str], None] = logger.info,
     ) -> None:
         self.kube = kube
         self.name_suffix = name_suffix

@@ -1,11 +1,13 @@
 """``e2e-dra``: the command line of every area, assembled from :mod:`e2e_dra.commands`.
 
 Start-up stays fast because only argparse-level modules are imported before a command runs; the
-handlers import what they need. Every failure ends as one line on stderr and an exit status of its
-kind (:mod:`e2e_dra.errors`): a user's mistake or a machine's fault names the input and what to do;
-a bug of ours still prints one line, and the traceback goes to a file that line names, so a user
-never has to read one to know what happened. SIGTERM is handled like Ctrl-C, so what a command was
-writing (a cache entry's temp dir) is removed on the way out.
+handlers import what they need. Progress lines are log records; while a command runs, one handler
+shows them on stderr (:func:`e2e_dra._console.showing_progress`). Every failure ends as one line
+on stderr and an exit status of its kind (:mod:`e2e_dra.errors`): a user's mistake or a machine's
+fault names the input and what to do; a bug of ours still prints one line, and the traceback goes
+to a file that line names, so a user never has to read one to know what happened. SIGTERM is
+handled like Ctrl-C, so what a command was writing (a cache entry's temp dir) is removed on the
+way out.
 """
 
 from __future__ import annotations
@@ -91,7 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        status = int(args.handler(args) or 0)
+        from e2e_dra._console import showing_progress  # rich: not for --help
+
+        with showing_progress():
+            status = int(args.handler(args) or 0)
     except (E2EDRAError, ClusterError) as exc:
         return _fail(exc.exit_status, str(exc))
     except Terminated:

@@ -6,6 +6,11 @@ nothing unless a module that declares ``E2E_DRA_SUITE`` is collected. Such a mod
 ``test_cluster_step(e2e_dra_run, e2e_dra_step)`` and ``test_phase(e2e_dra_run, e2e_dra_phase)``;
 this plugin parametrizes them from the suite's plan.
 
+Progress shows live through pytest's own live logging: unless the user configured it, this plugin
+turns ``log_cli`` on at INFO with ``[HH:MM:SS] message`` lines, and lets through only the progress
+records (``e2e_dra``'s and the engine's, anyone's warnings) while a suite runs; a run without a
+suite looks as it would without this plugin.
+
 Selection: ``-k core-dra`` keeps that subtest's phases, and this plugin adds back what they need
 (earlier phases of the same subtest, the cluster steps), so a selection never breaks a chain.
 
@@ -18,11 +23,11 @@ without a cluster, with nothing in this package that knows about them.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
 import shutil
-import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,7 +51,9 @@ GATE_CYCLE_SUBTESTS_INI = "e2e_dra_gate_cycle_subtests"
 @dataclass
 class _State:
     seed: int
-    fancy: bool
+    live: bool
+    """Whether this plugin turned pytest's live logging on (the user did not)."""
+    suites_running: int = 0
     plans: dict[str, list[Entry]] = field(default_factory=dict)
     subtests: dict[str, dict[str, Any]] = field(default_factory=dict)
     selected: dict[str, set[str]] = field(default_factory=dict)
@@ -55,6 +62,7 @@ class _State:
 
 _STATE = pytest.StashKey[_State]()
 _SETTINGS_BEFORE = pytest.StashKey["Settings | None"]()
+_LEVELS_BEFORE = pytest.StashKey[dict[str, int]]()
 
 
 class _Hooks:
@@ -67,11 +75,10 @@ class _Hooks:
         suite: str,
         subtests: Mapping[str, Any],
         artifacts: Path,
-        say: Callable[[str], None],
     ) -> Backend | None:
         """The backend that runs ``suite``'s cluster steps and gives its phases their context,
-        for the selected ``subtests``; ``artifacts`` is the suite's directory, ``say`` its
-        progress channel. The first answer that is not None wins."""
+        for the selected ``subtests``; ``artifacts`` is the suite's directory. The first answer
+        that is not None wins."""
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -96,8 +103,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from e2e_dra._console import in_ci
-
     # The edge of a pytest run: the environment is read here, once, for all the code below.
     try:
         config.stash[_SETTINGS_BEFORE] = use(Settings.from_environ(os.environ))
@@ -109,14 +114,58 @@ def pytest_configure(config: pytest.Config) -> None:
     seed = config.getoption("e2e_dra_seed")
     if seed is None:
         seed = random.SystemRandom().randrange(1, 2**31)
-    fancy = sys.stdout.isatty() and not in_ci()
-    config.stash[_STATE] = _State(seed=seed, fancy=fancy)
+    config.stash[_STATE] = _State(seed=seed, live=_turn_on_live_logging(config))
+    config.stash[_LEVELS_BEFORE] = _progress_at_info()
+
+
+def _progress_at_info() -> dict[str, int]:
+    """Our loggers record INFO in every run, so a failed test's report shows its progress lines
+    ("Captured log"), live logging or not; their levels of before, to hand back."""
+    from e2e_dra._console import PROGRESS_LOGGERS
+
+    before = {name: logging.getLogger(name).level for name in PROGRESS_LOGGERS}
+    for name in PROGRESS_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO)
+    return before
+
+
+def _turn_on_live_logging(config: pytest.Config) -> bool:
+    """``log_cli`` at INFO as ``[HH:MM:SS] message``, unless the user chose live logging.
+
+    Runs before pytest's logging plugin reads these options (it configures last)."""
+    from e2e_dra._console import LINE_FORMAT, TIME_FORMAT
+
+    if config.getoption("log_cli_level", None) is not None or config.getini("log_cli"):
+        return False
+    config.option.log_cli_level = "INFO"
+    if config.getoption("log_cli_format", None) is None:
+        config.option.log_cli_format = LINE_FORMAT
+    if config.getoption("log_cli_date_format", None) is None:
+        config.option.log_cli_date_format = TIME_FORMAT
+    return True
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Our live logging shows progress records, and only while a suite runs."""
+    from e2e_dra._console import is_progress
+
+    state = session.config.stash[_STATE]
+    logging_plugin = session.config.pluginmanager.get_plugin("logging-plugin")
+    if not state.live or logging_plugin is None:
+        return
+
+    def shown(record: logging.LogRecord) -> bool:
+        return state.suites_running > 0 and is_progress(record)
+
+    logging_plugin.log_cli_handler.addFilter(shown)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Hand back the settings of before (a run inside a run, as pytester makes, ends here)."""
     if _SETTINGS_BEFORE in config.stash:
         use(config.stash[_SETTINGS_BEFORE])
+    for name, level in config.stash.get(_LEVELS_BEFORE, {}).items():
+        logging.getLogger(name).setLevel(level)
 
 
 def _suite_of(module: Any) -> str | None:
@@ -183,6 +232,7 @@ def pytest_collection_modifyitems(
     result = yield
     entries = {id(item): entry for item in collected if (entry := _entry_of(item)) is not None}
     if not entries:
+        _quiet_live_logging(config)
         return result
     from e2e_dra._suite._plan import needed
 
@@ -212,6 +262,17 @@ def pytest_collection_modifyitems(
     return result
 
 
+def _quiet_live_logging(config: pytest.Config) -> None:
+    """No suite in this run: give back pytest's output (no -v forced by live logging) and the
+    root logger's level (WARNING, not INFO), as if this plugin had not turned live logging on."""
+    if not config.stash[_STATE].live:
+        return
+    config.option.log_cli_level = None
+    logging_plugin = config.pluginmanager.get_plugin("logging-plugin")
+    if logging_plugin is not None:
+        logging_plugin.log_cli_level = None
+
+
 def _undo_deselection(config: pytest.Config, restored: list[pytest.Item]) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None or not restored:
@@ -239,10 +300,8 @@ def _write_line(config: pytest.Config, line: str) -> None:
 @pytest.fixture(scope="module")
 def e2e_dra_run(request: pytest.FixtureRequest) -> Iterator[SuiteRun]:
     """The running suite of this module; its teardown stops the cluster (also on -x, Ctrl-C)."""
-    from e2e_dra._console import said_through
     from e2e_dra._paths import artifacts_dir
     from e2e_dra._suite._artifacts import Summary
-    from e2e_dra._suite._reporting import LiveView
     from e2e_dra._suite._run import SuiteRun
 
     config = request.config
@@ -256,24 +315,23 @@ def e2e_dra_run(request: pytest.FixtureRequest) -> Iterator[SuiteRun]:
     artifacts = artifacts_dir() / suite
     shutil.rmtree(artifacts, ignore_errors=True)  # ours alone: the last run of this suite
     artifacts.mkdir(parents=True, exist_ok=True)
-    view = LiveView(lambda line: _write_line(config, line), fancy=state.fancy)
     backend = config.hook.pytest_e2e_dra_backend(
-        config=config, suite=suite, subtests=subtests, artifacts=artifacts, say=view.say
+        config=config, suite=suite, subtests=subtests, artifacts=artifacts
     )
     ids = [entry.id for entry in plan if entry.is_step or entry.subtest in names]
     summary = Summary(artifacts, suite, state.seed, ids, backend.describe)
     state.summaries[suite] = str(summary.path)
     request.getfixturevalue("record_testsuite_property")("e2e_dra_seed", str(state.seed))
-    run = SuiteRun(suite, subtests, backend, summary, activity=view.activity)
+    run = SuiteRun(suite, subtests, backend, summary)
+    state.suites_running += 1
     try:
-        with said_through(view.say), _sigterm_as_ctrl_c():
+        with _sigterm_as_ctrl_c():
             yield run
     finally:
         try:
-            with said_through(view.say):
-                run.close()
+            run.close()
         finally:
-            view.close()
+            state.suites_running -= 1
 
 
 @contextlib.contextmanager
@@ -297,19 +355,17 @@ def _sigterm_as_ctrl_c() -> Iterator[None]:
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_e2e_dra_backend(
-    suite: str, subtests: Mapping[str, Any], artifacts: Path, say: Callable[[str], None]
-) -> Backend:
+def pytest_e2e_dra_backend(suite: str, subtests: Mapping[str, Any], artifacts: Path) -> Backend:
     """The real cluster: the answer when no other plugin of the run gives one."""
     from e2e_dra._suite._plan import GATE_CYCLE
 
     if suite == GATE_CYCLE:
         from e2e_dra._suite._gate_cycle import GateCycleBackend
 
-        return GateCycleBackend(suite, subtests, artifacts, say)
+        return GateCycleBackend(suite, subtests, artifacts)
     from e2e_dra._suite._upgrade import UpgradeDowngradeBackend
 
-    return UpgradeDowngradeBackend(suite, subtests, artifacts, say)
+    return UpgradeDowngradeBackend(suite, subtests, artifacts)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 import psutil
 
 from localupcluster._errors import ClusterError
-from localupcluster._log import Log, sayer
+from localupcluster._log import Log, engine_log
 from supervise import ProcessId, start_ticks, terminate
 
 DEFAULT_PATH = "/tmp/e2e-dra-host.lock"
@@ -76,7 +76,7 @@ def _holders(path: Path) -> set[int]:
 class HostLock:
     def __init__(self, path: Path | None = None, *, log: Log | None = None) -> None:
         self.path = path or Path(DEFAULT_PATH)
-        self._say = sayer(log)
+        self._log = engine_log(log)
         self._fd: int | None = None
         self._inside = False  # an ancestor holds the lock for us
 
@@ -102,7 +102,7 @@ class HostLock:
                 self._take_over()
                 return
             who = ", ".join(f"pid {pid}" for pid in sorted(holders)) or "another process"
-            self._say(
+            self._log.info(
                 f"waiting for another e2e-dra cluster on this host ({who} holds {self.path}) ..."
             )
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -148,7 +148,7 @@ class HostLock:
             return []
         owners = ", ".join(sorted({f"pid {e['owner']}" for e in left}))
         names = ", ".join(f"{e['name']} (pid {e['pid']})" for e in left)
-        self._say(f"a previous run ({owners}) died and left {names} running; stopping them")
+        self._log.info(f"a previous run ({owners}) died and left {names} running; stopping them")
         for entry in reversed(left):
             who = _identity(entry["pid"], entry.get("start"))
             if who is not None:
@@ -196,4 +196,6 @@ class HostLock:
             tmp.write_text(json.dumps(record) + "\n")
             os.replace(tmp, self.ledger)
         except OSError as exc:  # a ledger we cannot write only loses the clean-up after a crash
-            self._say(f"cannot write {self.ledger} ({exc.strerror}); a crash would leave processes")
+            self._log.info(
+                f"cannot write {self.ledger} ({exc.strerror}); a crash would leave processes"
+            )

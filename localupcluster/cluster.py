@@ -38,7 +38,7 @@ from localupcluster._components import (
 from localupcluster._errors import ClusterError
 from localupcluster._gates import filter_locked_gates, merge_feature_gates
 from localupcluster._hostlock import HostLock
-from localupcluster._log import Log, sayer
+from localupcluster._log import Log, engine_log
 from localupcluster._parse import OLD_SCRIPT_READY_LINE, parse_run_line, parse_setting
 from localupcluster._ports import listener, process_group_of
 from localupcluster._readiness import (
@@ -112,8 +112,8 @@ class Cluster:
     Log files: ``<component>-<state>.log`` per start (retries append to it below a ``starting:``
     line), ``local-up-cluster-<state>.log`` for the script, ``kubectl-<state>.log`` for the
     commands it asks us to run. ``wait_for_nodes=False`` skips waiting for node Ready after the
-    kubelet is healthy (for engines tested without a real apiserver). Progress lines go to ``log``
-    (a :class:`logging.Logger` or a callable taking one line; default: stderr). ``host_lock`` is
+    kubelet is healthy (for engines tested without a real apiserver). Progress lines are INFO
+    records on ``log`` (default: the ``localupcluster`` logger). ``host_lock`` is
     the file that allows one cluster per host (default ``/tmp/e2e-dra-host.lock``): every user of
     the engine on a host must name the same one.
     """
@@ -145,8 +145,8 @@ class Cluster:
         self._helpers: list[Cmd] = []
         self._tls_cache: AdminTLS | None = None
         self._versions: dict[str, str] = {}
-        self._say = sayer(log)
-        self._lock = HostLock(host_lock, log=self._say)
+        self._log = engine_log(log)
+        self._lock = HostLock(host_lock, log=self._log)
         self._guard = InterruptGuard(self._interrupted)
         self._stopping = False
         self._dropped_sudo_said = False
@@ -202,7 +202,7 @@ class Cluster:
         except BaseException as exc:
             self.stop(reason=f"start of state {state} failed: {type(exc).__name__}")
             raise
-        self._say(f"cluster is running, use KUBECONFIG={self.kubeconfig} to access it")
+        self._log.info(f"cluster is running, use KUBECONFIG={self.kubeconfig} to access it")
 
     def modify(self, state: str, options: ModifyOptions) -> ModifyOptions:
         """Restart the components ``options`` touches; return options that undo binary swaps."""
@@ -223,7 +223,7 @@ class Cluster:
         try:
             for component in reversed(affected):
                 cmd = self.running.pop(component)
-                self._say(f"stopping {cmd.name} (pid {cmd.pid}) before replacing it")
+                self._log.info(f"stopping {cmd.name} (pid {cmd.pid}) before replacing it")
                 cmd.stop(f"replacing it for state {state}")
                 new_file = options.component_file(component)
                 if new_file is not None:
@@ -314,7 +314,7 @@ class Cluster:
                 cmd = self.running.pop(component, None)
                 if cmd is not None:
                     if cmd.running():
-                        self._say(f"stopping {cmd.name} (pid {cmd.pid})")
+                        self._log.info(f"stopping {cmd.name} (pid {cmd.pid})")
                         stopped.append(cmd.name)
                     attempt(cmd)
             if self._script is not None:
@@ -351,7 +351,7 @@ class Cluster:
             return
         stopped = self.stop(reason=f"interrupted ({why})")
         names = ", ".join(stopped) or "nothing"
-        self._say(f"interrupted ({why}): stopped {names}; no cluster process left")
+        self._log.info(f"interrupted ({why}): stopped {names}; no cluster process left")
 
     def _run_script(self, state: str, script: Path, bin_dir: Path, feature_gates: str) -> None:
         path = self._env.get("PATH", os.environ.get("PATH"))
@@ -371,7 +371,7 @@ class Cluster:
             cwd=self.source_dir,
             capture=True,
         )
-        self._say(f"running hack/local-up-cluster.sh -d (log: {self._script.log_file})")
+        self._log.info(f"running hack/local-up-cluster.sh -d (log: {self._script.log_file})")
         self._script.start()
         self._lock.record(self._script.name, self._script.pid)
         for line in self._script.lines(idle_timeout=SCRIPT_IDLE_TIMEOUT):
@@ -425,7 +425,7 @@ class Cluster:
             while words and words[0].startswith("-"):
                 words.pop(0)
             if not self._dropped_sudo_said:
-                self._say(
+                self._log.info(
                     "running as root without sudo installed: starting commands without 'sudo'"
                 )
                 self._dropped_sudo_said = True
@@ -483,7 +483,7 @@ class Cluster:
         if binary is not None and not os.access(binary, os.X_OK):
             raise ClusterError(f"component binary {binary} for {component} is missing")
         self._check_port(component)
-        self._say(f"starting {name} (log: {log_file})")
+        self._log.info(f"starting {name} (log: {log_file})")
         for attempt in range(1, MAX_RETRIES + 2):
             cmd = Cmd(name, self._exec_argv(argv), log_file=log_file, env=self._env)
             cmd.start()
@@ -495,7 +495,7 @@ class Cluster:
                 if attempt > MAX_RETRIES:
                     raise self._not_ready(cmd, f"{exc} ({attempt} attempts)") from None
                 ended = describe_exit(cmd.returncode)
-                self._say(f"{name} exited ({ended}); retrying ({attempt}/{MAX_RETRIES})")
+                self._log.info(f"{name} exited ({ended}); retrying ({attempt}/{MAX_RETRIES})")
                 cmd.stop("exited before it was ready")
                 time.sleep(self.retry_delay)
                 continue
@@ -503,7 +503,7 @@ class Cluster:
                 raise self._not_ready(cmd, str(exc)) from None
             seconds = time.monotonic() - (cmd.started_at or time.monotonic())
             self.ready_times.append(ReadyTime(component, state, seconds, attempt))
-            self._say(f"started {name} with pid {cmd.pid}, ready after {seconds:.1f}s")
+            self._log.info(f"started {name} with pid {cmd.pid}, ready after {seconds:.1f}s")
             return
 
     def _wait_ready(self, component: str, cmd: Cmd) -> None:

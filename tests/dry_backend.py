@@ -9,13 +9,16 @@ and the production package holds no switch to a pretend cluster. What the preten
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+import logging
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from e2e_dra._suite._plan import Entry
 from e2e_dra.subtest import Context
+
+logger = logging.getLogger("e2e_dra.dry")
 
 STEPS_LOG = "dry-steps.log"
 """Under the suite's artifacts: the cluster steps that ran, one id a line."""
@@ -30,7 +33,6 @@ class DryBackend:
         suite: str,
         subtests: Mapping[str, Any],
         artifacts: Path,
-        say: Callable[[str], None],
         *,
         served: Collection[str] | None = None,
         fail_step: str | None = None,
@@ -39,7 +41,6 @@ class DryBackend:
         self.suite = suite
         self.subtests = dict(subtests)
         self.artifacts = artifacts
-        self.say = say
         self.steps: list[str] = []
         self._served = None if served is None else set(served)
         self._fail_step = fail_step
@@ -52,7 +53,7 @@ class DryBackend:
             log.write(entry.id + "\n")
         if entry.id == self._fail_step:
             raise AssertionError(f"dry run: cluster step {entry.id} fails as asked")
-        self.say(f"dry run: cluster step {entry.id} does nothing")
+        logger.info(f"dry run: cluster step {entry.id} does nothing")
 
     def unmet(self, subtest: str) -> str | None:
         if self._served is None:
@@ -71,7 +72,7 @@ class DryBackend:
             nodes=["127.0.0.1"],
             phase=str(entry.phase),
             artifacts=self.artifacts / "subtests" / str(entry.subtest),
-            log=self.say,
+            log=logger.info,
         )
 
     def checks(self, entry: Entry) -> list[str]:
@@ -101,13 +102,12 @@ class DryCluster:
     findings: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
     def pytest_e2e_dra_backend(
-        self, suite: str, subtests: Mapping[str, Any], artifacts: Path, say: Callable[[str], None]
+        self, suite: str, subtests: Mapping[str, Any], artifacts: Path
     ) -> DryBackend:
         return DryBackend(
             suite,
             subtests,
             artifacts,
-            say,
             served=self.served,
             fail_step=self.fail_step,
             findings=self.findings,

@@ -1,31 +1,55 @@
-"""Progress lines go where the running front end shows them."""
+"""Progress lines are log records; the command line shows them on stderr as plain lines in CI."""
 
 from __future__ import annotations
 
+import logging
+import re
+
 import pytest
 
-from e2e_dra._console import said_through, say
+from e2e_dra._console import is_progress, showing_progress
+
+LONG_URL = "https://dl.k8s.io/release/" + "v1.35.1/" * 30 + "kubernetes-server-linux-amd64.tar.gz"
 
 
-def test_progress_lines_follow_the_innermost_sink(capsys: pytest.CaptureFixture[str]) -> None:
-    outer: list[str] = []
-    inner: list[str] = []
-    with said_through(outer.append):
-        say("starting kube-apiserver")
-        with said_through(inner.append):
-            say("waiting for another e2e-dra cluster on this host")
-        say("kube-apiserver is ready")
-    say("back on stderr")
-
-    assert outer == ["starting kube-apiserver", "kube-apiserver is ready"]
-    assert inner == ["waiting for another e2e-dra cluster on this host"]
-    assert "back on stderr" in capsys.readouterr().err
+def test_a_command_shows_our_lines_plain_and_whole(capsys: pytest.CaptureFixture[str]) -> None:
+    with showing_progress():
+        logging.getLogger("e2e_dra.releases._transfer").info(f"downloading {LONG_URL}")
+        logging.getLogger("localupcluster").info("starting kube-apiserver")
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2, err  # never wrapped, whatever the width
+    assert re.fullmatch(r"\[\d\d:\d\d:\d\d\] downloading " + re.escape(LONG_URL), err[0])
+    assert err[1].endswith("] starting kube-apiserver")
 
 
-def test_a_failing_block_gives_the_sink_back(capsys: pytest.CaptureFixture[str]) -> None:
-    seen: list[str] = []
-    with pytest.raises(RuntimeError), said_through(seen.append):
-        raise RuntimeError("boom")
-    say("after the failure")
-    assert seen == []
-    assert "after the failure" in capsys.readouterr().err
+def test_other_libraries_show_warnings_only(capsys: pytest.CaptureFixture[str]) -> None:
+    with showing_progress():
+        logging.getLogger("httpx").info("HTTP Request: GET https://dl.k8s.io")
+        logging.getLogger("httpx").warning("retrying")
+    assert capsys.readouterr().err.splitlines()[0].endswith("] retrying")
+
+
+def test_after_the_command_nothing_is_shown(capsys: pytest.CaptureFixture[str]) -> None:
+    before = logging.getLogger("e2e_dra").level
+    with showing_progress():
+        pass
+    logging.getLogger("e2e_dra").info("after the command")
+    assert "after the command" not in capsys.readouterr().err
+    assert logging.getLogger("e2e_dra").level == before
+
+
+@pytest.mark.parametrize(
+    ("name", "level", "shown"),
+    [
+        ("e2e_dra.builder", logging.INFO, True),
+        ("localupcluster", logging.INFO, True),
+        ("e2e_dra.driver", logging.DEBUG, False),
+        ("httpx", logging.INFO, False),
+        ("kubernetes.client", logging.WARNING, True),
+    ],
+)
+def test_progress_is_ours_from_info_and_anyones_from_warning(
+    name: str, level: int, shown: bool
+) -> None:
+    record = logging.LogRecord(name, level, __file__, 1, "message", None, None)
+    assert is_progress(record) is shown

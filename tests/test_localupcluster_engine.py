@@ -301,11 +301,12 @@ def test_sudo_is_dropped_when_it_is_absent_and_we_are_root(
 
 
 INTERRUPTIBLE = """
-import sys, time
+import logging, sys, time
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 from fake_k8s.harness import FakeTree
 from localupcluster import Cluster
+logging.basicConfig(level=logging.INFO)  # a standalone user shows the engine's records
 env = {env!r}
 cluster = Cluster(
     Path({source!r}), Path({logs!r}), wait_for_nodes=False, host_lock=Path({host_lock!r})

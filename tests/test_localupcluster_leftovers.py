@@ -5,6 +5,7 @@ under a running cluster is named, with its log, by ``Cluster.exited`` and by eve
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -47,7 +48,7 @@ def alive_groups(tree: FakeTree, name: str) -> list[int]:
 
 
 def test_a_cluster_whose_owner_was_killed_is_stopped_by_the_next(
-    tree: FakeTree, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tree: FakeTree, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     spec = {
         "source_dir": str(tree.source_dir),
@@ -77,8 +78,11 @@ def test_a_cluster_whose_owner_was_killed_is_stopped_by_the_next(
         host_lock=tree.host_lock,
     )
     try:
-        cluster.start("0-initial", tree.old_bin, tree.env)  # the same ports: only works if reaped
-        err = capsys.readouterr().err
+        with caplog.at_level(logging.INFO, logger="localupcluster"):
+            cluster.start(
+                "0-initial", tree.old_bin, tree.env
+            )  # the same ports: only works if reaped
+        err = caplog.text
         assert f"a previous run (pid {owner.pid}) died and left" in err
         assert f"kube-apiserver-0-initial (pid {left[0]})" in err
         assert all(not group_members(pgid) for pgid in left)

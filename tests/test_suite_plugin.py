@@ -173,7 +173,15 @@ def test_k_selects_one_subtest_through_all_phases_with_its_cluster_steps(suite: 
     assert suite.visited() == [f"alpha/{phase}" for phase in PHASES]
     assert suite.dry_steps() == UPGRADE_STEPS
     result.stdout.fnmatch_lines(["collected 15 items / 6 deselected / 9 selected"])
-    result.stdout.fnmatch_lines(["*test_cluster_step?upgrade? PASSED*"])
+    result.stdout.fnmatch_lines(
+        [  # progress shows live, between pytest's lines for the step, as [HH:MM:SS] lines
+            "*test_cluster_step?upgrade? ",
+            "*live log call*",
+            "[[]??:??:??[]] cluster step upgrade",
+            "[[]??:??:??[]] dry run: cluster step upgrade does nothing",
+            "PASSED*",
+        ]
+    )
 
 
 def test_k_on_a_later_phase_brings_back_the_earlier_ones(suite: Tiny) -> None:
@@ -321,7 +329,7 @@ def test_the_backend_is_the_real_cluster_unless_a_plugin_of_the_run_gives_one(
 ) -> None:
     def ask(config: pytest.Config) -> object:
         return config.hook.pytest_e2e_dra_backend(
-            config=config, suite=suite_name, subtests={}, artifacts=tmp_path, say=print
+            config=config, suite=suite_name, subtests={}, artifacts=tmp_path
         )
 
     plain = ask(pytester.parseconfigure())
@@ -332,3 +340,50 @@ def test_the_backend_is_the_real_cluster_unless_a_plugin_of_the_run_gives_one(
     given = pytester.parseconfigure()
     given.pluginmanager.register(dry)
     assert isinstance(ask(given), DryBackend)
+
+
+PLAIN = """
+import logging
+
+def test_plain():
+    logging.getLogger("e2e_dra.releases").info("a progress line outside a suite")
+    logging.getLogger("httpx").info("HTTP Request: GET https://dl.k8s.io")
+"""
+
+
+def test_a_suite_shows_only_progress_records_live(suite: Tiny, monkeypatch) -> None:
+    monkeypatch.setenv("TINY_FAIL", "")
+    (suite.pytester.path / "conftest.py").write_text(
+        "import logging\n\n"
+        "def pytest_runtest_call(item):\n"
+        "    logging.getLogger('e2e_dra.x').info('ours, during a test')\n"
+        "    logging.getLogger('httpx').info('HTTP Request: not ours')\n"
+        "    logging.getLogger('httpx').warning('a warning of theirs')\n"
+    )
+    output = suite.run().stdout.str()
+    assert "ours, during a test" in output
+    assert "a warning of theirs" in output
+    assert "not ours" not in output
+
+
+def test_a_run_without_a_suite_looks_as_without_the_plugin(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_plain=PLAIN)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    output = result.stdout.str()
+    assert "live log" not in output and "a progress line outside a suite" not in output
+    assert "test_plain.py::test_plain" not in output  # no -v forced by live logging
+
+
+def test_a_users_live_logging_is_left_as_they_chose(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_plain=PLAIN)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--log-cli-level=INFO")
+    result.stdout.fnmatch_lines(["INFO *a progress line outside a suite*"])
+    assert "HTTP Request" in result.stdout.str()
+
+
+def test_a_failed_test_outside_a_suite_reports_its_progress(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_plain=PLAIN + "    raise AssertionError('broke')\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*Captured log call*", "INFO *a progress line outside a suite"])

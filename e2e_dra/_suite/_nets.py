@@ -196,7 +196,6 @@ def wait_slices_removed(
     drivers: Iterable[str],
     *,
     timeout: float | None = None,
-    say: Callable[[str], None] = lambda _: None,
 ) -> dict[str, list[str]]:
     """Wait, for all ``drivers`` at once, until no ResourceSlice of theirs is left (the kubelet
     wipes a plugin's slices about 30 s after it unregistered); the slices left per driver.
@@ -209,7 +208,7 @@ def wait_slices_removed(
     if not wanted:
         return {}
     timeout = slice_removal_timeout() if timeout is None else timeout
-    say(f"waiting for the kubelet to remove the ResourceSlices of {len(wanted)} driver(s)")
+    log.info(f"waiting for the kubelet to remove the ResourceSlices of {len(wanted)} driver(s)")
     deadline = time.monotonic() + timeout
     left: dict[str, list[str]] = {}
     error = ""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,8 @@ NODES_TIMEOUT = 300.0
 SLICES_TIMEOUT = 300.0
 REGISTRATION_TIMEOUT = 60.0
 
+logger = logging.getLogger(__name__)
+
 
 @dataclasses.dataclass
 class Harness:
@@ -59,12 +62,10 @@ class ClusterBackend:
         suite: str,
         subtests: Mapping[str, Any],
         artifacts: Path,
-        say: Callable[[str], None],
     ) -> None:
         self.suite = suite
         self.subtests = dict(subtests)
         self.artifacts = artifacts
-        self.say = say
         self.versions: VersionsUnderTest | None = None
         self.node_env: dict[str, str] = {}
         self.cluster: Cluster | None = None
@@ -96,7 +97,7 @@ class ClusterBackend:
         self.versions = versions
         for release in (versions.previous, versions.current):
             for deviation in release.deviations:
-                self.say(f"Kubernetes {release.version} deviates from its release: {deviation}")
+                logger.info(f"Kubernetes {release.version} deviates from its release: {deviation}")
         self.info.update(
             current={
                 "version": versions.current.version,
@@ -128,17 +129,16 @@ class ClusterBackend:
     def bring_up(
         self, log_dir: Path, state: str, bin_dir: Path, env: dict[str, str], gates: str = ""
     ) -> None:
-        from e2e_dra._console import say
         from e2e_dra.kube import Kube
         from localupcluster.cluster import Cluster
 
         assert self.versions is not None and self.versions.current.source_dir is not None
         self.cluster = Cluster(
-            self.versions.current.source_dir, log_dir, log=say, host_lock=settings().host_lock
+            self.versions.current.source_dir, log_dir, log=logger, host_lock=settings().host_lock
         )
         self.info["cluster_env"] = {k: env[k] for k in sorted(env) if k not in self.node_env}
         self.info["log_dir"] = str(log_dir)
-        self.say(f"bringing up state {state} with {bin_dir}")
+        logger.info(f"bringing up state {state} with {bin_dir}")
         self.cluster.start(state, bin_dir, {**self.node_env, **env}, gates)
         if self._watch is None:  # every wait of the run ends at once when a component crashes
             self._watch = abort_when(self._crashed)
@@ -170,7 +170,7 @@ class ClusterBackend:
         for name, harness in sorted(self.harnesses.items()):
             if not harness.publishes or name in self.dropped:
                 continue
-            self.say(f"waiting for ResourceSlices of {harness.driver.name} ({why})")
+            logger.info(f"waiting for ResourceSlices of {harness.driver.name} ({why})")
             try:
                 harness.driver.wait_for_slices(SLICES_TIMEOUT)
             except Exception as exc:
@@ -226,7 +226,7 @@ class ClusterBackend:
             phase=str(entry.phase),
             artifacts=self.artifacts / "subtests" / name,
             namespace=NAMESPACE,
-            log=self.say,
+            log=logger.info,
             facts=self.info.setdefault("facts", {}).setdefault(name, {}),
         )
 
@@ -363,7 +363,7 @@ class ClusterBackend:
     def _slices_removed(self, stopped: Mapping[str, str]) -> None:
         """Upstream's ExpectResourceSliceRemoval, for every stopped driver at once."""
         assert self.kube is not None
-        left = wait_slices_removed(self.kube, stopped, say=self.say)
+        left = wait_slices_removed(self.kube, stopped)
         if left:
             raise AssertionError(
                 "safety net: ResourceSlices left after their driver stopped (the kubelet "
@@ -396,9 +396,9 @@ class ClusterBackend:
             namespace=NAMESPACE,
             log_dir=self._driver_dir,
         )
-        builder = Builder(self.kube, name, namespace=NAMESPACE, log=self.say)
+        builder = Builder(self.kube, name, namespace=NAMESPACE, log=logger.info)
         self.harnesses[name] = Harness(driver, builder, publishes=resources is not None)
-        self.say(f"starting driver {driver.name} on node {self.nodes[0]}")
+        logger.info(f"starting driver {driver.name} on node {self.nodes[0]}")
         driver.start()
         driver.wait_registered(REGISTRATION_TIMEOUT)
         if resources is not None:
@@ -425,7 +425,7 @@ class ClusterBackend:
                     names.append(node["metadata"]["name"])
             return sorted(names)
 
-        self.say("waiting for a schedulable node")
+        logger.info("waiting for a schedulable node")
         return eventually(schedulable, what="a ready, schedulable node", timeout=NODES_TIMEOUT)[:1]
 
     def _save_calls(self, driver: Driver) -> Path:
@@ -466,7 +466,7 @@ class ClusterBackend:
         if self.cluster is None or self.kube is None:
             return False
         if not self.cluster.running:
-            self.say("cleanup: the cluster was already stopped; objects and nets not checked")
+            logger.info("cleanup: the cluster was already stopped; objects and nets not checked")
             return False
         return True
 
@@ -474,7 +474,7 @@ class ClusterBackend:
         try:
             fn()
         except Exception as exc:
-            self.say(f"cleanup: {what} failed: {exc}")
+            logger.info(f"cleanup: {what} failed: {exc}")
             errors.append(exc)
 
 

@@ -8,6 +8,7 @@ phases are skipped, naming the phase that failed), and whether a cluster step br
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
@@ -18,6 +19,8 @@ from e2e_dra._suite._artifacts import Summary
 from e2e_dra._suite._plan import CLEANUP, Entry
 from e2e_dra.errors import ComponentCrashed
 from e2e_dra.waits import check_abort
+
+logger = logging.getLogger(__name__)
 
 
 class SafetyNetFailure(AssertionError):
@@ -70,14 +73,11 @@ class SuiteRun:
         subtests: Mapping[str, Any],
         backend: Backend,
         summary: Summary,
-        *,
-        activity: Callable[[str], Any],
     ) -> None:
         self.suite = suite
         self.subtests = dict(subtests)
         self.backend = backend
         self.summary = summary
-        self._activity = activity
         self._next: dict[str, Callable[[Any], Any] | None] = {}
         self._chain_broken: dict[str, str] = {}
         self._cluster_broken: str | None = None
@@ -91,8 +91,8 @@ class SuiteRun:
             pytest.skip(reason)
         started = time.monotonic()
         try:
-            with self._activity(self._describe(entry)):
-                self._run_checked(entry)
+            logger.info(self._describe(entry))
+            self._run_checked(entry)
         except pytest.skip.Exception as exc:
             self._mark_broken(entry, f"skipped in {self._where(entry)}: {exc.msg}")
             self.summary.record(entry, "skipped", time.monotonic() - started, exc.msg)

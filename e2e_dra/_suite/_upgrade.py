@@ -16,6 +16,7 @@ States name what moved and to which release (``0-initial-1.36``, ``1-cp-v1.37.2`
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ from e2e_dra.settings import settings
 from e2e_dra.subtest import unsupported_release
 from e2e_dra.versions import parse_version
 from localupcluster import KUBE_CLUSTER_COMPONENTS
+
+logger = logging.getLogger(__name__)
 
 RUNTIME_CONFIG = ("resource.k8s.io/v1beta1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1alpha3")
 FEATURE_GATES = (
@@ -108,13 +111,13 @@ class UpgradeDowngradeBackend(ClusterBackend):
         )
         choice = choose_gates(wanted, [r.bin_dir for r in self._releases()])
         for gate, why in sorted(choice.dropped.items()):
-            self.say(f"FEATURE_GATES: dropping {gate}: {why}")
+            logger.info(f"FEATURE_GATES: dropping {gate}: {why}")
         self._feature_gates = choice.flag_value
         runtime_config, runtime_dropped = choose_runtime_config(
             runtime_config, [r.source_dir for r in self._releases()]
         )
         for group_version, why in sorted(runtime_dropped.items()):
-            self.say(f"RUNTIME_CONFIG: dropping {group_version}: {why}")
+            logger.info(f"RUNTIME_CONFIG: dropping {group_version}: {why}")
         self._runtime_config = ",".join(runtime_config)
         self.info.update(
             feature_gates=self._feature_gates,
@@ -163,7 +166,7 @@ class UpgradeDowngradeBackend(ClusterBackend):
         current = self.versions.current
         moved = self.variant.moved
         state = f"1-{self.variant.label}{current.version}"
-        self.say(f"upgrading {', '.join(moved)} to {current.version}")
+        logger.info(f"upgrading {', '.join(moved)} to {current.version}")
         self._record(state, {**self._initial(), **dict.fromkeys(moved, current)})
         self._restore = self.cluster.modify(
             state, ModifyOptions(file_by_component={c: current.bin_dir / c for c in moved})
@@ -178,7 +181,7 @@ class UpgradeDowngradeBackend(ClusterBackend):
         state = f"2-{self.variant.label}restored-{old.version}"
         if self.suite == UPGRADE_DOWNGRADE:
             state = f"2-restored-{self.versions.previous_minor if self.versions else old.version}"
-        self.say(f"downgrading {', '.join(self.variant.moved)} to {old.version}")
+        logger.info(f"downgrading {', '.join(self.variant.moved)} to {old.version}")
         self._record(state, initial)
         self.cluster.modify(state, self._restore)
         self.refresh_clients()

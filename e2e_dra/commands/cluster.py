@@ -7,10 +7,13 @@ It stays in the foreground; Ctrl-C or SIGTERM stops every component and exits 0.
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 from typing import Any
 
 from e2e_dra.settings import settings
+
+logger = logging.getLogger(__name__)
 
 
 def register(subparsers: Any) -> None:
@@ -56,7 +59,6 @@ def _up(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from e2e_dra._console import say
     from e2e_dra._paths import artifacts_dir
     from localupcluster import Cluster, parse_feature_gates
 
@@ -91,23 +93,23 @@ def _up(args: argparse.Namespace) -> int:
         source_dir,
         args.log_dir or artifacts_dir() / "cluster-up",
         wait_for_nodes=not args.skip_node_ready,
-        log=say,
+        log=logger,
         host_lock=settings().host_lock,
     )
     try:
         cluster.start("up", bin_dir, env, args.feature_gates)
     except _Interrupted as exc:
-        say(f"interrupted by {exc} while starting: every component is stopped")
+        logger.info(f"interrupted by {exc} while starting: every component is stopped")
         return 0
     ready.set()
     print(f"kubeconfig: {cluster.kubeconfig}", flush=True)
-    say("cluster is up; press Ctrl-C to stop it")
+    logger.info("cluster is up; press Ctrl-C to stop it")
     try:
         while not stop_requested.wait(timeout=1):
             pass
     finally:
         cluster.stop(reason="stopped by the user")
-    say("cluster stopped")
+    logger.info("cluster stopped")
     return 0
 
 

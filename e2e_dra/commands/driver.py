@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_DRIVER_NAME = "test-driver.cdi.k8s.io"
 
@@ -92,7 +95,6 @@ def _kubelet_plugin(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from e2e_dra._console import say
     from e2e_dra.driver import Driver, node_devices
     from e2e_dra.kube import Kube
 
@@ -115,12 +117,12 @@ def _kubelet_plugin(args: argparse.Namespace) -> int:
     }
     try:
         driver.start()
-        say(
+        logger.info(
             f"driver {driver.name} on node {driver.node_name}: serving {driver.dra_socket}, "
             f"registering via {driver.registration_socket}; Ctrl-C stops"
         )
         stop.wait()
-        say(f"driver {driver.name}: stopping")
+        logger.info(f"driver {driver.name}: stopping")
     finally:
         driver.stop()
         for sig, handler in previous.items():

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import shlex
 from pathlib import Path
 from typing import Any
 
 from e2e_dra.settings import settings
+
+logger = logging.getLogger(__name__)
 
 
 def register(subparsers: Any) -> None:
@@ -42,7 +45,6 @@ def register(subparsers: Any) -> None:
 
 
 def _provision(args: argparse.Namespace) -> int:
-    from e2e_dra._console import say
     from e2e_dra.provision import (
         NodeRuntimeIncomplete,
         ensure_node_runtime,
@@ -52,7 +54,7 @@ def _provision(args: argparse.Namespace) -> int:
 
     if args.stop:
         stopped = stop_node_runtime()
-        say(f"containerd in {node_dir()}: {'stopped' if stopped else 'was not running'}")
+        logger.info(f"containerd in {node_dir()}: {'stopped' if stopped else 'was not running'}")
         return 0
     source_dir = args.source_dir
     if source_dir is None and not args.runtime_only and not args.check:
@@ -60,7 +62,9 @@ def _provision(args: argparse.Namespace) -> int:
 
         versions = versions_under_test()
         for label, release in (("current", versions.current), ("previous", versions.previous)):
-            say(f"kubernetes {label}: {release.version} ({release.origin}) in {release.bin_dir}")
+            logger.info(
+                f"kubernetes {label}: {release.version} ({release.origin}) in {release.bin_dir}"
+            )
         source_dir = versions.current.source_dir
     if source_dir is None:
         source_dir = settings().source_dir

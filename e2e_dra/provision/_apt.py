@@ -7,13 +7,15 @@ and kube-proxy with ``sudo`` and signals every component with ``sudo kill`` even
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
 from collections.abc import Iterable
 
-from e2e_dra._console import say
 from e2e_dra.errors import ProvisionError
+
+logger = logging.getLogger(__name__)
 
 #: package -> a file it installs that we need (what we check for).
 PACKAGES: dict[str, str] = {
@@ -47,7 +49,7 @@ def install(packages: Iterable[str]) -> None:
             "on a Debian/Ubuntu host"
         )
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    say(f"apt: installing {', '.join(wanted)}")
+    logger.info(f"apt: installing {', '.join(wanted)}")
     for argv in (
         [apt, "update", "-q"],
         [apt, "install", "-y", "-q", "--no-install-recommends", *wanted],

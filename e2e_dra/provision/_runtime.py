@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from e2e_dra._console import console, fancy, say
+from e2e_dra._console import console, fancy
 from e2e_dra.errors import ProvisionError
 from e2e_dra.provision import _apt, _cni, _containerd, _gobuilds, _images, _kubelet
 from e2e_dra.provision._containerd import ContainerdLayout
 from e2e_dra.provision._images import PAUSE_IMAGE
 from e2e_dra.settings import settings
+
+logger = logging.getLogger(__name__)
 
 
 def node_dir() -> Path:
@@ -159,16 +162,16 @@ def _run_piece(piece: _Piece, *, check_only: bool) -> PieceResult:
         why = "not there"
     if found is not None:
         result = PieceResult(piece.name, "found", found, time.monotonic() - started)
-        say(f"{piece.name}: found {found}")
+        logger.info(f"{piece.name}: found {found}")
         return result
     if check_only:
-        say(f"{piece.name}: MISSING ({why})")
+        logger.info(f"{piece.name}: MISSING ({why})")
         return PieceResult(piece.name, "missing", why)
-    say(f"{piece.name}: {why}; making it")
+    logger.info(f"{piece.name}: {why}; making it")
     with console().status(f"{piece.name} ...") if fancy() else contextlib.nullcontext():
         detail = piece.make()
     seconds = time.monotonic() - started
-    say(f"{piece.name}: {detail} ({seconds:.1f}s)")
+    logger.info(f"{piece.name}: {detail} ({seconds:.1f}s)")
     return PieceResult(piece.name, "made", detail, seconds)
 
 

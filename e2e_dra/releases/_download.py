@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import shutil
 import time
@@ -20,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from e2e_dra._cache import CacheEntry
-from e2e_dra._console import say
 from e2e_dra._paths import server_cache_dir
 from e2e_dra._platform import host_platform
 from e2e_dra.errors import InputError, NotFoundError, ReleaseError, VersionError
@@ -29,6 +29,8 @@ from e2e_dra.releases._extract import extract_binaries
 from e2e_dra.settings import DEFAULT_RELEASE_URL as DEFAULT_BASE_URL
 from e2e_dra.settings import settings
 from e2e_dra.versions import Minor, parse_minor, parse_version
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # the network stack is imported only when it is needed: a cache hit needs none
     import httpx
@@ -91,7 +93,9 @@ class DownloadSource:
             stable_url = f"{self.base_url}/stable-{line}.txt"
             response = get_small(client, stable_url, self.budget)
             if response.status_code == 404:
-                say(f"{stable_url} does not exist (no stable {line} yet): trying latest-{line}.txt")
+                logger.info(
+                    f"{stable_url} does not exist (no stable {line} yet): trying latest-{line}.txt"
+                )
                 latest_url = f"{self.base_url}/latest-{line}.txt"
                 latest = get_small(client, latest_url, self.budget)
                 if latest.status_code == 404:
@@ -187,15 +191,17 @@ class DownloadSource:
                     "the partial download was removed, run again to retry"
                 )
             _write_stamp(part, stamp, digests)
-            say(f"verified {algorithm} of {url.rsplit('/', 1)[1]}; unpacking the server binaries")
+            logger.info(
+                f"verified {algorithm} of {url.rsplit('/', 1)[1]}; unpacking the server binaries"
+            )
         else:
-            say(f"{part.name} was verified by an earlier run; unpacking it (no download)")
+            logger.info(f"{part.name} was verified by an earlier run; unpacking it (no download)")
         binaries = extract_binaries(
             part, target, required=SERVER_COMPONENTS, optional=OPTIONAL_BINARIES
         )
         size = part.stat().st_size
         shutil.rmtree(partial_dir, ignore_errors=True)
-        say(f"{tag}: {len(binaries)} binaries in {time.monotonic() - started:.1f}s")
+        logger.info(f"{tag}: {len(binaries)} binaries in {time.monotonic() - started:.1f}s")
         return {
             "version": tag,
             "url": url,

@@ -11,6 +11,7 @@ the first build of a second version reuses most of the first one's work.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import stat
@@ -23,7 +24,7 @@ from typing import Any
 import httpx
 
 from e2e_dra._cache import CacheEntry
-from e2e_dra._console import console, fancy, say
+from e2e_dra._console import console, fancy
 from e2e_dra._gotool import GoToolchain, go_env, run_go, toolchain_for
 from e2e_dra._paths import cache_root
 from e2e_dra._platform import host_platform
@@ -42,6 +43,8 @@ from e2e_dra.releases._gomodule import (
 from e2e_dra.releases._goproxy import ModuleProxy, escape_module_path, served_substitutes
 from e2e_dra.releases._standins import KNOWN_SPLITS, SMD_MODULE, assemble
 from e2e_dra.versions import is_minor, parse_version, previous_minor
+
+logger = logging.getLogger(__name__)
 
 BUILT_COMMANDS: tuple[str, ...] = (*SERVER_COMPONENTS, "kubectl")
 """kubectl too: local-up-cluster.sh and the suite want the kubectl of the version under test."""
@@ -148,7 +151,9 @@ class GoBuildSource:
         toolchain = toolchain_for(go_directive(kubernetes_go_mod), upstream_go or go_mod_toolchain)
         substitutes = self._substitutes(version, module_src, commands)
         for substitute in substitutes:
-            say(f"deviation: {substitute}: the Go module proxy does not serve the pinned version")
+            logger.info(
+                f"deviation: {substitute}: the Go module proxy does not serve the pinned version"
+            )
         standins = self._standins(version, kubernetes_go_mod, out / "standins", log, toolchain)
         substitutes += [substitute for substitute, _ in standins.values()]
         module_dir = out / "module"
@@ -183,7 +188,7 @@ class GoBuildSource:
                 timings[command] = round(time.monotonic() - begun, 1)
                 (bin_dir / command).chmod(0o555)
         copy_source_tree(module_src, out / "src", version, info, link_bin=True)
-        say(
+        logger.info(
             f"built Kubernetes {version} with {toolchain.name} in "
             f"{time.monotonic() - started:.0f}s (log: {log})"
         )
@@ -311,7 +316,7 @@ class GoBuildSource:
             assemble(split, origin_dir, dest, go_directive(kubernetes_go_mod), smd)
             used = f"assembled from {split.origin} {origin_version}, the packages it was split from"
             substitute = Substitute(module=module, pinned=staging, used=used)
-            say(f"deviation: {substitute}: the Go module proxy does not serve it")
+            logger.info(f"deviation: {substitute}: the Go module proxy does not serve it")
             found[module] = (substitute, dest)
         return found
 

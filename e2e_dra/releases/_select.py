@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-from e2e_dra._console import say
 from e2e_dra._platform import host_platform
 from e2e_dra.errors import E2EDRAError, ReleaseError, VersionError
 from e2e_dra.releases import Release, ReleaseSource
 from e2e_dra.releases._gobuild import BUILT_COMMANDS
 from e2e_dra.settings import RELEASE_SOURCES, settings
 from e2e_dra.versions import is_minor, parse_version, previous_minor, source_version
+
+logger = logging.getLogger(__name__)
 
 PIN_ENV = "E2E_DRA_KUBERNETES_VERSION"
 SOURCE_DIR_ENV = "KUBERNETES_SOURCE_DIR"
@@ -71,10 +73,10 @@ def _answers(url: str) -> bool:
     try:
         response = httpx.get(url, timeout=PROBE_TIMEOUT, follow_redirects=True)
     except httpx.HTTPError as exc:
-        say(f"{url} does not answer ({type(exc).__name__}): building releases from source")
+        logger.info(f"{url} does not answer ({type(exc).__name__}): building releases from source")
         return False
     if response.status_code != 200:
-        say(f"{url} answers {response.status_code}: building releases from source")
+        logger.info(f"{url} answers {response.status_code}: building releases from source")
         return False
     return True
 
@@ -122,7 +124,7 @@ def chosen_release(
     if why is None:
         return latest, DEFAULT_SPEC
     stable = source.latest_stable()
-    say(
+    logger.info(
         f"the default release, latest ({latest}), cannot be had here: {why}. Testing stable "
         f"({stable}) instead; {PIN_ENV}=latest insists on {latest}"
     )
@@ -171,7 +173,7 @@ def versions_under_test(commands: tuple[str, ...] = BUILT_COMMANDS) -> VersionsU
     current, choice = _current_and_choice(source, commands)
     line = str(previous_minor(current.version))
     previous_version = source.resolve(line)
-    say(
+    logger.info(
         f"Kubernetes under test: {current.version} ({current.origin}); previous: {previous_version}"
     )
     previous = source.fetch(previous_version)

@@ -14,6 +14,7 @@ line saying so (the bytes received stay on disk for the next run). Where no live
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import time
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from e2e_dra._console import console, fancy, say
+from e2e_dra._console import console, fancy
 from e2e_dra.releases._http import (
     MIN_SPEED_ENV,
     TRANSIENT_STATUS,
@@ -33,6 +34,8 @@ from e2e_dra.releases._http import (
     with_retries,
 )
 from e2e_dra.settings import settings
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -151,7 +154,7 @@ class _Meter:
             now = time.monotonic()
             if now - self._last_line >= self._every:
                 self._last_line = now
-                say(self.line(now))
+                logger.info(self.line(now))
 
     def line(self, now: float) -> str:
         """``<name>: 120.0 of 600.0 MB (20%), 12.3 MB/s, ~39s left``: short, one per period."""
@@ -192,9 +195,11 @@ def _progress(name: str) -> Iterator[_Meter]:
             meter = _Meter(name, bar, bar.add_task(f"downloading {name}", total=None))
             yield meter
     else:
-        say(f"downloading {name}")
+        logger.info(f"downloading {name}")
         meter = _Meter(name, every=settings().progress_every)
         yield meter
     seconds = max(time.monotonic() - started, 1e-6)
     megabytes = meter.done / 1e6
-    say(f"downloaded {name}: {megabytes:.1f} MB in {seconds:.1f}s ({megabytes / seconds:.0f} MB/s)")
+    logger.info(
+        f"downloaded {name}: {megabytes:.1f} MB in {seconds:.1f}s ({megabytes / seconds:.0f} MB/s)"
+    )

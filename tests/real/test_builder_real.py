@@ -7,6 +7,7 @@ namespace empty. The upgrade/downgrade itself is the main suite's job.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,12 +15,13 @@ from pathlib import Path
 import pytest
 from conftest import DRA_FEATURE_GATES, DRA_RUNTIME_CONFIG
 
-from e2e_dra._console import say
 from e2e_dra.builder import Builder
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.kube import Kube, path
 from e2e_dra.subtest import Context, Subtest
 from e2e_dra.waits import eventually
+
+logger = logging.getLogger(__name__)
 
 pytestmark = pytest.mark.real
 
@@ -73,7 +75,7 @@ def _run_chain(live: Live, subtest: Subtest) -> Builder:
         builder.set_up()
         phase = subtest.initial
         for name in ("after-cluster-creation", "after-cluster-upgrade", "after-cluster-downgrade"):
-            say(f"{subtest.name}: {name}")
+            logger.info(f"{subtest.name}: {name}")
             ctx = Context(live.kube.fresh(), driver, builder, [NODE], name, live.artifacts)
             builder.use_client(ctx.kube)
             phase = phase(ctx)

@@ -7,6 +7,7 @@ lock) on the provisioned node runtime.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,9 +15,10 @@ from pathlib import Path
 import pytest
 from conftest import LiveCluster
 
-from e2e_dra._console import say
 from e2e_dra.driver import Driver, node_devices
 from e2e_dra.kube import path
+
+logger = logging.getLogger(__name__)
 
 pytestmark = pytest.mark.real
 
@@ -158,7 +160,7 @@ def test_slices_come_back_after_a_kubelet_restart(cluster, driver):
     driver.wait_for_slices(timeout=120)
 
     after = {s["metadata"]["uid"] for s in driver.slices()}
-    say(
+    logger.info(
         f"kubelet restart: slices back after {time.monotonic() - started:.1f}s "
         f"({'re-created' if before != after else 'kept'}); "
         f"{driver.publish_errors or 'no publish errors'}"

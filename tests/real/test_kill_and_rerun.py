@@ -144,7 +144,7 @@ KILL_POINTS = {
     # mid bring-up: the control plane is up, the kubelet not yet
     "bring-up": r"started kube-scheduler-0-\S+ with pid",
     # a phase: the subtest's first phase has started on the running cluster
-    "phase": rf"e2e-dra: after-cluster-creation: {SUBTEST}",
+    "phase": rf"\] after-cluster-creation: {SUBTEST}",
     # mid upgrade: the new kube-apiserver is up, the rest are being replaced
     "upgrade": r"started kube-apiserver-1-\S+ with pid",
     # mid downgrade
@@ -200,7 +200,7 @@ def test_a_component_crash_in_a_phase_is_named_and_the_run_stops_cleanly(
     cluster: dict[int, str | None] = {}
     try:
         scheduler = read_until(job, r"started (kube-scheduler-0-\S+) with pid (\d+)", seen)
-        read_until(job, rf"e2e-dra: after-cluster-creation: {SUBTEST}", seen)
+        read_until(job, rf"\] after-cluster-creation: {SUBTEST}", seen)
         cluster.update(started_by(seen))  # pids and start times of all the job started
         os.kill(int(scheduler[2]), signal.SIGKILL)
         rest, _ = job.communicate(timeout=JOB_TIMEOUT)
@@ -234,7 +234,7 @@ def test_sigterm_in_a_phase_ends_the_job_like_ctrl_c(
     seen: list[str] = []
     cluster: dict[int, str | None] = {}
     try:
-        read_until(job, rf"e2e-dra: after-cluster-creation: {SUBTEST}", seen)
+        read_until(job, rf"\] after-cluster-creation: {SUBTEST}", seen)
         cluster.update(started_by(seen))
         job.send_signal(signal.SIGTERM)
         rest, _ = job.communicate(timeout=120)

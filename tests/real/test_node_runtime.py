@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import signal
@@ -24,7 +25,6 @@ import pytest
 from conftest import DRA_FEATURE_GATES, DRA_RUNTIME_CONFIG, missing
 from environment import Environ
 
-from e2e_dra._console import say
 from e2e_dra.errors import E2EDRAError, ProvisionError
 from e2e_dra.provision import (
     PAUSE_IMAGE,
@@ -36,6 +36,8 @@ from e2e_dra.provision import (
 from e2e_dra.releases import Release
 from e2e_dra.settings import settings
 from localupcluster._hostlock import HostLock
+
+logger = logging.getLogger(__name__)
 
 pytestmark = pytest.mark.real
 
@@ -226,7 +228,9 @@ def test_local_up_cluster_runs_a_pod_of_the_test_image(
     cluster = LocalUpCluster(tree, release.bin_dir, env, tmp_path / "logs")
     try:
         cluster.wait_for("Ready node", cluster.node_ready, timeout=300)
-        say(f"local-up-cluster.sh: node Ready {time.monotonic() - started:.1f}s after start")
+        logger.info(
+            f"local-up-cluster.sh: node Ready {time.monotonic() - started:.1f}s after start"
+        )
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -260,7 +264,9 @@ def test_local_up_cluster_runs_a_pod_of_the_test_image(
             timeout=180,
         )
         assert cluster.kubectl("logs", "hello").strip() == "hello from hello"
-        say(f"local-up-cluster.sh: pod output seen {time.monotonic() - started:.1f}s after start")
+        logger.info(
+            f"local-up-cluster.sh: pod output seen {time.monotonic() - started:.1f}s after start"
+        )
         cluster.kubectl("delete", "pod", "hello", "--wait=true", "--timeout=60s")
     finally:
         cluster.interrupt()

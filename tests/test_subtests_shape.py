@@ -309,7 +309,7 @@ def test_consumable_capacity_claims_are_valid() -> None:
     ]
     # No opaque config (see binding_conditions.NO_CONFIG): the driver's env is the claim's lines.
     assert "config" not in claim["spec"]["devices"]
-    assert consumable_capacity._env(claim) == [
+    assert consumable_capacity.pod_env(claim) == [
         "claim_external_claimconsumable_capacity_first=true",
         "claim_external_claimconsumable_capacity_second=true",
     ]

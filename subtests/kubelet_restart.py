@@ -16,11 +16,11 @@ of the checkpoint.
 
 The reboot (kubernetes#141433: after one, the CDI spec was gone and the pod stuck in
 CreateContainerError). A reboot stops the kubelet, kills every process of the node, and empties
-/var/run, where CDI specs live (upstream's test/e2e_dra/run.sh clears /var/run/cdi before a run
-for the same reason); the kubelet's checkpoint stays (/var/lib/kubelet is on disk: run.sh's
-removal of ``*_state`` only makes a fresh run). What the kubelet lost is its memory, which says
-which claims it prepared; so when the pod's sandbox is created again, it calls
-NodePrepareResources again and the driver gets the chance to write the spec anew.
+/var/run (a tmpfs), where CDI specs live; the kubelet's checkpoint stays, as /var/lib/kubelet is
+on disk. (Upstream's test/e2e_dra/run.sh removes /var/run/cdi and /var/lib/kubelet/*_state, but
+before a run, to start from a clean node, not as a model of a reboot.) What the kubelet loses is
+its memory of which claims it prepared, which it keeps nowhere else; so when it creates the pod's
+sandbox again, it calls NodePrepareResources again and the driver can write the spec anew.
 
 The suite restarts the kubelet between phases (the downgrade); the subtest cannot stop it, so it
 simulates the rest right after that restart, before the new kubelet has any reason to prepare:

@@ -58,40 +58,40 @@ def resources(nodes: Sequence[str]) -> list[Pool]:
 def initial(ctx: Context) -> Phase:
     recorded: dict[str, dict] = {}  # claim name -> its status once its pod runs
     with ctx.step("a pod waits for its device to be attached, then binds"):
-        claim_x, pod_x = _claim_and_pod(ctx)
-        _wait_for_binding_conditions(ctx, claim_x, pod_x)
-        _set_condition(ctx, claim_x, ATTACHED)
-        _test_pod(ctx, pod_x)
-        recorded[claim_x] = _status(ctx, claim_x)
+        claim_x, pod_x = claim_and_pod(ctx)
+        wait_for_binding_conditions(ctx, claim_x, pod_x)
+        set_condition(ctx, claim_x, ATTACHED)
+        check_pod(ctx, pod_x)
+        recorded[claim_x] = claim_status(ctx, claim_x)
     with ctx.step("another pod is left waiting"):
-        claim_y, pod_y = _claim_and_pod(ctx)
-        waiting_y = _wait_for_binding_conditions(ctx, claim_y, pod_y)
+        claim_y, pod_y = claim_and_pod(ctx)
+        waiting_y = wait_for_binding_conditions(ctx, claim_y, pod_y)
     pods = {claim_x: pod_x}
 
     def after_upgrade(ctx: Context) -> Phase:
         with ctx.step("the bound claim's allocation and device status survived the upgrade"):
-            _check_recorded(ctx, recorded, pods)
+            check_recorded(ctx, recorded, pods)
         with ctx.step("the waiting pod binds under the new scheduler once attached"):
             _check_still_waiting(ctx, claim_y, pod_y, waiting_y)
-            _set_condition(ctx, claim_y, ATTACHED)
-            _test_pod(ctx, pod_y)
-            recorded[claim_y] = _status(ctx, claim_y)
+            set_condition(ctx, claim_y, ATTACHED)
+            check_pod(ctx, pod_y)
+            recorded[claim_y] = claim_status(ctx, claim_y)
             pods[claim_y] = pod_y
         with ctx.step("a third pod is left waiting"):
-            claim_z, pod_z = _claim_and_pod(ctx)
-            waiting_z = _wait_for_binding_conditions(ctx, claim_z, pod_z)
+            claim_z, pod_z = claim_and_pod(ctx)
+            waiting_z = wait_for_binding_conditions(ctx, claim_z, pod_z)
 
         def after_downgrade(ctx: Context) -> None:
             with ctx.step("both bound claims survived the downgrade"):
-                _check_recorded(ctx, recorded, pods)
+                check_recorded(ctx, recorded, pods)
             with ctx.step("the waiting pod still waits under the older scheduler"):
                 _check_still_waiting(ctx, claim_z, pod_z, waiting_z)
             with ctx.step("a failure condition sends the claim back to scheduling"):
-                _set_condition(ctx, claim_z, FAILED)
+                set_condition(ctx, claim_z, FAILED)
                 _wait_reallocated(ctx, claim_z, pod_z, waiting_z)
             with ctx.step("the pod binds once the new allocation is attached"):
-                _set_condition(ctx, claim_z, ATTACHED)
-                _test_pod(ctx, pod_z)
+                set_condition(ctx, claim_z, ATTACHED)
+                check_pod(ctx, pod_z)
             # Strict: every pod and claim must still be there.
             for claim_name, pod in ((claim_x, pod_x), (claim_y, pod_y), (claim_z, pod_z)):
                 ctx.builder.delete_pod_and_wait(pod["metadata"]["name"])
@@ -110,7 +110,7 @@ them (``{"a":"b"}``) and the allocation no longer compares equal to itself: 422 
 immutable" (seen with 1.36.5 and 1.37.2). Go clients send compact JSON and never see it."""
 
 
-def _claim_and_pod(ctx: Context) -> tuple[str, dict]:
+def claim_and_pod(ctx: Context) -> tuple[str, dict]:
     b = ctx.builder
     claim = b.external_claim()
     del claim["spec"]["devices"]["config"]  # see NO_CONFIG
@@ -119,7 +119,7 @@ def _claim_and_pod(ctx: Context) -> tuple[str, dict]:
     return claim["metadata"]["name"], pod
 
 
-def _test_pod(ctx: Context, pod: dict) -> None:
+def check_pod(ctx: Context, pod: dict) -> None:
     """Runs, with its claim prepared by the driver (no opaque config: only the claim's line)."""
     claim = pod["spec"]["resourceClaims"][0]["resourceClaimName"]
     ctx.builder.test_pod(pod, env=[f"{claim_env_name(claim, 'my-request')}=true"])
@@ -131,7 +131,7 @@ def _claim_url(ctx: Context, name: str, subresource: str | None = None) -> str:
     )
 
 
-def _read_claim(ctx: Context, name: str) -> dict:
+def read_claim(ctx: Context, name: str) -> dict:
     return ctx.kube.get(_claim_url(ctx, name))
 
 
@@ -163,11 +163,11 @@ def _allocation(ctx: Context, claim: dict, pod: dict) -> dict:
     return allocation
 
 
-def _wait_for_binding_conditions(ctx: Context, claim_name: str, pod: dict) -> dict:
+def wait_for_binding_conditions(ctx: Context, claim_name: str, pod: dict) -> dict:
     """Until the claim is allocated and the scheduler says it waits for the binding conditions;
     then the pod must stay unbound (while nothing is attached). The allocation, checked."""
     claim = eventually(
-        lambda: _read_claim(ctx, claim_name),
+        lambda: read_claim(ctx, claim_name),
         what=f"ResourceClaim {claim_name} to be allocated and reserved",
         timeout=ALLOCATION_TIMEOUT,
         until=lambda c: bool((c.get("status") or {}).get("reservedFor")),
@@ -197,7 +197,7 @@ def _check_unbound(ctx: Context, pod_name: str) -> None:
 
 def _check_still_waiting(ctx: Context, claim_name: str, pod: dict, allocation: dict) -> None:
     """After a restart the claim keeps its allocation and the pod is still held back."""
-    claim = _read_claim(ctx, claim_name)
+    claim = read_claim(ctx, claim_name)
     now = _allocation(ctx, claim, pod)
     assert now == allocation, (
         f"ResourceClaim {claim_name}: allocation changed while its pod waited: "
@@ -228,10 +228,10 @@ def device_condition(result: dict, condition: str, generation: int | None, why: 
     }
 
 
-def _set_condition(ctx: Context, claim_name: str, condition: str) -> None:
+def set_condition(ctx: Context, claim_name: str, condition: str) -> None:
     """Report ``condition`` as true for the claim's device, as the driver's controller would
     (server-side apply under the driver's name)."""
-    claim = _read_claim(ctx, claim_name)
+    claim = read_claim(ctx, claim_name)
     (result,) = claim["status"]["allocation"]["devices"]["results"]
     entry = device_condition(
         result, condition, claim["metadata"].get("generation"), f"set by the test ({ctx.phase})"
@@ -252,20 +252,20 @@ def _set_condition(ctx: Context, claim_name: str, condition: str) -> None:
     )
 
 
-def _status(ctx: Context, claim_name: str) -> dict:
+def claim_status(ctx: Context, claim_name: str) -> dict:
     """What must survive: the allocation and the device status (as the server stores them)."""
-    status = _read_claim(ctx, claim_name)["status"]
+    status = read_claim(ctx, claim_name)["status"]
     return {"allocation": status["allocation"], "devices": status.get("devices")}
 
 
-def _check_recorded(ctx: Context, recorded: dict[str, dict], pods: dict[str, dict]) -> None:
+def check_recorded(ctx: Context, recorded: dict[str, dict], pods: dict[str, dict]) -> None:
     for claim_name, status in recorded.items():
-        now = _status(ctx, claim_name)
+        now = claim_status(ctx, claim_name)
         assert now == status, (
             f"ResourceClaim {claim_name}: status changed since its pod bound: "
             f"now {now}, recorded {status}"
         )
-        _test_pod(ctx, pods[claim_name])
+        check_pod(ctx, pods[claim_name])
 
 
 def _wait_reallocated(ctx: Context, claim_name: str, pod: dict, before: dict) -> None:
@@ -281,7 +281,7 @@ def _wait_reallocated(ctx: Context, claim_name: str, pod: dict, before: dict) ->
         )
 
     claim = eventually(
-        lambda: _read_claim(ctx, claim_name),
+        lambda: read_claim(ctx, claim_name),
         what=f"ResourceClaim {claim_name} to be allocated anew after the failure condition",
         timeout=RESCHEDULE_TIMEOUT,
         until=reallocated,

@@ -84,15 +84,15 @@ def initial(ctx: Context) -> Phase:
     with ctx.step("two claims share the device"):
         consumed = {}
         for requests, rounded in FIRST_SHARES:
-            claim, pod = _claim_and_pod(ctx, requests)
+            claim, pod = claim_and_pod(ctx, requests)
             claims[claim["metadata"]["name"]] = claim
             running[claim["metadata"]["name"]] = pod
             consumed[claim["metadata"]["name"]] = rounded
         for name, claim in claims.items():
             b.wait_running(running[name]["metadata"]["name"])
-            recorded[name] = _shares(ctx, claim, consumed[name])
-        _check_distinct(recorded)
-        _check_pods(ctx, running, claims)
+            recorded[name] = shares_of(ctx, claim, consumed[name])
+        check_distinct(recorded)
+        check_pods(ctx, running, claims)
         prepared = {ref.name for ref in ctx.driver.prepared_claims()}
         assert set(running) <= prepared, (
             f"the driver prepared {prepared}, not each of {set(running)}"
@@ -102,43 +102,43 @@ def initial(ctx: Context) -> Phase:
 
     def after_upgrade(ctx: Context) -> Phase:
         with ctx.step("the shares survived the upgrade"):
-            _check_recorded(ctx, claims, recorded)
-            _check_pods(ctx, running, claims)
+            check_recorded(ctx, claims, recorded)
+            check_pods(ctx, running, claims)
         with ctx.step("4Gi left: 5Gi waits, 3Gi fits"):
             _check_left(ctx, too_much="5Gi", fits="3Gi")
         with ctx.step("a claim of two requests takes the last 4Gi as two shares"):
-            claim_c, pod_c = _claim_and_pod(ctx, {"first": "1Gi", "second": "1Gi"})
+            claim_c, pod_c = claim_and_pod(ctx, {"first": "1Gi", "second": "1Gi"})
             name_c = claim_c["metadata"]["name"]
             ctx.builder.wait_running(pod_c["metadata"]["name"])
             claims[name_c] = claim_c
             running[name_c] = pod_c
-            recorded[name_c] = _shares(ctx, claim_c, {"first": "2Gi", "second": "2Gi"})
-            _check_distinct(recorded)
-            _check_pods(ctx, {name_c: pod_c}, claims)
+            recorded[name_c] = shares_of(ctx, claim_c, {"first": "2Gi", "second": "2Gi"})
+            check_distinct(recorded)
+            check_pods(ctx, {name_c: pod_c}, claims)
         with ctx.step("a driver reports a status for each share"):
-            statuses = _report_status(ctx, name_c, recorded[name_c])
+            statuses = report_status(ctx, name_c, recorded[name_c])
         with ctx.step("the device is full: 1Gi waits"):
             _check_left(ctx, too_much="1Gi", fits=None)
 
         def after_downgrade(ctx: Context) -> None:
             with ctx.step("the shares written by both releases survived the downgrade"):
-                _check_recorded(ctx, claims, recorded)
-                _check_status(ctx, name_c, statuses)
-                _check_pods(ctx, running, claims)
+                check_recorded(ctx, claims, recorded)
+                check_status(ctx, name_c, statuses)
+                check_pods(ctx, running, claims)
             with ctx.step("the device is full: 1Gi waits"):
                 _check_left(ctx, too_much="1Gi", fits=None)
             with ctx.step("deleting the two-share claim frees 4Gi: 5Gi waits, 3Gi fits"):
-                _delete(ctx, running.pop(name_c), claims.pop(name_c))
+                delete_pod_and_claim(ctx, running.pop(name_c), claims.pop(name_c))
                 _check_left(ctx, too_much="5Gi", fits="3Gi")
             for name in list(claims):
-                _delete(ctx, running.pop(name), claims.pop(name))
+                delete_pod_and_claim(ctx, running.pop(name), claims.pop(name))
 
         return after_downgrade
 
     return after_upgrade
 
 
-def _claim_and_pod(ctx: Context, requests: dict[str, str]) -> tuple[dict, dict]:
+def claim_and_pod(ctx: Context, requests: dict[str, str]) -> tuple[dict, dict]:
     b = ctx.builder
     claim = capacity_claim(b, requests)
     pod = b.pod_external(claim["metadata"]["name"])
@@ -146,20 +146,20 @@ def _claim_and_pod(ctx: Context, requests: dict[str, str]) -> tuple[dict, dict]:
     return claim, pod
 
 
-def _env(claim: dict) -> list[str]:
+def pod_env(claim: dict) -> list[str]:
     """What the driver gives a pod of ``claim``: one line per request it prepared."""
     name = claim["metadata"]["name"]
     requests = [r["name"] for r in claim["spec"]["devices"]["requests"]]
     return [f"{claim_env_name(name, r)}=true" for r in requests]
 
 
-def _check_pods(ctx: Context, pods: dict[str, dict], claims: dict[str, dict]) -> None:
+def check_pods(ctx: Context, pods: dict[str, dict], claims: dict[str, dict]) -> None:
     """Each pod runs with its own claim prepared (the kubelet prepared every share)."""
     for claim_name, pod in pods.items():
-        ctx.builder.test_pod(pod, env=_env(claims[claim_name]))
+        ctx.builder.test_pod(pod, env=pod_env(claims[claim_name]))
 
 
-def _results(ctx: Context, claim_name: str) -> list[dict]:
+def results(ctx: Context, claim_name: str) -> list[dict]:
     claim = ctx.kube.get(
         path("resource.k8s.io/v1", "resourceclaims", claim_name, namespace=ctx.namespace)
     )
@@ -168,12 +168,12 @@ def _results(ctx: Context, claim_name: str) -> list[dict]:
     return allocation["devices"]["results"]
 
 
-def _shares(ctx: Context, claim: dict, consumed: dict[str, str]) -> Shares:
+def shares_of(ctx: Context, claim: dict, consumed: dict[str, str]) -> Shares:
     """The claim's results, checked: each request got a share of the shared device, consuming
     ``consumed`` (request -> memory after the request policy's rounding)."""
     name = claim["metadata"]["name"]
     shares: Shares = {}
-    for result in _results(ctx, name):
+    for result in results(ctx, name):
         where = f"ResourceClaim {name} request {result.get('request')}"
         assert (result.get("driver"), result.get("pool"), result.get("device")) == (
             ctx.builder.driver_name,
@@ -204,12 +204,12 @@ def _amounts(quantities: dict[str, str]) -> dict[str, Decimal]:
     return {key: parse_quantity(value) for key, value in quantities.items()}
 
 
-def _check_distinct(recorded: dict[str, Shares]) -> None:
+def check_distinct(recorded: dict[str, Shares]) -> None:
     ids = [share["shareID"] for shares in recorded.values() for share in shares.values()]
     assert len(ids) == len(set(ids)), f"two shares of {DEVICE} have the same shareID: {recorded}"
 
 
-def _check_recorded(ctx: Context, claims: dict[str, dict], recorded: dict[str, Shares]) -> None:
+def check_recorded(ctx: Context, claims: dict[str, dict], recorded: dict[str, Shares]) -> None:
     """Every claim's results are what the scheduler wrote: device, shareID, consumedCapacity."""
     for name in claims:
         now: Shares = {
@@ -218,7 +218,7 @@ def _check_recorded(ctx: Context, claims: dict[str, dict], recorded: dict[str, S
                 "shareID": r.get("shareID"),
                 "consumedCapacity": dict(r.get("consumedCapacity") or {}),
             }
-            for r in _results(ctx, name)
+            for r in results(ctx, name)
         }
         assert now == recorded[name], (
             f"ResourceClaim {name}: allocation results changed since they were recorded: "
@@ -230,16 +230,16 @@ def _check_left(ctx: Context, *, too_much: str, fits: str | None) -> None:
     """A claim for ``too_much`` waits; one for ``fits`` (if any) runs. Both are removed again,
     and waited for, so that the next check sees the device as it was."""
     b = ctx.builder
-    claim, pod = _claim_and_pod(ctx, {"probe": too_much})
+    claim, pod = claim_and_pod(ctx, {"probe": too_much})
     b.wait_unschedulable(pod["metadata"]["name"])
-    _delete(ctx, pod, claim)
+    delete_pod_and_claim(ctx, pod, claim)
     if fits is not None:
-        claim, pod = _claim_and_pod(ctx, {"probe": fits})
-        b.test_pod(pod, env=_env(claim))
-        _delete(ctx, pod, claim)
+        claim, pod = claim_and_pod(ctx, {"probe": fits})
+        b.test_pod(pod, env=pod_env(claim))
+        delete_pod_and_claim(ctx, pod, claim)
 
 
-def _delete(ctx: Context, pod: dict, claim: dict) -> None:
+def delete_pod_and_claim(ctx: Context, pod: dict, claim: dict) -> None:
     """Strict: the pod and the claim must still be there; returns when both are gone."""
     b = ctx.builder
     b.delete_pod_and_wait(pod["metadata"]["name"])
@@ -273,7 +273,7 @@ def status_entries(shares: Shares) -> list[dict]:
     ]
 
 
-def _report_status(ctx: Context, claim_name: str, shares: Shares) -> list[dict]:
+def report_status(ctx: Context, claim_name: str, shares: Shares) -> list[dict]:
     """Apply :func:`status_entries` as the driver would (its field manager); returns the entries
     as stored."""
     driver = next(iter(shares.values()))["device"][0]
@@ -306,7 +306,7 @@ def _devices(claim: dict) -> list[dict]:
     )
 
 
-def _check_status(ctx: Context, claim_name: str, entries: list[dict]) -> None:
+def check_status(ctx: Context, claim_name: str, entries: list[dict]) -> None:
     claim = ctx.kube.get(
         path("resource.k8s.io/v1", "resourceclaims", claim_name, namespace=ctx.namespace)
     )

@@ -1,5 +1,6 @@
 """kubelet-restart: a kubelet that restarts while NodePrepareResources hangs hands the claim over
-to the next kubelet cleanly.
+to the next kubelet cleanly, and a kubelet that comes back after a (simulated) reboot prepares the
+claim again.
 
 The initial phase blocks the driver's prepare and ends while the pod's prepare call hangs, so
 the upgrade restarts the kubelet in the middle of it. The kubelet checkpoints a claim before it
@@ -13,6 +14,28 @@ devices on a retried prepare). A kubelet that restarts under a running pod creat
 and prepares nothing again; deleting the pod unprepares the claim exactly once and takes it out
 of the checkpoint.
 
+The reboot (kubernetes#141433: after one, the CDI spec was gone and the pod stuck in
+CreateContainerError). A reboot stops the kubelet, kills every process of the node, and empties
+/var/run (a tmpfs), where CDI specs live; the kubelet's checkpoint stays, as /var/lib/kubelet is
+on disk. (Upstream's test/e2e_dra/run.sh removes /var/run/cdi and /var/lib/kubelet/*_state, but
+before a run, to start from a clean node, not as a model of a reboot.) What the kubelet loses is
+its memory of which claims it prepared, which it keeps nowhere else; so when it creates the pod's
+sandbox again, it calls NodePrepareResources again and the driver can write the spec anew.
+
+The suite restarts the kubelet between phases (the downgrade); the subtest cannot stop it, so it
+simulates the rest right after that restart, before the new kubelet has any reason to prepare:
+it deletes the claim's CDI spec files, makes the driver forget what it prepared (a driver
+process restarts in a reboot too; ours keeps no checkpoint), and SIGKILLs the pod's sandbox and
+container through containerd (their metadata stays, as after a real reboot). The restarted
+kubelet cannot tell this from a reboot: no sandbox, claim not prepared in its memory. Then a new
+NodePrepareResources must succeed, exactly once, the spec file must be back, and the pod must run
+again in a new container with the claim's env, its device still checkpointed once. Only this
+pod's processes die: the node is shared with the other subtests. The pod restarts with
+``restartPolicy: Always`` (a pod with ``Never`` is not started again after a reboot at all). A
+suite whose downgrade leaves the kubelet running (control-plane-first) has no reboot to simulate:
+the running kubelet would reuse its memory and never call the driver, so the subtest says so and
+records it (``reboot_simulated``).
+
 In a suite whose upgrade leaves the kubelet running, the same kubelet's retried call prepares
 instead; everything else is checked the same way.
 """
@@ -20,6 +43,7 @@ instead; everything else is checked the same way.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +60,11 @@ UNPREPARE = "/NodeUnprepareResources"
 REGISTRATION = "/NotifyRegistrationStatus"
 # pkg/kubelet/cm/dra/manager.go: draManagerStateFileName, in the kubelet's root directory.
 CHECKPOINT = "dra_manager_state"
+# containerd's namespace for what the CRI plugin runs.
+CRI_NAMESPACE = "k8s.io"
+SANDBOX_LABEL = 'labels."io.cri-containerd.kind"==sandbox'
+# The kubelet notices the dead sandbox at its next relist (1 s), then prepares and starts anew.
+POD_BACK_TIMEOUT = 120.0
 
 
 class _PrepareBlock:
@@ -56,6 +85,7 @@ def initial(ctx: Context) -> Phase:
     b = ctx.builder
     claim = b.external_claim()
     pod = b.pod_external(claim["metadata"]["name"])
+    pod["spec"]["restartPolicy"] = "Always"  # comes back after the simulated reboot
     pod_name = pod["metadata"]["name"]
     block = _PrepareBlock(ctx)
     # Released at the latest by the tear-down, if the chain breaks before after_upgrade does it.
@@ -107,6 +137,8 @@ def initial(ctx: Context) -> Phase:
         with ctx.step("the checkpoint holds the claim's device once"):
             _expect_one_device(ctx, uid)
         prepared = len(calls)
+        registered = len(_indices(ctx, REGISTRATION))
+        kubelet = _kubelet_version(ctx)
 
         def after_downgrade(ctx: Context) -> None:
             ctx.builder.wait_running(pod_name)
@@ -118,6 +150,24 @@ def initial(ctx: Context) -> Phase:
                 )
             with ctx.step("the checkpoint still holds the claim's device once"):
                 _expect_one_device(ctx, uid)
+            rebooted = len(_indices(ctx, REGISTRATION)) > registered
+            if not rebooted and _kubelet_version(ctx) != kubelet:
+                # Another kubelet runs: its registration of the driver must come.
+                eventually(
+                    lambda: len(_indices(ctx, REGISTRATION)) > registered,
+                    what=f"the new kubelet ({_kubelet_version(ctx)}) to register the driver",
+                    timeout=CALL_TIMEOUT,
+                    poll=0.5,
+                )
+                rebooted = True
+            ctx.facts["reboot_simulated"] = rebooted
+            if rebooted:
+                _reboot(ctx, pod_name, uid)
+            else:
+                ctx.log(
+                    f"{ctx.phase}: the kubelet did not restart in this suite's downgrade: no "
+                    "reboot to simulate (a running kubelet never prepares a prepared claim again)"
+                )
             with ctx.step("deleting the pod unprepares the claim once"):
                 ctx.builder.delete_pod_and_wait(pod_name)
                 eventually(
@@ -145,6 +195,98 @@ def initial(ctx: Context) -> Phase:
         return after_downgrade
 
     return after_upgrade
+
+
+def _reboot(ctx: Context, pod_name: str, uid: str) -> None:
+    """The simulated reboot under the restarted kubelet, and what must follow (module doc)."""
+    with ctx.step("a reboot wipes the CDI specs and the driver's memory, kills the pod"):
+        specs = ctx.driver.cdi_spec_files(uid)
+        assert specs, f"claim {uid} has no CDI spec in {ctx.driver.cdi_dir} before the reboot"
+        for spec in specs:
+            spec.unlink()
+        forgotten = [ref.uid for ref in ctx.driver.forget_prepared_claims()]
+        assert forgotten == [uid], f"the driver had prepared {forgotten}, want only {uid}"
+        pod = ctx.builder.read_pod(pod_name)
+        before = _container(pod).get("containerID")
+        mark = len(ctx.driver.calls.records)
+        killed = _kill_pod_processes(pod["metadata"]["uid"])
+        ctx.log(f"{ctx.phase}: removed {[s.name for s in specs]}; killed tasks {killed}")
+    with ctx.step("the pod runs again in a new container"):
+        eventually(
+            lambda: _container(ctx.builder.read_pod(pod_name)),
+            what=f"pod {pod_name} to run again in a container other than {before}",
+            timeout=POD_BACK_TIMEOUT,
+            until=lambda status: (
+                status.get("containerID") not in (None, before)
+                and "running" in (status.get("state") or {})
+            ),
+        )
+    with ctx.step("the restarted kubelet prepared the claim again, once"):
+        calls = eventually(
+            lambda: [call for index, call in _numbered(ctx, PREPARE, uid) if index >= mark],
+            what=f"every NodePrepareResources call for claim {uid} after the reboot to end",
+            timeout=CALL_TIMEOUT,
+            poll=0.5,
+            until=lambda calls: all(call.done for call in calls),
+        )
+        errors = [call.error for call in calls]
+        ctx.facts["prepare_calls/after-reboot"] = len(calls)
+        assert errors == [None], (
+            f"NodePrepareResources of claim {uid} after the reboot: want one successful call, "
+            f"got {len(calls)} with errors {errors}"
+        )
+    with ctx.step("the CDI spec is back and the container has the claim's env"):
+        assert ctx.driver.cdi_spec_files(uid) == specs, (
+            f"claim {uid}: CDI specs {ctx.driver.cdi_spec_files(uid)} after the reboot, "
+            f"want {specs}"
+        )
+        ctx.builder.test_pod(ctx.builder.read_pod(pod_name))
+    with ctx.step("the checkpoint holds the claim's device once after the reboot"):
+        _expect_one_device(ctx, uid)
+
+
+def _kubelet_version(ctx: Context) -> str:
+    from e2e_dra.kube import path
+
+    node = ctx.kube.get(path("v1", "nodes", ctx.nodes[0]))
+    return str(node.get("status", {}).get("nodeInfo", {}).get("kubeletVersion"))
+
+
+def _container(pod: dict) -> dict:
+    statuses = pod.get("status", {}).get("containerStatuses") or [{}]
+    return statuses[0]
+
+
+def _kill_pod_processes(pod_uid: str) -> list[str]:
+    """SIGKILL every running task of the pod (sandbox and containers) in containerd's CRI
+    namespace; the tasks killed. The CRI plugin sees them exit as a reboot would leave them."""
+    from e2e_dra.provision import running_ctr
+
+    ctr = [*running_ctr(), "-n", CRI_NAMESPACE]
+    pod = f'labels."io.kubernetes.pod.uid"=={pod_uid}'
+    ours = _ctr(ctr, "containers", "ls", "-q", pod).split()
+    sandboxes = set(_ctr(ctr, "containers", "ls", "-q", f"{pod},{SANDBOX_LABEL}").split())
+    alive = {
+        fields[0]
+        for line in _ctr(ctr, "tasks", "ls").splitlines()[1:]
+        if (fields := line.split()) and fields[-1] == "RUNNING"
+    }
+    # The sandbox first: a container dying in a live sandbox would just be restarted in it.
+    running = sorted((task for task in ours if task in alive), key=lambda t: t not in sandboxes)
+    assert len(running) >= 2 and running[0] in sandboxes, (
+        f"want a running sandbox and container of pod {pod_uid} in containerd: tasks of the pod "
+        f"{running}, its sandboxes {sorted(sandboxes)}"
+    )
+    for task in running:
+        _ctr(ctr, "tasks", "kill", "--signal", "SIGKILL", task)
+    return running
+
+
+def _ctr(ctr: list[str], *args: str) -> str:
+    proc = subprocess.run([*ctr, *args], capture_output=True, text=True, timeout=60, check=False)
+    if proc.returncode != 0:
+        raise AssertionError(f"{' '.join(args[:2])} failed: {proc.stderr.strip()}")
+    return proc.stdout
 
 
 def _calls(ctx: Context, method: str, uid: str | None = None) -> list[GRPCCall]:

@@ -262,6 +262,31 @@ def test_prepare_writes_cdi_spec_and_unprepare_removes_it(driver, claims, pb):
     assert driver.calls.count("/NodeUnprepareResources") == 2
 
 
+def test_a_forgetful_restart_prepares_afresh_and_writes_the_lost_spec_again(driver, claims):
+    """A reboot wipes /var/run/cdi; a driver that still remembers the claim answers the next
+    prepare from memory (as upstream's test driver) and the spec stays lost, one that restarted
+    without a checkpoint prepares afresh and writes it again."""
+    claim = claims.add(allocated_claim("external-claim", "uid-r"))
+    stub = node_stub(driver)
+    request = dra_v1_pb2.NodePrepareResourcesRequest(claims=refs(dra_v1_pb2, claim))
+    first = stub.NodePrepareResources(request)
+    (spec_file,) = driver.cdi_spec_files("uid-r")
+    assert spec_file == driver.cdi_dir / f"{DRIVER}-uid-r-my-request.json"
+    spec = spec_file.read_text()
+
+    spec_file.unlink()
+    assert stub.NodePrepareResources(request) == first
+    assert driver.cdi_spec_files("uid-r") == []
+
+    assert [ref.uid for ref in driver.forget_prepared_claims()] == ["uid-r"]
+    assert driver.prepared_claims() == []
+    assert stub.NodePrepareResources(request) == first
+    assert driver.cdi_spec_files("uid-r") == [spec_file]
+    assert spec_file.read_text() == spec
+    assert [ref.uid for ref in driver.prepared_claims()] == ["uid-r"]
+    assert driver.forget_prepared_claims() != [] and driver.forget_prepared_claims() == []
+
+
 def test_configs_apply_per_request_and_later_ones_win(driver, claims):
     claim = claims.add(
         allocated_claim(

@@ -10,12 +10,22 @@ import importlib
 import pkgutil
 
 import pytest
+from kubernetes.client import models
 
 import subtests.gate_cycle
+from e2e_dra.builder import Builder
 from e2e_dra.subtest import Context, GateCycleSubtest, discover
+from subtests import _gated_fields
 from subtests._workload import claim_state
+from subtests.gate_cycle import binding_conditions, consumable_capacity
 
-EXPECTED = {"compatibility-groups", "extended-resource", "workload-resourceclaims"}
+EXPECTED = {
+    "binding-conditions",
+    "compatibility-groups",
+    "consumable-capacity",
+    "extended-resource",
+    "workload-resourceclaims",
+}
 
 
 def gate_cycle_subtests() -> dict[str, GateCycleSubtest]:
@@ -79,3 +89,89 @@ def test_claim_state_ignores_everything_but_identity_allocation_and_reservation(
         "reservedFor": [{"name": "g"}],
     }
     assert claim_state({"metadata": {"uid": "u1"}}) != claim_state(claim)
+
+
+class _Kube:
+    """Records what a probe helper sends, and answers as a server that drops nothing."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str, dict]] = []
+
+    def create(self, url: str, body: dict) -> dict:
+        self.sent.append(("create", url, body))
+        return body
+
+
+def _probe_context(kube: _Kube) -> Context:
+    b = Builder(None, "consumable-capacity", image="example.test/busybox:1")  # type: ignore[arg-type]
+    return Context(kube, None, b, ["127.0.0.1"], "phase-0-gate-on", None, log=lambda _: None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("module", [binding_conditions, consumable_capacity])
+def test_probe_slices_are_valid_cluster_wide_slices_of_a_driver_nobody_runs(module) -> None:
+    kube = _Kube()
+    ctx = _probe_context(kube)
+    stored = _gated_fields.create_probe(ctx, "created-gate-off", module.DEVICES)
+    ((verb, url, body),) = kube.sent
+    assert (verb, url) == ("create", "/apis/resource.k8s.io/v1/resourceslices")
+    models.V1ResourceSlice.model_validate(body)
+    driver = "probe.defaultconsumable-capacity.k8s.io"
+    assert body["metadata"]["name"] == f"{driver}-created-gate-off"
+    assert body["spec"]["driver"] == driver != ctx.builder.driver_name  # no class selects it
+    assert body["spec"]["allNodes"] is True  # the kubelet deletes no cluster-wide slice
+    _gated_fields.expect_fields(stored, module.FIELDS, kept=True, why="as sent")
+    assert len(ctx.builder._cleanups) == 1  # removed by the tear-down
+
+
+def test_expect_fields_tells_kept_from_dropped_per_device() -> None:
+    fields = consumable_capacity.FIELDS
+    device = consumable_capacity.DEVICES[0]
+    sent = {"metadata": {"name": "s"}, "spec": {"devices": [device]}}
+    assert _gated_fields.present(sent, fields) == {
+        "shared-device": ["allowMultipleAllocations", "capacity/*/requestPolicy"]
+    }
+    dropped = {
+        "metadata": {"name": "s"},
+        "spec": {
+            "devices": [
+                {
+                    "name": "shared-device",
+                    "allowMultipleAllocations": None,
+                    "capacity": {"memory": {"value": "10Gi"}},
+                }
+            ]
+        },
+    }
+    _gated_fields.expect_fields(dropped, fields, kept=False, why="gate off")
+    with pytest.raises(AssertionError, match=r"want \[\]"):
+        _gated_fields.expect_fields(sent, fields, kept=False, why="gate off")
+    with pytest.raises(AssertionError, match="allowMultipleAllocations"):
+        _gated_fields.expect_fields(dropped, fields, kept=True, why="gate on")
+    half = {"metadata": {"name": "s"}, "spec": {"devices": [{**device, "capacity": {}}]}}
+    with pytest.raises(AssertionError):  # one field of two is neither kept nor dropped
+        _gated_fields.expect_fields(half, fields, kept=True, why="gate on")
+    with pytest.raises(AssertionError):  # a slice without devices proves nothing
+        _gated_fields.expect_fields(
+            {"metadata": {"name": "s"}, "spec": {}}, fields, kept=False, why=""
+        )
+
+
+def test_binding_conditions_and_consumable_capacity_toggle_their_gate() -> None:
+    by_name = gate_cycle_subtests()
+    bc = by_name["binding-conditions"]
+    assert bc.toggled_gates == ("DRADeviceBindingConditions",)
+    assert bc.emulated_version == "1.37"  # the gate is locked from 1.38
+    assert bc.privileged_client  # a cluster-wide pool
+    (pool,) = bc.resources(["127.0.0.1"])
+    assert pool.all_nodes
+    assert all(
+        _gated_fields.present({"spec": {"devices": [d]}}, binding_conditions.FIELDS)[d["name"]]
+        == ["bindingConditions", "bindingFailureConditions", "bindsToNode"]
+        for d in pool.slices[0]["devices"]
+    )
+    cc = by_name["consumable-capacity"]
+    assert cc.toggled_gates == ("DRAConsumableCapacity",)
+    assert cc.emulated_version is None and not cc.privileged_client
+    (pool,) = cc.resources(["127.0.0.1"])
+    assert pool.node_name == "127.0.0.1"  # node-local: the kubelet's restart deletes it
+    assert consumable_capacity.DEFAULT_SHARE == "2Gi"

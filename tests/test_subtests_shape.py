@@ -309,7 +309,7 @@ def test_consumable_capacity_claims_are_valid() -> None:
     ]
     # No opaque config (see binding_conditions.NO_CONFIG): the driver's env is the claim's lines.
     assert "config" not in claim["spec"]["devices"]
-    assert consumable_capacity._env(claim) == [
+    assert consumable_capacity.pod_env(claim) == [
         "claim_external_claimconsumable_capacity_first=true",
         "claim_external_claimconsumable_capacity_second=true",
     ]
@@ -954,3 +954,40 @@ def test_admin_access_objects() -> None:
     assert template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"] is True
     # Upstream's message (pkg/registry/resource/utils.go), naming the label.
     assert m.ADMIN_LABEL in m.REFUSAL
+
+
+FAKE_CTR = """#!/bin/sh
+# ctr as the CRI namespace of a node answers it: pod p1 runs sandbox s1 and container c1; c0 is an
+# exited container of p1, x1 a task of another pod.
+shift 4  # --address <socket> -n k8s.io
+echo "$*" >> "$(dirname "$0")/calls"
+case "$*" in
+  'containers ls -q labels."io.kubernetes.pod.uid"==p1') printf 'c0\\nc1\\ns1\\n' ;;
+  'containers ls -q labels."io.kubernetes.pod.uid"==p1,labels."io.cri-containerd.kind"==sandbox')
+    echo s1 ;;
+  'containers ls -q '*) ;;
+  'tasks ls') printf 'TASK PID STATUS\\nc1 12 RUNNING\\nx1 13 RUNNING\\n'
+    printf 'c0 0 STOPPED\\ns1 11 RUNNING\\n' ;;
+  'tasks kill --signal SIGKILL '*) ;;
+  *) echo "unexpected: $*" >&2; exit 1 ;;
+esac
+"""
+
+
+def test_kubelet_restart_kills_the_pods_sandbox_first_and_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import e2e_dra.provision
+
+    ctr = tmp_path / "ctr"
+    ctr.write_text(FAKE_CTR)
+    ctr.chmod(0o755)
+    monkeypatch.setattr(e2e_dra.provision, "running_ctr", lambda: [str(ctr), "--address", "s"])
+    assert kubelet_restart._kill_pod_processes("p1") == ["s1", "c1"]
+    kills = [line for line in (tmp_path / "calls").read_text().splitlines() if "kill" in line]
+    assert kills == ["tasks kill --signal SIGKILL s1", "tasks kill --signal SIGKILL c1"]
+    # A pod without a running sandbox and container is not what the reboot needs: nothing dies.
+    (tmp_path / "calls").unlink()
+    with pytest.raises(AssertionError, match="want a running sandbox and container"):
+        kubelet_restart._kill_pod_processes("p2")
+    assert "kill" not in (tmp_path / "calls").read_text()

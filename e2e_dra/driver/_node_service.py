@@ -87,6 +87,19 @@ class NodeService:
         with self._state:
             return [entry.ref for entry in self._prepared.values()]
 
+    def spec_files(self, uid: str) -> list[Path]:
+        """The CDI spec files on disk for claim ``uid`` (prepared or not: found by name)."""
+        return sorted(self.cdi_dir.glob(f"{self.driver_name}-{uid}-*.json"))
+
+    def forget(self) -> list[ClaimRef]:
+        """Drop the record of every prepared claim, as a driver process without a checkpoint
+        of its own does when it restarts (in a reboot): the next NodePrepareResources of those
+        claims prepares them afresh, spec files included. The claims forgotten."""
+        with self._state:
+            forgotten = [entry.ref for entry in self._prepared.values()]
+            self._prepared.clear()
+            return forgotten
+
     @contextlib.contextmanager
     def block_prepare(self) -> Iterator[None]:
         """While inside, NodePrepareResources calls wait (the kubelet sees a slow driver)."""

@@ -302,6 +302,15 @@ class Driver:
     def prepared_claims(self) -> list[ClaimRef]:
         return self._node.prepared_claims()
 
+    def cdi_spec_files(self, claim_uid: str) -> list[Path]:
+        """The CDI spec files this driver's prepare wrote for the claim, as they are on disk."""
+        return self._node.spec_files(claim_uid)
+
+    def forget_prepared_claims(self) -> list[ClaimRef]:
+        """What a restart of the driver's process loses: its record of prepared claims (it keeps
+        none on disk). The sockets, the registration and the ResourceSlices stay as they are."""
+        return self._node.forget()
+
     def set_failure(self, method: str, error: str | None) -> None:
         self.calls.set_failure(method, error)
 

@@ -11,6 +11,7 @@ from e2e_dra.provision._runtime import (
     PieceResult,
     ensure_node_runtime,
     node_dir,
+    running_ctr,
     stop_node_runtime,
 )
 
@@ -22,5 +23,6 @@ __all__ = [
     "PieceResult",
     "ensure_node_runtime",
     "node_dir",
+    "running_ctr",
     "stop_node_runtime",
 ]

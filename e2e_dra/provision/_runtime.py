@@ -145,6 +145,22 @@ def ensure_node_runtime(
     )
 
 
+def running_ctr() -> list[str]:
+    """``ctr`` talking to the containerd that runs now (the ``ctr`` built beside its binary).
+
+    For a subtest that acts on the runtime as the node would (kill a pod's processes, as a
+    reboot does); raises ProvisionError when our containerd is not running.
+    """
+    layout = ContainerdLayout(node_dir() / "containerd")
+    running = _containerd.running_binary(layout)
+    if running is None or not (running.parent / "ctr").exists():
+        raise ProvisionError(
+            f"no running containerd of ours with a ctr beside it ({layout.daemon.pid_file}): "
+            "run `e2e-dra provision`"
+        )
+    return _containerd.ctr_argv(running.parent, layout)
+
+
 def stop_node_runtime() -> bool:
     """Stop our containerd (and the containers it runs); True when one was running."""
     layout = ContainerdLayout(node_dir() / "containerd")

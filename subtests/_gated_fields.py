@@ -1,0 +1,121 @@
+"""Probe ResourceSlices for the gate-cycle subtests that check which gated fields the API server
+keeps.
+
+The API server's ResourceSlice strategy drops a feature's fields from what it is asked to store
+while the feature gate is off, unless the object being replaced already used them (upstream:
+``dropDisabledFields(newSlice, oldSlice)`` in pkg/registry/resource/resourceslice/strategy.go).
+So with the gate off a new slice loses the fields, an update of a slice that has them keeps them,
+and an update of a slice that lacks them cannot add them; what is stored is never rewritten.
+
+The driver's own slices are a poor probe: the kubelet deletes node-local ones whenever it
+restarts, and the driver decides when it writes. So the subtests write their own: cluster-wide
+slices of a driver that nobody runs (``probe.<driver>``), which no device class selects, each
+its own pool, removed by the tear-down.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+from e2e_dra.kube import Kube, path
+from e2e_dra.subtest import Context
+from e2e_dra.waits import eventually
+
+RESOURCE_V1 = "resource.k8s.io/v1"
+SLICES_TIMEOUT = 60.0
+
+
+def driver_slices(ctx: Context, count: int) -> list[dict]:
+    """The driver's ``count`` slices as stored; waits while the kubelet's wipe after a restart
+    and the driver's re-creation are under way."""
+    return eventually(
+        ctx.driver.slices,
+        what=f"{count} ResourceSlices of driver {ctx.driver.name}",
+        timeout=SLICES_TIMEOUT,
+        poll=0.5,
+        until=lambda slices: len(slices) == count,
+    )
+
+
+def probe_driver(ctx: Context) -> str:
+    return f"probe.{ctx.builder.driver_name}"
+
+
+def _url(name: str | None = None) -> str:
+    return path(RESOURCE_V1, "resourceslices", name)
+
+
+def create_probe(ctx: Context, pool: str, devices: Sequence[dict]) -> dict:
+    """A new cluster-wide slice named and pooled ``pool`` with ``devices``; as stored."""
+    driver = probe_driver(ctx)
+    name = f"{driver}-{pool}"
+    body = {
+        "apiVersion": RESOURCE_V1,
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": driver,
+            "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+            "allNodes": True,
+            "devices": copy.deepcopy(list(devices)),
+        },
+    }
+    ctx.log(f"Creating ResourceSlice {name}")
+    stored = ctx.kube.create(_url(), body)
+    ctx.builder.defer(lambda kube: kube.delete(_url(name), missing_ok=True))
+    return stored
+
+
+def read_probe(kube: Kube, name: str) -> dict:
+    return kube.get(_url(name))
+
+
+def update_probe(ctx: Context, name: str, devices: Sequence[dict]) -> dict:
+    """Replace the slice's devices with ``devices`` (a new pool generation); as stored."""
+    current = read_probe(ctx.kube, name)
+    current["spec"]["devices"] = copy.deepcopy(list(devices))
+    current["spec"]["pool"]["generation"] += 1
+    ctx.log(f"Updating ResourceSlice {name}")
+    return ctx.kube.update(_url(name), current)
+
+
+def with_attribute(devices: Sequence[dict], value: str) -> list[dict]:
+    """``devices`` with attribute ``phase`` set to ``value``: an update that changes something
+    besides the gated fields."""
+    changed = copy.deepcopy(list(devices))
+    for device in changed:
+        device.setdefault("attributes", {})["phase"] = {"string": value}
+    return changed
+
+
+def present(stored: dict, fields: Sequence[Sequence[str]]) -> dict[str, list[str]]:
+    """Per device of a stored slice, which of ``fields`` it holds; a field is a path below the
+    device (``("bindsToNode",)``, or ``("capacity", "*", "requestPolicy")`` for every capacity).
+    The server writes an unset field as absent or null: both count as absent."""
+    found: dict[str, list[str]] = {}
+    for device in stored["spec"].get("devices") or []:
+        found[device["name"]] = ["/".join(f) for f in fields if _has(device, list(f))]
+    return found
+
+
+def _has(value: object, field: list[str]) -> bool:
+    if not field:
+        return value is not None
+    if not isinstance(value, dict):
+        return False
+    head, *rest = field
+    if head == "*":
+        return bool(value) and all(_has(v, rest) for v in value.values())
+    return _has(value.get(head), rest)
+
+
+def expect_fields(stored: dict, fields: Sequence[Sequence[str]], *, kept: bool, why: str) -> None:
+    """Every device of ``stored`` holds all of ``fields`` (``kept``) or none of them."""
+    name = stored["metadata"]["name"]
+    want = ["/".join(f) for f in fields] if kept else []
+    found = present(stored, fields)
+    wrong = {device: have for device, have in found.items() if have != want}
+    assert found and not wrong, (
+        f"ResourceSlice {name} ({why}): devices hold {found}, want {want} on each"
+    )

@@ -38,7 +38,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,12 +54,15 @@ _CHUNK = 1 << 20
 class CacheEntry:
     """``<root>/<key>``: filled once by :meth:`fill`, read by everyone after that."""
 
-    def __init__(self, root: Path, key: str) -> None:
+    def __init__(self, root: Path, key: str, *, holds: Collection[str] = ()) -> None:
+        """``holds``: files (relative paths) a complete entry must have; an entry marked complete
+        without one of them (written by an older or broken filler) is rebuilt."""
         if not key or "/" in key or key in {".", ".."} or "\0" in key:
             raise ValueError(f"invalid cache key {key!r}")
         self.root = Path(root)
         self.key = key
         self.path = self.root / key
+        self.holds = tuple(holds)
 
     @property
     def marker(self) -> Path:
@@ -73,9 +76,17 @@ class CacheEntry:
         if not self.marker.is_file():
             return False
         meta = self.metadata()
-        if FILES_KEY not in meta:
-            return self._adopt()
-        problem = _first_difference(self.path, meta[FILES_KEY], deep=deep)
+        if FILES_KEY not in meta and not self._adopt():
+            return False
+        recorded = self.metadata().get(FILES_KEY)
+        if recorded is None:  # a read-only cache written before files were recorded
+            return all((self.path / name).is_file() for name in self.holds)
+        lacking = [name for name in self.holds if name not in recorded]
+        problem = (
+            f"it lacks {', '.join(lacking)}"
+            if lacking
+            else _first_difference(self.path, recorded, deep=deep)
+        )
         if problem is None:
             return True
         logger.info(f"cache entry {self.path} is damaged ({problem}); it will be rebuilt")

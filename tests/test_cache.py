@@ -131,6 +131,23 @@ def test_a_damaged_entry_is_rebuilt(
     assert entry.is_complete()
 
 
+def test_an_entry_without_a_file_it_must_hold_is_rebuilt(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    CacheEntry(tmp_path, "tool").fill(lambda tmp: (tmp / "bin").mkdir())  # a filler that broke
+    entry = CacheEntry(tmp_path, "tool", holds=["bin/tool"])
+    with caplog.at_level(logging.INFO, logger="e2e_dra"):
+        assert not entry.is_complete()
+    assert "is damaged (it lacks bin/tool); it will be rebuilt" in caplog.text
+
+    def populate(tmp: Path) -> None:
+        (tmp / "bin").mkdir()
+        (tmp / "bin" / "tool").write_text("#!/bin/sh\n")
+
+    entry.fill(populate)
+    assert entry.is_complete() and (entry.path / "bin" / "tool").is_file()
+
+
 def test_a_touched_file_with_the_same_bytes_is_still_trusted(tmp_path: Path) -> None:
     calls: list[Path] = []
     entry = _filled(tmp_path, calls)

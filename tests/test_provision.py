@@ -227,9 +227,23 @@ def test_tools_are_cached_per_version(isolated: Path):
     assert tool.key == "cfssl-v1.6.5"
     assert _gobuilds.cached_bin_dir(tool) is None
     entry = CacheEntry(_gobuilds.runtime_cache_dir(), tool.key)
-    entry.fill(lambda tmp: (tmp / "bin").mkdir())
+
+    def binaries(tmp: Path) -> None:
+        (tmp / "bin").mkdir()
+        for name in tool.binaries:
+            (tmp / "bin" / name).write_text("#!/bin/sh\n")
+
+    entry.fill(binaries)
     assert _gobuilds.cached_bin_dir(tool) == entry.path / "bin"
     assert _gobuilds.cached_bin_dir(_gobuilds.cfssl_tool("v1.6.4")) is None
+
+
+def test_a_tool_entry_without_its_binaries_is_no_hit(isolated: Path):
+    # Marked complete but empty (an older or broken filler): local-up-cluster.sh would find no
+    # cfssl and try GitHub for minutes. Such an entry is no hit and is rebuilt.
+    tool = _gobuilds.cfssl_tool("v1.6.5")
+    CacheEntry(_gobuilds.runtime_cache_dir(), tool.key).fill(lambda tmp: (tmp / "bin").mkdir())
+    assert _gobuilds.cached_bin_dir(tool) is None
 
 
 def test_containerd_is_installed_from_its_cmd_packages():

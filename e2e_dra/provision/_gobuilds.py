@@ -118,13 +118,18 @@ def etcd_version_for(k8s_source_dir: Path | None) -> str:
 
 def cached_bin_dir(tool: GoTool) -> Path | None:
     """``.../bin`` of a complete build of ``tool``, or None."""
-    entry = CacheEntry(runtime_cache_dir(), tool.key)
+    entry = _entry(tool)
     return entry.path / "bin" if entry.is_complete() else None
+
+
+def _entry(tool: GoTool) -> CacheEntry:
+    """The tool's cache entry, complete only with every binary of the tool in ``bin/``."""
+    return CacheEntry(runtime_cache_dir(), tool.key, holds=[f"bin/{b}" for b in tool.binaries])
 
 
 def build(tool: GoTool) -> Path:
     """The tool's bin dir, building it first when the cache does not have it."""
-    entry = CacheEntry(runtime_cache_dir(), tool.key)
+    entry = _entry(tool)
 
     def populate(tmp: Path) -> dict[str, object]:
         started = time.monotonic()

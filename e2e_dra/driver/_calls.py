@@ -146,7 +146,7 @@ class _Recorder(grpc.ServerInterceptor):
                 log.exception("%s failed", method)
                 self._log._end(call, error=f"internal error: {exc}")
                 context.abort(grpc.StatusCode.INTERNAL, f"internal error: {exc}")
-            if context.is_active():
+            if _client_waits(context):
                 self._log._end(call, response=response)
             else:
                 self._log._end(call, response=response, error=CLIENT_GONE)
@@ -165,3 +165,11 @@ class _Recorder(grpc.ServerInterceptor):
             self._log._end(call)
 
         return handle
+
+
+def _client_waits(context: grpc.ServicerContext) -> bool:
+    """Whether the caller can still get the answer: its deadline has not passed (known here at
+    once; the cancellation that follows it reaches the context a moment later) and it has not
+    gone away."""
+    remaining = context.time_remaining()
+    return context.is_active() and (remaining is None or remaining > 0)

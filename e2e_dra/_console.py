@@ -51,10 +51,15 @@ def fancy() -> bool:
     return console().is_terminal and not in_ci()
 
 
+_URLLIB3_POOL = "urllib3.connectionpool"
+
+
 def is_progress(record: logging.LogRecord) -> bool:
-    """Whether a record shows: ours from INFO on, anyone's from WARNING on."""
+    """Whether a record shows: ours from INFO on, anyone's from WARNING on, except urllib3's
+    "Retrying ..." (every restart of the API server breaks the open connections; the retry that
+    follows is ours to report if it fails)."""
     if record.levelno >= logging.WARNING:
-        return True
+        return not (record.name == _URLLIB3_POOL and str(record.msg).startswith("Retrying "))
     return record.levelno >= logging.INFO and record.name.split(".")[0] in PROGRESS_LOGGERS
 
 

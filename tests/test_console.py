@@ -53,3 +53,19 @@ def test_progress_is_ours_from_info_and_anyones_from_warning(
 ) -> None:
     record = logging.LogRecord(name, level, __file__, 1, "message", None, None)
     assert is_progress(record) is shown
+
+
+@pytest.mark.parametrize(
+    ("message", "shown"),
+    [
+        ("Retrying (%r) after connection broken by '%r': %s", False),  # an API server restart
+        ("Connection pool is full, discarding connection: %s", True),
+    ],
+)
+def test_urllib3_retries_are_not_progress_but_its_other_warnings_are(
+    message: str, shown: bool
+) -> None:
+    record = logging.LogRecord(
+        "urllib3.connectionpool", logging.WARNING, __file__, 1, message, ("a", "b", "/x"), None
+    )
+    assert is_progress(record) is shown

@@ -119,3 +119,39 @@ def expect_fields(stored: dict, fields: Sequence[Sequence[str]], *, kept: bool, 
     assert found and not wrong, (
         f"ResourceSlice {name} ({why}): devices hold {found}, want {want} on each"
     )
+
+
+class Probes:
+    """The three probe slices a gate cycle writes, and what each state must store of ``fields``:
+    one created with the gate on, which keeps the fields through an update with the gate off; one
+    created with the gate off, which loses them and cannot get them back by an update until the
+    gate is on again; and one created with the gate on again."""
+
+    def __init__(self, devices: Sequence[dict], fields: Sequence[Sequence[str]]) -> None:
+        self.devices = devices
+        self.fields = fields
+        self._created_on = ""
+        self._created_off = ""
+
+    def gate_on(self, ctx: Context) -> None:
+        stored = create_probe(ctx, "created-gate-on", self.devices)
+        expect_fields(stored, self.fields, kept=True, why="created with the gate on")
+        self._created_on = stored["metadata"]["name"]
+
+    def gate_off_stored_keep(self, ctx: Context) -> None:
+        changed = with_attribute(self.devices, "off")
+        updated = update_probe(ctx, self._created_on, changed)
+        expect_fields(updated, self.fields, kept=True, why="updated with the gate off")
+
+    def gate_off_new_lose(self, ctx: Context) -> None:
+        stored = create_probe(ctx, "created-gate-off", self.devices)
+        expect_fields(stored, self.fields, kept=False, why="created with the gate off")
+        self._created_off = stored["metadata"]["name"]
+        again = update_probe(ctx, self._created_off, self.devices)
+        expect_fields(again, self.fields, kept=False, why="updated with the gate off")
+
+    def gate_on_again(self, ctx: Context) -> None:
+        restored = update_probe(ctx, self._created_off, self.devices)
+        expect_fields(restored, self.fields, kept=True, why="updated with the gate on again")
+        fresh = create_probe(ctx, "created-gate-on-again", self.devices)
+        expect_fields(fresh, self.fields, kept=True, why="created with the gate on again")

@@ -28,13 +28,7 @@ from __future__ import annotations
 
 from e2e_dra.subtest import Context, GateCycleSubtest, Phase
 from subtests import binding_conditions as bc
-from subtests._gated_fields import (
-    create_probe,
-    driver_slices,
-    expect_fields,
-    update_probe,
-    with_attribute,
-)
+from subtests._gated_fields import Probes, driver_slices, expect_fields
 
 GATE = "DRADeviceBindingConditions"
 FIELDS = (("bindingConditions",), ("bindingFailureConditions",), ("bindsToNode",))
@@ -51,8 +45,8 @@ def initial(ctx: Context) -> Phase:
     with ctx.step("the driver's slice and a new slice are stored with the fields"):
         driver_slice = _driver_slice(ctx)
         expect_fields(driver_slice, FIELDS, kept=True, why="the driver's, gate on")
-        before = create_probe(ctx, "created-gate-on", DEVICES)
-        expect_fields(before, FIELDS, kept=True, why="created with the gate on")
+        probes = Probes(DEVICES, FIELDS)
+        probes.gate_on(ctx)
     with ctx.step("a pod waits for its device to be attached, then binds"):
         claim_x, pod_x = bc.claim_and_pod(ctx)
         bc.wait_for_binding_conditions(ctx, claim_x, pod_x)
@@ -68,13 +62,9 @@ def initial(ctx: Context) -> Phase:
                 f"the driver's slice was replaced: {now['metadata']}"
             )
             expect_fields(now, FIELDS, kept=True, why="the driver's, stored before gate off")
-            updated = update_probe(ctx, before["metadata"]["name"], with_attribute(DEVICES, "off"))
-            expect_fields(updated, FIELDS, kept=True, why="updated with the gate off")
+            probes.gate_off_stored_keep(ctx)
         with ctx.step("a new slice loses the fields, and an update cannot add them"):
-            after = create_probe(ctx, "created-gate-off", DEVICES)
-            expect_fields(after, FIELDS, kept=False, why="created with the gate off")
-            again = update_probe(ctx, after["metadata"]["name"], DEVICES)
-            expect_fields(again, FIELDS, kept=False, why="updated with the gate off")
+            probes.gate_off_new_lose(ctx)
         with ctx.step("the bound claim keeps its binding conditions; its pod runs"):
             _check_result_fields(ctx, claim_x)
             bc.check_recorded(ctx, recorded, pods)
@@ -92,10 +82,7 @@ def initial(ctx: Context) -> Phase:
                 bc.check_pod(ctx, pod_w)
             with ctx.step("slices keep the fields again"):
                 expect_fields(_driver_slice(ctx), FIELDS, kept=True, why="the driver's")
-                restored = update_probe(ctx, after["metadata"]["name"], DEVICES)
-                expect_fields(restored, FIELDS, kept=True, why="updated with the gate on again")
-                fresh = create_probe(ctx, "created-gate-on-again", DEVICES)
-                expect_fields(fresh, FIELDS, kept=True, why="created with the gate on again")
+                probes.gate_on_again(ctx)
             with ctx.step("the first pod's claim is as it was"):
                 bc.check_recorded(ctx, recorded, pods)
 

@@ -32,13 +32,7 @@ import copy
 
 from e2e_dra.subtest import Context, GateCycleSubtest, Phase
 from subtests import consumable_capacity as cc
-from subtests._gated_fields import (
-    create_probe,
-    driver_slices,
-    expect_fields,
-    update_probe,
-    with_attribute,
-)
+from subtests._gated_fields import Probes, driver_slices, expect_fields
 
 GATE = "DRAConsumableCapacity"
 FIELDS = (("allowMultipleAllocations",), ("capacity", "*", "requestPolicy"))
@@ -60,8 +54,8 @@ def initial(ctx: Context) -> Phase:
     with ctx.step("the driver's slice and a new slice are stored with the fields"):
         driver_slice = _driver_slice(ctx)
         expect_fields(driver_slice, FIELDS, kept=True, why="the driver's, gate on")
-        before = create_probe(ctx, "created-gate-on", DEVICES)
-        expect_fields(before, FIELDS, kept=True, why="created with the gate on")
+        probes = Probes(DEVICES, FIELDS)
+        probes.gate_on(ctx)
     with ctx.step("two claims share the device; a driver reports a status for one share"):
         for requests, consumed in cc.FIRST_SHARES:
             claim, pod = cc.claim_and_pod(ctx, requests)
@@ -86,13 +80,9 @@ def initial(ctx: Context) -> Phase:
                 why="the driver's, " + ("created anew" if replaced else "stored before"),
             )
         with ctx.step("a stored slice keeps the fields, also through an update"):
-            updated = update_probe(ctx, before["metadata"]["name"], with_attribute(DEVICES, "off"))
-            expect_fields(updated, FIELDS, kept=True, why="updated with the gate off")
+            probes.gate_off_stored_keep(ctx)
         with ctx.step("a new slice loses the fields, and an update cannot add them"):
-            after = create_probe(ctx, "created-gate-off", DEVICES)
-            expect_fields(after, FIELDS, kept=False, why="created with the gate off")
-            again = update_probe(ctx, after["metadata"]["name"], DEVICES)
-            expect_fields(again, FIELDS, kept=False, why="updated with the gate off")
+            probes.gate_off_new_lose(ctx)
         with ctx.step("the shares and the share's status survive; the pods run"):
             cc.check_recorded(ctx, claims, recorded)
             cc.check_status(ctx, name_a, statuses)
@@ -125,10 +115,7 @@ def initial(ctx: Context) -> Phase:
                 cc.check_status(ctx, name_a, statuses)
                 cc.check_pods(ctx, running, claims)
             with ctx.step("slices keep the fields again"):
-                restored = update_probe(ctx, after["metadata"]["name"], DEVICES)
-                expect_fields(restored, FIELDS, kept=True, why="updated with the gate on again")
-                fresh = create_probe(ctx, "created-gate-on-again", DEVICES)
-                expect_fields(fresh, FIELDS, kept=True, why="created with the gate on again")
+                probes.gate_on_again(ctx)
 
         return gate_on_again
 

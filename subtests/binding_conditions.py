@@ -145,8 +145,15 @@ def _allocation(ctx: Context, claim: dict, pod: dict) -> dict:
     assert (result.get("driver"), result.get("pool")) == (ctx.builder.driver_name, POOL), (
         f"{where}: allocated {result}, not a device of pool {POOL}"
     )
-    assert result.get("bindingConditions") == [ATTACHED], f"{where}: result {result}"
-    assert result.get("bindingFailureConditions") == [FAILED], f"{where}: result {result}"
+    assert result.get("bindingConditions") == [ATTACHED], (
+        f"{where}: the allocation result has bindingConditions {result.get('bindingConditions')}, "
+        f"want [{ATTACHED!r}] copied from the device (result: {result})"
+    )
+    assert result.get("bindingFailureConditions") == [FAILED], (
+        f"{where}: the allocation result has bindingFailureConditions "
+        f"{result.get('bindingFailureConditions')}, want [{FAILED!r}] copied from the device "
+        f"(result: {result})"
+    )
     node = ctx.nodes[0]
     pinned = {
         "nodeSelectorTerms": [

@@ -38,13 +38,7 @@ def leftovers(tree: FakeTree) -> dict[str, list[int]]:
 
 @pytest.fixture
 def cluster(tree: FakeTree, tmp_path: Path) -> Iterator[Cluster]:
-    engine = Cluster(
-        tree.source_dir,
-        tmp_path / "logs",
-        wait_for_nodes=False,
-        ready_timeout=30,
-        host_lock=tree.host_lock,
-    )
+    engine = tree.cluster(tmp_path / "logs")
     yield engine
     engine.stop()
     assert leftovers(tree) == {}
@@ -193,13 +187,7 @@ def test_component_that_never_gets_ready_fails_after_the_timeout(
     tree: FakeTree, tmp_path: Path
 ) -> None:
     tree.ready_delay("kube-scheduler", 3600)
-    engine = Cluster(
-        tree.source_dir,
-        tmp_path / "logs",
-        wait_for_nodes=False,
-        ready_timeout=2,
-        host_lock=tree.host_lock,
-    )
+    engine = tree.cluster(tmp_path / "logs", ready_timeout=2)
     with pytest.raises(
         ClusterError, match=r"kube-scheduler-0-initial did not get ready: GET https"
     ):

@@ -18,7 +18,6 @@ from fake_k8s.harness import FakeTree, make_fake_tree
 
 from e2e_dra.errors import ComponentCrashed
 from e2e_dra.waits import abort_when, eventually
-from localupcluster import Cluster
 from supervise import group_members
 
 OWNER = """
@@ -70,13 +69,7 @@ def test_a_cluster_whose_owner_was_killed_is_stopped_by_the_next(
     left = alive_groups(tree, "kube-apiserver")
     assert left, "nothing survived the owner: the test would prove nothing"
 
-    cluster = Cluster(
-        tree.source_dir,
-        tmp_path / "logs",
-        wait_for_nodes=False,
-        ready_timeout=30,
-        host_lock=tree.host_lock,
-    )
+    cluster = tree.cluster(tmp_path / "logs")
     try:
         with caplog.at_level(logging.INFO, logger="localupcluster"):
             cluster.start(
@@ -94,13 +87,7 @@ def test_a_cluster_whose_owner_was_killed_is_stopped_by_the_next(
 def test_a_component_that_dies_is_named_with_its_log_and_ends_waits(
     tree: FakeTree, tmp_path: Path
 ) -> None:
-    cluster = Cluster(
-        tree.source_dir,
-        tmp_path / "logs",
-        wait_for_nodes=False,
-        ready_timeout=30,
-        host_lock=tree.host_lock,
-    )
+    cluster = tree.cluster(tmp_path / "logs")
     try:
         cluster.start("0-initial", tree.old_bin, tree.env)
         assert cluster.exited() == []

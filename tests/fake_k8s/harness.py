@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from localupcluster import KUBE_CLUSTER_COMPONENTS
+from localupcluster import KUBE_CLUSTER_COMPONENTS, Cluster
 
 HERE = Path(__file__).resolve().parent
 FAKE_COMPONENT = HERE / "fake_component.py"
@@ -59,6 +59,16 @@ class FakeTree:
     env: dict[str, str]
     ports: dict[str, int]
     host_lock: Path  # the engine's one-cluster-per-host lock, private to this tree
+
+    def cluster(self, log_dir: Path, *, ready_timeout: float = 30) -> Cluster:
+        """The engine on this tree: its own host lock, no node to wait for."""
+        return Cluster(
+            self.source_dir,
+            log_dir,
+            wait_for_nodes=False,
+            ready_timeout=ready_timeout,
+            host_lock=self.host_lock,
+        )
 
     def starts(self, name: str) -> list[dict]:
         """Every recorded start of ``name`` (argv, version, pid, pgid), oldest first."""

@@ -26,16 +26,17 @@ RESOURCE_V1 = "resource.k8s.io/v1"
 SLICES_TIMEOUT = 60.0
 
 
-def driver_slices(ctx: Context, count: int) -> list[dict]:
-    """The driver's ``count`` slices as stored; waits while the kubelet's wipe after a restart
-    and the driver's re-creation are under way."""
-    return eventually(
+def driver_slice(ctx: Context) -> dict:
+    """The driver's one slice as stored; waits while the kubelet's wipe after a restart and the
+    driver's re-creation are under way."""
+    (stored,) = eventually(
         ctx.driver.slices,
-        what=f"{count} ResourceSlices of driver {ctx.driver.name}",
+        what=f"1 ResourceSlice of driver {ctx.driver.name}",
         timeout=SLICES_TIMEOUT,
         poll=0.5,
-        until=lambda slices: len(slices) == count,
+        until=lambda slices: len(slices) == 1,
     )
+    return stored
 
 
 def probe_driver(ctx: Context) -> str:
@@ -155,3 +156,15 @@ class Probes:
         expect_fields(restored, self.fields, kept=True, why="updated with the gate on again")
         fresh = create_probe(ctx, "created-gate-on-again", self.devices)
         expect_fields(fresh, self.fields, kept=True, why="created with the gate on again")
+
+
+def stored_with_fields(
+    ctx: Context, devices: Sequence[dict], fields: Sequence[Sequence[str]]
+) -> tuple[dict, Probes]:
+    """Gate on: the driver's slice and a probe created now both store ``fields``. Returns the
+    driver's slice, to compare with later, and the probes for the rest of the cycle."""
+    stored = driver_slice(ctx)
+    expect_fields(stored, fields, kept=True, why="the driver's, gate on")
+    probes = Probes(devices, fields)
+    probes.gate_on(ctx)
+    return stored, probes

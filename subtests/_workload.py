@@ -7,8 +7,12 @@ time by the same three fields, so those checks live here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from e2e_dra.kube import path
 from e2e_dra.subtest import Context
+from e2e_dra.waits import consistently
 
 SCHEDULING = "scheduling.k8s.io/v1beta1"
 RESOURCE_V1 = "resource.k8s.io/v1"
@@ -27,6 +31,20 @@ def start_group(ctx: Context, pods: int) -> tuple[dict, list[dict], dict]:
     for pod in members:
         b.test_pod(pod)
     return pod_group, members, group_claim(ctx, pod_group)
+
+
+def join_group(ctx: Context, pod_group: dict) -> dict:
+    """A new pod of ``pod_group`` sharing the group's claims, created and checked to run."""
+    b = ctx.builder
+    pod = b.grouped_pod_with_claims(pod_group)
+    b.create(pod)
+    b.test_pod(pod)
+    return pod
+
+
+def stays(probe: Callable[[], Any], *, what: str, holds: Callable[[Any], bool]) -> None:
+    """Upstream's checkClaimsStable: ``holds(probe())`` for 15 s, looked at every 100 ms."""
+    consistently(probe, what=what, duration=STABLE_FOR, poll=STABLE_POLL, holds=holds)
 
 
 def claim_path(ctx: Context, name: str | None = None) -> str:

@@ -9,15 +9,14 @@ where a release under test lacks that API.
 from __future__ import annotations
 
 from e2e_dra.subtest import Context, Phase, Subtest
-from e2e_dra.waits import consistently
 from subtests._pools import devices_per_node
 from subtests._workload import (
     SCHEDULING,
-    STABLE_FOR,
-    STABLE_POLL,
     claim_path,
     claim_state,
+    join_group,
     start_group,
+    stays,
 )
 
 
@@ -26,32 +25,27 @@ def initial(ctx: Context) -> Phase:
     claim_name = claim["metadata"]["name"]
     stable = claim_state(claim)
 
-    def check_claim_stable(ctx: Context) -> None:
-        consistently(
-            lambda: ctx.kube.get(claim_path(ctx, claim_name)),
-            what=f"ResourceClaim {claim_name} keeping its UID, allocation and reservation",
-            duration=STABLE_FOR,
-            poll=STABLE_POLL,
-            holds=lambda claim: claim_state(claim) == stable,
-        )
+    def swap_member(ctx: Context, leaving: dict) -> dict:
+        """A pod joins the group, then ``leaving`` goes; the claim stays as it was throughout."""
+
+        def check_claim_stable() -> None:
+            stays(
+                lambda: ctx.kube.get(claim_path(ctx, claim_name)),
+                what=f"ResourceClaim {claim_name} keeping its UID, allocation and reservation",
+                holds=lambda claim: claim_state(claim) == stable,
+            )
+
+        joined = join_group(ctx, pod_group)
+        check_claim_stable()
+        ctx.builder.delete_pod_and_wait(leaving["metadata"]["name"])
+        check_claim_stable()
+        return joined
 
     def after_upgrade(ctx: Context) -> Phase:
-        b = ctx.builder
-        pod_after_upgrade = b.grouped_pod_with_claims(pod_group)
-        b.create(pod_after_upgrade)
-        b.test_pod(pod_after_upgrade)
-        check_claim_stable(ctx)
-        b.delete_pod_and_wait(new_pod["metadata"]["name"])
-        check_claim_stable(ctx)
+        pod_after_upgrade = swap_member(ctx, leaving=new_pod)
 
         def after_downgrade(ctx: Context) -> None:
-            b = ctx.builder
-            pod_after_downgrade = b.grouped_pod_with_claims(pod_group)
-            b.create(pod_after_downgrade)
-            b.test_pod(pod_after_downgrade)
-            check_claim_stable(ctx)
-            b.delete_pod_and_wait(pod_after_upgrade["metadata"]["name"])
-            check_claim_stable(ctx)
+            swap_member(ctx, leaving=pod_after_upgrade)
 
         return after_downgrade
 

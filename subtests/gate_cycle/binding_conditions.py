@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from e2e_dra.subtest import Context, GateCycleSubtest, Phase
 from subtests import binding_conditions as bc
-from subtests._gated_fields import Probes, driver_slices, expect_fields
+from subtests._gated_fields import driver_slice, expect_fields, stored_with_fields
 
 GATE = "DRADeviceBindingConditions"
 FIELDS = (("bindingConditions",), ("bindingFailureConditions",), ("bindsToNode",))
@@ -36,17 +36,9 @@ RESULT_FIELDS = ("bindingConditions", "bindingFailureConditions")
 DEVICES = bc.DEVICES  # attachable: all three fields on each
 
 
-def _driver_slice(ctx: Context) -> dict:
-    (stored,) = driver_slices(ctx, 1)
-    return stored
-
-
 def initial(ctx: Context) -> Phase:
     with ctx.step("the driver's slice and a new slice are stored with the fields"):
-        driver_slice = _driver_slice(ctx)
-        expect_fields(driver_slice, FIELDS, kept=True, why="the driver's, gate on")
-        probes = Probes(DEVICES, FIELDS)
-        probes.gate_on(ctx)
+        first_slice, probes = stored_with_fields(ctx, DEVICES, FIELDS)
     with ctx.step("a pod waits for its device to be attached, then binds"):
         claim_x, pod_x = bc.claim_and_pod(ctx)
         bc.wait_for_binding_conditions(ctx, claim_x, pod_x)
@@ -57,8 +49,8 @@ def initial(ctx: Context) -> Phase:
 
     def gate_off(ctx: Context) -> Phase:
         with ctx.step("stored slices keep the fields, also through an update"):
-            now = _driver_slice(ctx)
-            assert now["metadata"]["uid"] == driver_slice["metadata"]["uid"], (
+            now = driver_slice(ctx)
+            assert now["metadata"]["uid"] == first_slice["metadata"]["uid"], (
                 f"the driver's slice was replaced: {now['metadata']}"
             )
             expect_fields(now, FIELDS, kept=True, why="the driver's, stored before gate off")
@@ -81,7 +73,7 @@ def initial(ctx: Context) -> Phase:
                 bc.set_condition(ctx, claim_w, bc.ATTACHED)
                 bc.check_pod(ctx, pod_w)
             with ctx.step("slices keep the fields again"):
-                expect_fields(_driver_slice(ctx), FIELDS, kept=True, why="the driver's")
+                expect_fields(driver_slice(ctx), FIELDS, kept=True, why="the driver's")
                 probes.gate_on_again(ctx)
             with ctx.step("the first pod's claim is as it was"):
                 bc.check_recorded(ctx, recorded, pods)

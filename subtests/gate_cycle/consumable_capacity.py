@@ -32,7 +32,7 @@ import copy
 
 from e2e_dra.subtest import Context, GateCycleSubtest, Phase
 from subtests import consumable_capacity as cc
-from subtests._gated_fields import Probes, driver_slices, expect_fields
+from subtests._gated_fields import driver_slice, expect_fields, stored_with_fields
 
 GATE = "DRAConsumableCapacity"
 FIELDS = (("allowMultipleAllocations",), ("capacity", "*", "requestPolicy"))
@@ -41,21 +41,13 @@ DEVICES = [cc.SHARED_DEVICE]
 DEFAULT_SHARE = cc.REQUEST_POLICY["default"]
 
 
-def _driver_slice(ctx: Context) -> dict:
-    (stored,) = driver_slices(ctx, 1)
-    return stored
-
-
 def initial(ctx: Context) -> Phase:
     b = ctx.builder
     claims: dict[str, dict] = {}
     running: dict[str, dict] = {}
     recorded: dict[str, cc.Shares] = {}
     with ctx.step("the driver's slice and a new slice are stored with the fields"):
-        driver_slice = _driver_slice(ctx)
-        expect_fields(driver_slice, FIELDS, kept=True, why="the driver's, gate on")
-        probes = Probes(DEVICES, FIELDS)
-        probes.gate_on(ctx)
+        first_slice, probes = stored_with_fields(ctx, DEVICES, FIELDS)
     with ctx.step("two claims share the device; a driver reports a status for one share"):
         for requests, consumed in cc.FIRST_SHARES:
             claim, pod = cc.claim_and_pod(ctx, requests)
@@ -70,8 +62,8 @@ def initial(ctx: Context) -> Phase:
 
     def gate_off(ctx: Context) -> Phase:
         with ctx.step("the driver's slice keeps the fields only if it was not replaced"):
-            now = _driver_slice(ctx)
-            replaced = now["metadata"]["uid"] != driver_slice["metadata"]["uid"]
+            now = driver_slice(ctx)
+            replaced = now["metadata"]["uid"] != first_slice["metadata"]["uid"]
             ctx.log(f"{ctx.phase}: the driver's slice was replaced: {replaced}")
             expect_fields(
                 now,
@@ -101,7 +93,7 @@ def initial(ctx: Context) -> Phase:
 
         def gate_on_again(ctx: Context) -> None:
             with ctx.step("the driver's slice has the fields again"):
-                expect_fields(_driver_slice(ctx), FIELDS, kept=True, why="the driver's")
+                expect_fields(driver_slice(ctx), FIELDS, kept=True, why="the driver's")
             with ctx.step("the claim created while off gets a share of the default"):
                 ctx.builder.wait_running(pod_c["metadata"]["name"])
                 stored_c = copy.deepcopy(claim_c)

@@ -6,16 +6,8 @@ and reservation; once the gate is back, new pods of the group share that claim a
 from __future__ import annotations
 
 from e2e_dra.subtest import Context, GateCycleSubtest, Phase
-from e2e_dra.waits import consistently
 from subtests._pools import devices_per_node
-from subtests._workload import (
-    SCHEDULING,
-    STABLE_FOR,
-    STABLE_POLL,
-    claim_path,
-    claim_state,
-    start_group,
-)
+from subtests._workload import SCHEDULING, claim_path, claim_state, join_group, start_group, stays
 
 
 def initial(ctx: Context) -> Phase:
@@ -25,11 +17,9 @@ def initial(ctx: Context) -> Phase:
 
     def only_the_group_claim(ctx: Context) -> None:
         """Every claim in the namespace: exactly the group's, unchanged (no per-pod claims)."""
-        consistently(
+        stays(
             lambda: ctx.kube.list(claim_path(ctx)),
             what=f"ResourceClaim {claim_name} staying the only, unchanged claim",
-            duration=STABLE_FOR,
-            poll=STABLE_POLL,
             holds=lambda items: [claim_state(c) for c in items] == [stable],
         )
 
@@ -42,10 +32,7 @@ def initial(ctx: Context) -> Phase:
         b.delete_pod_and_wait(pod_to_delete["metadata"]["name"])
 
         def gate_on_again(ctx: Context) -> None:
-            b = ctx.builder
-            new_pod = b.grouped_pod_with_claims(pod_group)
-            b.create(new_pod)
-            b.test_pod(new_pod)
+            join_group(ctx, pod_group)
             only_the_group_claim(ctx)
 
         return gate_on_again

@@ -18,6 +18,8 @@ from typing import Any
 
 from e2e_dra.errors import E2EDRAError, ExecError
 from e2e_dra.kube import Kube, KubeError, NotFound, path, retrying
+from e2e_dra.provision import TEST_IMAGE
+from e2e_dra.versions import matches
 from e2e_dra.waits import eventually
 
 logger = logging.getLogger(__name__)
@@ -115,7 +117,7 @@ class Builder:
         self.kube = kube
         self.name_suffix = name_suffix
         self.namespace = namespace
-        self._image = image
+        self.image = TEST_IMAGE if image is None else image
         self.log = log
         self._pod_counter = 0
         self._claim_counter = 0
@@ -135,14 +137,6 @@ class Builder:
 
     def extended_resource_name(self, suffix: str) -> str:
         return f"{self.driver_name}/resource-{suffix}"
-
-    @property
-    def image(self) -> str:
-        if self._image is None:
-            from e2e_dra.provision import TEST_IMAGE
-
-            self._image = TEST_IMAGE
-        return self._image
 
     def use_client(self, kube: Kube) -> None:
         """Talk through ``kube`` from now on (a fresh client after a cluster restart)."""
@@ -384,8 +378,6 @@ class Builder:
         "<1.38": "g/v1beta1"}``, release specifiers as in ``Subtest.releases``), checked to be
         served: for a version that a newer release stops serving, the subtest says which one it
         uses instead, release by release, rather than falling back."""
-        from e2e_dra.versions import matches
-
         release = retrying(self.kube.server_version)()
         for specifier, group_version in by_release.items():
             if matches(specifier, release):

@@ -17,7 +17,7 @@ import pytest
 from kubernetes.client import models
 
 import subtests
-from e2e_dra.builder import Builder, is_unschedulable, object_path
+from e2e_dra.builder import Builder, ObjectFactory, is_unschedulable, object_path
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.subtest import Context, Subtest, discover
 from subtests import (
@@ -438,6 +438,17 @@ def test_names_follow_upstream() -> None:
         "testercore-dra-2",
     ]
     assert b.extended_resource_name("explicit") == "defaultcore-dra.k8s.io/resource-explicit"
+
+
+def test_the_builders_objects_are_its_factorys() -> None:
+    """The factory builds without any client, and a builder's entry points and its own factory
+    count names together: a pod made either way never reuses the other's name."""
+    factory = ObjectFactory("core-dra", image="example.test/busybox:1")
+    b = builder("core-dra")
+    assert valid(factory.pod()) == b.pod()
+    assert b.objects.pod()["metadata"]["name"] == "testercore-dra-2"
+    assert b.external_claim()["metadata"]["name"] == "external-claimcore-dra"
+    assert b.objects.external_claim()["metadata"]["name"] == "external-claimcore-dra-2"
 
 
 def test_default_class_and_claim() -> None:

@@ -9,7 +9,8 @@ written against. Behind it each concern is its own class, in its own private mod
   (:func:`served_version`, :class:`NotServed`), create, get, delete;
 - ``_pods``: :class:`Pods`, the waits on pods, the env check and exec;
 - ``_teardown``: :class:`Sweeper`, the namespace sweep after a subtest;
-- ``_builder``: :class:`Builder`, which owns one of each and forwards to them.
+- ``_builder``: :class:`Builder`, an object factory that owns the other three and forwards
+  to them.
 
 Import from here; the module layout behind these names may change.
 """

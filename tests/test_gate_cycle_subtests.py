@@ -120,7 +120,7 @@ def test_probe_slices_are_valid_cluster_wide_slices_of_a_driver_nobody_runs(modu
     assert body["spec"]["driver"] == driver != ctx.builder.driver_name  # no class selects it
     assert body["spec"]["allNodes"] is True  # the kubelet deletes no cluster-wide slice
     _gated_fields.expect_fields(stored, module.FIELDS, kept=True, why="as sent")
-    assert len(ctx.builder._cleanups) == 1  # removed by the tear-down
+    assert len(ctx.builder.sweeper.deferred) == 1  # removed by the tear-down
 
 
 def test_expect_fields_tells_kept_from_dropped_per_device() -> None:

@@ -17,7 +17,7 @@ import pytest
 from kubernetes.client import models
 
 import subtests
-from e2e_dra.builder import Builder, is_unschedulable, object_path
+from e2e_dra.builder import Builder, ObjectFactory, is_unschedulable, object_path
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.subtest import Context, Subtest, discover
 from subtests import (
@@ -438,6 +438,15 @@ def test_names_follow_upstream() -> None:
         "testercore-dra-2",
     ]
     assert b.extended_resource_name("explicit") == "defaultcore-dra.k8s.io/resource-explicit"
+
+
+def test_the_factory_builds_without_a_client() -> None:
+    """The objects need no cluster: a bare factory makes what a builder makes, name for name."""
+    factory = ObjectFactory("core-dra", image="example.test/busybox:1")
+    b = builder("core-dra")
+    assert valid(factory.pod()) == b.pod()
+    assert factory.external_claim() == b.external_claim()
+    assert factory.pod_inline() == b.pod_inline()
 
 
 def test_default_class_and_claim() -> None:

@@ -1,0 +1,154 @@
+"""The checks on a subtest's pods: they run, stay unschedulable, are gone, see the driver's env.
+
+The env check is the proof that a claim reached the container: the test driver turns the claim's
+opaque config into ``user_a=b`` through CDI, so ``env`` in the container must print it. It runs
+``env`` through the kubernetes client's stream API (a websocket), imported when an exec runs: it
+is heavy, and most commands (``e2e-dra --help``) never exec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from e2e_dra.builder._api import ObjectClient
+from e2e_dra.builder._objects import DEFAULT_ENV, is_unschedulable
+from e2e_dra.errors import E2EDRAError, ExecError
+from e2e_dra.kube import KubeError, NotFound, path, retrying
+from e2e_dra.waits import eventually
+
+POD_START_TIMEOUT = 300.0  # upstream's framework.PodStartTimeout
+POD_DELETE_TIMEOUT = 300.0
+
+
+class PodFailed(E2EDRAError):
+    """A pod reached a terminal phase while we waited for it to run."""
+
+
+class Pods:
+    """Waits for and checks pods by name in one namespace, through the builder's client."""
+
+    def __init__(self, client: ObjectClient, namespace: str, *, log: Callable[[str], None]) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.log = log
+
+    def read(self, name: str) -> dict:
+        return self.client.kube.get(path("v1", "pods", name, namespace=self.namespace))
+
+    def wait_running(self, name: str, timeout: float = POD_START_TIMEOUT) -> dict:
+        """Until the pod runs; fails early if it ended instead."""
+
+        def probe() -> dict:
+            pod = self.read(name)
+            phase = pod.get("status", {}).get("phase")
+            if phase in ("Succeeded", "Failed"):
+                raise PodFailed(f"pod {self.namespace}/{name} ended with phase {phase}")
+            return pod
+
+        return eventually(
+            probe,
+            what=f"pod {self.namespace}/{name} to run",
+            timeout=timeout,
+            until=lambda pod: pod.get("status", {}).get("phase") == "Running",
+        )
+
+    def wait_unschedulable(self, name: str, timeout: float = POD_START_TIMEOUT) -> dict:
+        """Until the scheduler reports the pod as Unschedulable (and it is still Pending).
+
+        As upstream's WaitForPodNameUnschedulableInNamespace, a pod that runs or ended fails at
+        once: it was scheduled, and waiting longer cannot make it unschedulable again. So does a
+        pod that is gone.
+        """
+
+        def probe() -> dict:
+            try:
+                pod = self.read(name)
+            except NotFound as exc:
+                raise PodFailed(f"pod {self.namespace}/{name} is gone: {exc}") from exc
+            phase = pod.get("status", {}).get("phase")
+            if phase in ("Running", "Succeeded", "Failed"):
+                node = pod.get("spec", {}).get("nodeName")
+                raise PodFailed(
+                    f"pod {self.namespace}/{name} should be Pending and unschedulable, "
+                    f"but it is {phase} (scheduled to {node})"
+                )
+            return pod
+
+        return eventually(
+            probe,
+            what=f"pod {self.namespace}/{name} to be unschedulable",
+            timeout=timeout,
+            until=is_unschedulable,
+        )
+
+    def wait_gone(self, name: str, timeout: float = POD_DELETE_TIMEOUT) -> None:
+        self.client.wait_gone(
+            path("v1", "pods", name, namespace=self.namespace), f"pod {name}", timeout
+        )
+
+    def delete_and_wait(self, name: str, timeout: float = POD_DELETE_TIMEOUT) -> None:
+        """Delete a pod the subtest expects to exist (NotFound fails), then wait until gone."""
+        self.log(f"Deleting Pod {name}")
+        self.client.kube.delete(path("v1", "pods", name, namespace=self.namespace))
+        self.wait_gone(name, timeout)
+
+    def test(
+        self, pod: dict, env: Sequence[str] = DEFAULT_ENV, timeout: float = POD_START_TIMEOUT
+    ) -> None:
+        """The pod runs and every container's environment holds each ``k=v`` line of ``env``."""
+        name = pod["metadata"]["name"]
+        self.wait_running(name, timeout)
+        for container in pod["spec"]["containers"]:
+            self.check_env(name, container["name"], env)
+
+    def check_env(self, pod_name: str, container: str, env: Iterable[str]) -> None:
+        """``env`` in the container prints each ``k=v`` line (as a substring, like upstream)."""
+        # Right after a kubelet restart, exec answers "pod does not exist" for a pod the API
+        # shows as Running until the kubelet has synced it again: retry that, as upstream does.
+        stdout, stderr = retrying(self.exec)(pod_name, container, ["env"])
+        if stderr:
+            raise AssertionError(f"env in {pod_name}/{container} wrote to stderr: {stderr!r}")
+        missing = [line for line in env if f"{line}\n" not in stdout]
+        if missing:
+            raise AssertionError(
+                f"container {pod_name}/{container} lacks env {missing}; env output:\n{stdout}"
+            )
+
+    def exec(self, pod_name: str, container: str, command: list[str]) -> tuple[str, str]:
+        """Run ``command`` in a container; (stdout, stderr).
+
+        An exec the server could not set up is a KubeError (a restarted kubelet explains it); a
+        command that ran and failed is an :class:`ExecError` (nothing explains it away).
+        """
+        from kubernetes import client, stream
+        from kubernetes.client.exceptions import ApiException
+
+        where = f"{self.namespace}/{pod_name}/{container}"
+        api = client.CoreV1Api(self.client.kube.api_client)
+        try:
+            session = stream.stream(
+                api.connect_get_namespaced_pod_exec,
+                pod_name,
+                self.namespace,
+                command=command,
+                container=container,
+                stdin=False,
+                stdout=True,
+                stderr=True,
+                tty=False,
+                _preload_content=False,
+            )
+        except ApiException as exc:
+            raise KubeError(exc.status or 0, "ExecFailed", str(exc.reason), path=where) from exc
+        try:
+            session.run_forever(timeout=60)
+            stdout = session.read_stdout(timeout=0)
+            stderr = session.read_stderr(timeout=0)
+            if session.is_open():
+                raise ExecError(f"{where}: {command} did not finish in 60s")
+            code = session.returncode
+        finally:
+            session.close()
+        if code != 0:
+            raise ExecError(f"{where}: {command} exited with {code}: {stderr}")
+        return stdout, stderr

@@ -11,11 +11,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from e2e_dra._suite._artifacts import dump_cluster, write_json
+from e2e_dra._suite._attempts import Attempts
 from e2e_dra._suite._nets import (
     ClaimWatch,
     Finding,
@@ -293,28 +294,27 @@ class ClusterBackend:
         after a plugin unregisters) runs for all of them at once; then one wait checks that the
         kubelet removed the ResourceSlices of every driver (upstream: ``IsGone`` per driver).
         """
-        errors: list[BaseException] = []
+        attempts = Attempts("cleanup", logger.info)
         stopped: dict[str, str] = {}  # driver -> subtest
         live = self._api_reachable()
         for name in sorted(self.harnesses, reverse=True):
             harness = self.harnesses.pop(name)
             if live:
-                self._attempt(
-                    errors,
+                attempts(
                     f"tear down objects of {name}",
                     lambda h=harness: h.builder.tear_down(h.driver.prepared_claims),
                 )
-            self._attempt(errors, f"stop driver {harness.driver.name}", harness.driver.stop)
+            attempts(f"stop driver {harness.driver.name}", harness.driver.stop)
             stopped[harness.driver.name] = name
-            self._attempt(errors, "save gRPC calls", lambda h=harness: self._save_calls(h.driver))
+            attempts("save gRPC calls", lambda h=harness: self._save_calls(h.driver))
             for text in harness.driver.take_dropped_fields():
                 self.net_pending.setdefault(name, []).append(
                     f"{text} [subtest {name!r}; seen during the cleanup]"
                 )
         if live:
-            self._attempt(errors, "ResourceSlice removal", lambda: self._slices_removed(stopped))
+            attempts("ResourceSlice removal", lambda: self._slices_removed(stopped))
             if self.claim_watch is not None:
-                self._attempt(errors, "check ResourceClaims", self.claim_watch.sweep)
+                attempts("check ResourceClaims", self.claim_watch.sweep)
                 for finding in self.claim_watch.take():
                     owner = f"subtest {finding.owner!r}" if finding.owner else "no known subtest"
                     self.net_pending.setdefault(finding.owner or "", []).append(
@@ -329,22 +329,19 @@ class ClusterBackend:
         if self.net_pending:
             lines = [text for _, texts in sorted(self.net_pending.items()) for text in texts]
             self.net_pending.clear()
-            errors.append(AssertionError("safety net:\n" + "\n".join(lines)))
+            attempts.fail(AssertionError("safety net:\n" + "\n".join(lines)))
         if self._watch is not None:
             self._watch.__exit__(None, None, None)
             self._watch = None
         if self.cluster is not None:
             cluster, self.cluster = self.cluster, None
-            self._attempt(errors, "stop the cluster", cluster.stop)
+            attempts("stop the cluster", cluster.stop)
         if self.kube is not None:
             self.kube.close()
             self.kube = None
         self.pending.clear()
         self.dropped.clear()
-        if errors:
-            for other in errors[1:]:
-                errors[0].add_note(f"e2e-dra: cleanup also failed: {type(other).__name__}: {other}")
-            raise errors[0]
+        attempts.raise_first()
 
     def describe(self) -> dict[str, Any]:
         return dict(self.info)
@@ -469,13 +466,6 @@ class ClusterBackend:
             logger.info("cleanup: the cluster was already stopped; objects and nets not checked")
             return False
         return True
-
-    def _attempt(self, errors: list[BaseException], what: str, fn: Callable[[], Any]) -> None:
-        try:
-            fn()
-        except Exception as exc:
-            logger.info(f"cleanup: {what} failed: {exc}")
-            errors.append(exc)
 
 
 def turn(gates: tuple[str, ...], value: str) -> str:

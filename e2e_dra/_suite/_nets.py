@@ -7,7 +7,7 @@ driver is torn down, the kubelet must remove its ResourceSlices within two minut
 (``ExpectResourceSliceRemoval``). A check that only logs proves nothing, so each finding here
 ends up failing a reported test, naming the object, what is wrong and the subtest it belongs to.
 
-The suite (``_real.ClusterBackend``) decides which test a finding fails; this module only finds.
+``_findings`` decides which test a finding fails; this module only finds.
 """
 
 from __future__ import annotations

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from e2e_dra._suite._backend import ClusterBackend
 from e2e_dra._suite._gates import choose_gates, choose_runtime_config
 from e2e_dra._suite._plan import CONTROL_PLANE_FIRST, KUBELET_LAST, UPGRADE_DOWNGRADE, Entry
-from e2e_dra._suite._real import ClusterBackend
 from e2e_dra.errors import InputError
 from e2e_dra.releases import CONTROL_PLANE_COMMANDS, Release
 from e2e_dra.settings import settings
@@ -172,7 +172,7 @@ class UpgradeDowngradeBackend(ClusterBackend):
             state, ModifyOptions(file_by_component={c: current.bin_dir / c for c in moved})
         )
         self.refresh_clients()
-        self.wait_for_slices(f"after the upgrade to {current.version} ({state})")
+        self.harnesses.wait_for_slices(f"after the upgrade to {current.version} ({state})")
 
     def _downgrade(self) -> None:
         assert self.cluster is not None and self._restore is not None
@@ -185,7 +185,7 @@ class UpgradeDowngradeBackend(ClusterBackend):
         self._record(state, initial)
         self.cluster.modify(state, self._restore)
         self.refresh_clients()
-        self.wait_for_slices(f"after the downgrade to {old.version} ({state})")
+        self.harnesses.wait_for_slices(f"after the downgrade to {old.version} ({state})")
 
 
 def _bin_dir(path: Path, releases: dict[str, Release]) -> Path:

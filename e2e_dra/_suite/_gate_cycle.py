@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
+from e2e_dra._suite._backend import ClusterBackend
 from e2e_dra._suite._plan import GATE_CYCLE_PHASES, Entry
-from e2e_dra._suite._real import ClusterBackend, turn
 from e2e_dra._suite._upgrade import RUNTIME_CONFIG
 from localupcluster import PROBED_BINARY, refusal
 
@@ -97,9 +97,14 @@ class GateCycleBackend(ClusterBackend):
             subtest = self.subtests[name]
             if subtest.resources is not None:
                 harness.driver.publish(subtest.resources(self.nodes))
-        self.wait_for_slices(f"after {state}")
+        self.harnesses.wait_for_slices(f"after {state}")
         if harness is not None and on:
             harness.driver.set_expect_dropped_fields(False)
+
+
+def turn(gates: tuple[str, ...], value: str) -> str:
+    """``("A", "B"), "true"`` -> ``"A=true,B=true"`` (upstream's turnFg)."""
+    return ",".join(f"{gate.partition('=')[0]}={value}" for gate in gates)
 
 
 def _minor(version: str) -> tuple[int, int]:

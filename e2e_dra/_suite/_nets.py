@@ -7,7 +7,7 @@ driver is torn down, the kubelet must remove its ResourceSlices within two minut
 (``ExpectResourceSliceRemoval``). A check that only logs proves nothing, so each finding here
 ends up failing a reported test, naming the object, what is wrong and the subtest it belongs to.
 
-The suite (``_real.ClusterBackend``) decides which test a finding fails; this module only finds.
+``_findings`` decides which test a finding fails; this module only finds.
 """
 
 from __future__ import annotations
@@ -17,13 +17,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from e2e_dra.errors import E2EDRAError
+from e2e_dra.kube import Kube, KubeError, path, retrying
 from e2e_dra.settings import settings
-
-if TYPE_CHECKING:
-    from e2e_dra.kube import Kube
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +102,6 @@ class ClaimWatch:
 
     @property
     def _collection(self) -> str:
-        from e2e_dra.kube import path
-
         return path(RESOURCE_V1, "resourceclaims", namespace=self.namespace)
 
     def start(self) -> None:
@@ -123,8 +118,6 @@ class ClaimWatch:
 
     def sweep(self) -> None:
         """List the claims now and check each (what the watch may not have delivered yet)."""
-        from e2e_dra.kube import retrying
-
         with self._lock:
             kube = self._kube
         for claim in retrying(kube.list, timeout=30)(self._collection):
@@ -202,8 +195,6 @@ def wait_slices_removed(
 
     An API server that does not answer counts as "not yet"; at the end, the last answer counts.
     """
-    from e2e_dra.kube import KubeError, path
-
     wanted = set(drivers)
     if not wanted:
         return {}

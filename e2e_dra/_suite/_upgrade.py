@@ -21,15 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from e2e_dra._suite._backend import ClusterBackend
 from e2e_dra._suite._gates import choose_gates, choose_runtime_config
 from e2e_dra._suite._plan import CONTROL_PLANE_FIRST, KUBELET_LAST, UPGRADE_DOWNGRADE, Entry
-from e2e_dra._suite._real import ClusterBackend
 from e2e_dra.errors import InputError
-from e2e_dra.releases import CONTROL_PLANE_COMMANDS, Release
+from e2e_dra.releases import CONTROL_PLANE_COMMANDS, Release, release_source, resolve_release
 from e2e_dra.settings import settings
 from e2e_dra.subtest import unsupported_release
 from e2e_dra.versions import parse_version
-from localupcluster import KUBE_CLUSTER_COMPONENTS
+from localupcluster import KUBE_CLUSTER_COMPONENTS, ModifyOptions
 
 logger = logging.getLogger(__name__)
 
@@ -160,8 +160,6 @@ class UpgradeDowngradeBackend(ClusterBackend):
         self.bring_up(self.artifacts, state, _bin_dir(self.artifacts / "bin-initial", initial), env)
 
     def _upgrade(self) -> None:
-        from localupcluster import ModifyOptions
-
         assert self.cluster is not None and self.versions is not None
         current = self.versions.current
         moved = self.variant.moved
@@ -172,7 +170,7 @@ class UpgradeDowngradeBackend(ClusterBackend):
             state, ModifyOptions(file_by_component={c: current.bin_dir / c for c in moved})
         )
         self.refresh_clients()
-        self.wait_for_slices(f"after the upgrade to {current.version} ({state})")
+        self.harnesses.wait_for_slices(f"after the upgrade to {current.version} ({state})")
 
     def _downgrade(self) -> None:
         assert self.cluster is not None and self._restore is not None
@@ -185,7 +183,7 @@ class UpgradeDowngradeBackend(ClusterBackend):
         self._record(state, initial)
         self.cluster.modify(state, self._restore)
         self.refresh_clients()
-        self.wait_for_slices(f"after the downgrade to {old.version} ({state})")
+        self.harnesses.wait_for_slices(f"after the downgrade to {old.version} ({state})")
 
 
 def _bin_dir(path: Path, releases: dict[str, Release]) -> Path:
@@ -205,8 +203,6 @@ def _bin_dir(path: Path, releases: dict[str, Release]) -> Path:
 
 def _kubelet_release(current: Release, previous: Release) -> Release:
     """``E2E_DRA_KUBELET_VERSION`` (a release or MAJOR.MINOR), by default the previous one."""
-    from e2e_dra.releases import release_source, resolve_release
-
     spec = settings().kubelet_version
     if not spec:
         return previous

@@ -1,0 +1,188 @@
+"""Every subtest's own driver and builder (upstream: a driver instance per subtest key).
+
+A subtest's harness is set up before its first phase, so a subtest that is skipped costs no
+driver. It lives through the cluster's restarts: after each one it gets the fresh client, and its
+driver's ResourceSlices (which the kubelet wipes when it restarts) are waited for again. A driver
+whose slices do not come back fails its own subtest's next phase, not the step that restarted the
+cluster nor the other subtests. At the cleanup each subtest's objects are torn down before its
+driver stops, so no claim is left prepared by a driver that is gone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from e2e_dra._suite._artifacts import write_json
+from e2e_dra._suite._attempts import Attempts
+from e2e_dra._suite._nets import Finding
+from e2e_dra.builder import Builder
+from e2e_dra.driver import Driver
+from e2e_dra.kube import Kube
+
+SLICES_TIMEOUT = 300.0
+REGISTRATION_TIMEOUT = 60.0
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class Harness:
+    """One subtest's own driver and builder."""
+
+    driver: Driver
+    builder: Builder
+    publishes: bool  # the driver publishes ResourceSlices we have to wait for after restarts
+
+
+class Harnesses:
+    """The harnesses of the subtests that have run a phase on the current cluster, by subtest."""
+
+    def __init__(self, subtests: Mapping[str, Any], log_dir: Path, namespace: str) -> None:
+        self.subtests = subtests
+        self.log_dir = log_dir  # drivers' logs and gRPC call records
+        self.namespace = namespace
+        self._harnesses: dict[str, Harness] = {}
+        self._pending: dict[str, BaseException] = {}  # fails the subtest's next phase
+        self._dropped: set[str] = set()  # chains that ended: not waited for any more
+
+    def driver_name(self, subtest: str) -> str:
+        return f"{self.namespace}{subtest}.k8s.io"
+
+    def driver_names(self) -> dict[str, str]:
+        """Every subtest's driver name (also of those not set up yet), by subtest."""
+        return {name: self.driver_name(name) for name in self.subtests}
+
+    def get(self, subtest: str) -> Harness | None:
+        """``subtest``'s harness if it is set up, without setting it up."""
+        return self._harnesses.get(subtest)
+
+    def ready(self, subtest: str, kube: Kube, nodes: list[str]) -> Harness:
+        """``subtest``'s harness for its next phase: set up on first use; a failure recorded for
+        the subtest since its last phase (slices that did not come back) is raised here."""
+        if subtest not in self._harnesses:
+            self._set_up(subtest, kube, nodes)
+        pending = self._pending.pop(subtest, None)
+        if pending is not None:
+            raise pending
+        return self._harnesses[subtest]
+
+    def drop(self, subtest: str) -> None:
+        """``subtest``'s chain ended: its driver's slices are not waited for any more."""
+        self._dropped.add(subtest)
+
+    def use_client(self, kube: Kube) -> None:
+        """After a restart: every driver and builder talks through ``kube`` from now on."""
+        for harness in self._harnesses.values():
+            harness.driver.use_client(kube)
+            harness.builder.use_client(kube)
+
+    def wait_for_slices(self, why: str) -> None:
+        """The kubelet wipes ResourceSlices when it restarts; each driver puts its own back.
+
+        A driver whose slices do not come back fails its subtest's next phase, not the others.
+        """
+        for name, harness in sorted(self._harnesses.items()):
+            if not harness.publishes or name in self._dropped:
+                continue
+            logger.info(f"waiting for ResourceSlices of {harness.driver.name} ({why})")
+            try:
+                harness.driver.wait_for_slices(SLICES_TIMEOUT)
+            except Exception as exc:
+                self._pending[name] = AssertionError(
+                    f"{name}: ResourceSlices of {harness.driver.name} did not come back {why}: "
+                    f"{exc}"
+                )
+
+    def take_dropped_fields(self) -> list[Finding]:
+        """What the apiserver dropped from each driver's slices since the last call."""
+        return [
+            Finding(name, text)
+            for name, harness in sorted(self._harnesses.items())
+            for text in harness.driver.take_dropped_fields()
+        ]
+
+    def save_calls(self, subtest: str) -> Path:
+        """The gRPC calls ``subtest``'s driver answered, as JSON."""
+        return _save_calls(self._harnesses[subtest].driver, self.log_dir)
+
+    def driver_log(self, subtest: str) -> Path:
+        return self.log_dir / f"driver-{self.driver_name(subtest)}.log"
+
+    def close(self, attempts: Attempts, *, tear_down: bool) -> tuple[dict[str, str], list[Finding]]:
+        """Per subtest: its objects torn down (when ``tear_down``: the cluster still answers),
+        its driver stopped at once, its gRPC calls saved. Returns the stopped drivers (driver ->
+        subtest) and the fields their slices lost that nobody took yet.
+
+        Each driver stops as soon as its objects are gone, so the kubelet's wiping delay (30 s
+        after a plugin unregisters) runs for all of them at once.
+        """
+        stopped: dict[str, str] = {}
+        dropped_fields: list[Finding] = []
+        for name in sorted(self._harnesses, reverse=True):
+            harness = self._harnesses.pop(name)
+            if tear_down:
+                attempts(
+                    f"tear down objects of {name}",
+                    lambda h=harness: h.builder.tear_down(h.driver.prepared_claims),
+                )
+            attempts(f"stop driver {harness.driver.name}", harness.driver.stop)
+            stopped[harness.driver.name] = name
+            attempts("save gRPC calls", lambda h=harness: _save_calls(h.driver, self.log_dir))
+            dropped_fields += [Finding(name, t) for t in harness.driver.take_dropped_fields()]
+        return stopped, dropped_fields
+
+    def forget(self) -> None:
+        """The cluster is gone: nothing recorded for its subtests counts any more."""
+        self._pending.clear()
+        self._dropped.clear()
+
+    def _set_up(self, name: str, kube: Kube, nodes: list[str]) -> None:
+        assert nodes
+        subtest = self.subtests[name]
+        resources = subtest.resources(nodes) if subtest.resources else None
+        driver = Driver(
+            self.driver_name(name),
+            nodes[0],
+            kube,
+            resources=resources,
+            privileged_client=subtest.privileged_client,
+            reconcile_pool=subtest.reconcile_pool,
+            namespace=self.namespace,
+            log_dir=self.log_dir,
+        )
+        builder = Builder(kube, name, namespace=self.namespace, log=logger.info)
+        self._harnesses[name] = Harness(driver, builder, publishes=resources is not None)
+        logger.info(f"starting driver {driver.name} on node {nodes[0]}")
+        driver.start()
+        driver.wait_registered(REGISTRATION_TIMEOUT)
+        if resources is not None:
+            driver.wait_for_slices(SLICES_TIMEOUT)
+        builder.set_up()
+
+
+def _save_calls(driver: Driver, directory: Path) -> Path:
+    records = [
+        {
+            "method": call.method,
+            "request": _message(call.request),
+            "response": _message(call.response),
+            "error": call.error,
+            "done": call.done,
+        }
+        for call in driver.calls.records
+    ]
+    return write_json(directory / f"grpc-calls-{driver.name}.json", records)
+
+
+def _message(message: Any) -> Any:
+    """A gRPC request or response as JSON-able data (protobuf messages become dicts)."""
+    if message is None:
+        return None
+    from google.protobuf.json_format import MessageToDict
+    from google.protobuf.message import Message
+
+    return MessageToDict(message) if isinstance(message, Message) else str(message)

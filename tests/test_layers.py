@@ -29,7 +29,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "e2e_dra._console",
             "e2e_dra._paths",
             "e2e_dra._platform",
-            "e2e_dra._files",
             "e2e_dra._cache",
             "e2e_dra._gotool",
         ),

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e_dra.errors import LocalError, describe_os_error
+from hostkit import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -228,9 +229,7 @@ def _sha256(path: Path) -> str:
 
 
 def _write_marker(directory: Path, meta: dict[str, Any]) -> None:
-    tmp = directory / f"{MARKER}.tmp"
-    tmp.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, directory / MARKER)
+    atomic_write_text(directory / MARKER, json.dumps(meta, indent=1, sort_keys=True) + "\n")
 
 
 def _rmtree(path: Path) -> None:

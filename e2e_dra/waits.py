@@ -7,6 +7,9 @@ was waiting for and the last thing it saw -- the one line a person needs to debu
 A wait also ends at once when a registered check (:func:`abort_when`) reports a reason: a cluster
 component that crashed makes every wait hopeless, and saying so with the component's name and log
 beats a timeout five minutes later that blames the condition.
+
+The loop and its deadline rule are :func:`hostkit.poll`'s; this module adds the abort checks, which
+errors count as "not yet", and the messages.
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from e2e_dra.errors import ComponentCrashed, ExecError
 from e2e_dra.kube import KubeError
+from hostkit import poll as poll_until
 
 T = TypeVar("T")
 
@@ -67,21 +71,22 @@ def eventually(
     A probe that raises one of ``retry_on`` counts as "not yet". On timeout, raise
     :class:`WaitTimeout` naming ``what`` and the last value or error seen.
     """
-    deadline = time.monotonic() + timeout
-    last = "nothing observed yet"
-    while True:
-        check_abort()
-        try:
-            value = probe()
-        except retry_on as exc:
-            last = f"last error: {_short(exc)}"
-        else:
-            if until(value):
-                return value
-            last = f"last value: {_short(value)}"
-        if time.monotonic() + poll > deadline:
-            raise WaitTimeout(f"timed out after {timeout:g}s waiting for {what}; {last}")
-        time.sleep(poll)
+    result = poll_until(
+        probe,
+        timeout=timeout,
+        interval=poll,
+        until=until,
+        retry_on=retry_on,
+        before_each=check_abort,
+    )
+    if result.done:
+        return cast(T, result.value)  # done: the probe answered
+    last = (
+        f"last error: {_short(result.error)}"
+        if result.error is not None
+        else f"last value: {_short(result.value)}"
+    )
+    raise WaitTimeout(f"timed out after {timeout:g}s waiting for {what}; {last}")
 
 
 def consistently(
@@ -99,25 +104,26 @@ def consistently(
     for the API server after a restart before they start (the suite waits for the ResourceSlices).
     """
     start = time.monotonic()
-    deadline = start + duration
-    while True:
-        check_abort()
+
+    def look() -> T:
         try:
-            value = probe()
+            return probe()
         except Exception as exc:
             elapsed = time.monotonic() - start
             raise WaitTimeout(
                 f"could not check that {what} after {elapsed:.1f}s of {duration:g}s: {_short(exc)}"
             ) from exc
-        if not holds(value):
-            elapsed = time.monotonic() - start
-            raise WaitTimeout(
-                f"{what} stopped holding after {elapsed:.1f}s of {duration:g}s; "
-                f"value: {_short(value)}"
-            )
-        if time.monotonic() >= deadline:
-            return value
-        time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
+
+    result = poll_until(
+        look, timeout=duration, interval=poll, until=lambda v: not holds(v), before_each=check_abort
+    )
+    if result.done:
+        elapsed = time.monotonic() - start
+        raise WaitTimeout(
+            f"{what} stopped holding after {elapsed:.1f}s of {duration:g}s; "
+            f"value: {_short(result.value)}"
+        )
+    return cast(T, result.value)  # the probe answered: look() raises for every error
 
 
 def _short(value: object, limit: int = 600) -> str:

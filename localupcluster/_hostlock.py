@@ -26,6 +26,7 @@ from typing import Any
 
 import psutil
 
+from hostkit import atomic_write_text
 from localupcluster._errors import ClusterError
 from localupcluster._log import Log, engine_log
 from supervise import ProcessId, start_ticks, terminate
@@ -191,10 +192,8 @@ class HostLock:
         """Read, change and atomically replace the ledger (the last writer's pid on top)."""
         record = {**self._me(), "processes": change(self._entries())}
         record["pid"], record["start"] = record.pop("owner"), record.pop("owner_start")
-        tmp = self.ledger.with_name(f".{self.ledger.name}.{os.getpid()}.tmp")
         try:
-            tmp.write_text(json.dumps(record) + "\n")
-            os.replace(tmp, self.ledger)
+            atomic_write_text(self.ledger, json.dumps(record) + "\n")
         except OSError as exc:  # a ledger we cannot write only loses the clean-up after a crash
             self._log.info(
                 f"cannot write {self.ledger} ({exc.strerror}); a crash would leave processes"

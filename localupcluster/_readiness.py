@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import ssl
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import httpx
 
+from hostkit import poll
 from localupcluster._components import ETCD
 from localupcluster._tls import AdminTLS, unverified
 from localupcluster.cmd import Cmd
@@ -51,21 +51,20 @@ def probe_for(component: str, settings: Mapping[str, str], tls: Callable[[], Adm
     raise ValueError(f"no readiness check for {component}")
 
 
-def _poll(cmd: Cmd, deadline: float, what: str, check: Callable[[], str | None]) -> None:
+def _wait(cmd: Cmd, timeout: float, what: str, check: Callable[[], str | None]) -> None:
     """Call ``check`` (None = ready, else why not) until ready, the process ends, or time is up."""
-    why = "not checked yet"
-    while True:
+
+    def why_not() -> str | None:
         if not cmd.running():
             raise ComponentExited(f"{cmd.name} stopped unexpectedly while waiting for {what}")
-        why = check() or ""
-        if not why:
-            return
-        if time.monotonic() >= deadline:
-            raise ComponentNotReady(f"{what}: {why}")
-        time.sleep(POLL_INTERVAL)
+        return check()
+
+    result = poll(why_not, timeout=timeout, interval=POLL_INTERVAL, until=lambda why: not why)
+    if not result.done:
+        raise ComponentNotReady(f"{what}: {result.value}")
 
 
-def wait_http_ready(cmd: Cmd, probe: Probe, deadline: float) -> None:
+def wait_http_ready(cmd: Cmd, probe: Probe, timeout: float) -> None:
     with httpx.Client(verify=probe.verify, timeout=5.0) as client:
 
         def check() -> str | None:
@@ -75,10 +74,10 @@ def wait_http_ready(cmd: Cmd, probe: Probe, deadline: float) -> None:
                 return f"{type(exc).__name__}: {exc}"
             return None if response.status_code == 200 else f"HTTP {response.status_code}"
 
-        _poll(cmd, deadline, f"GET {probe.url}", check)
+        _wait(cmd, timeout, f"GET {probe.url}", check)
 
 
-def wait_nodes_ready(cmd: Cmd, api_url: str, tls: AdminTLS, deadline: float) -> None:
+def wait_nodes_ready(cmd: Cmd, api_url: str, tls: AdminTLS, timeout: float) -> None:
     """Until there is at least one node and every node has condition Ready=True."""
     with httpx.Client(verify=tls.verified, timeout=5.0) as client:
 
@@ -99,4 +98,4 @@ def wait_nodes_ready(cmd: Cmd, api_url: str, tls: AdminTLS, deadline: float) -> 
                     return f"node {node['metadata']['name']} is not Ready"
             return None
 
-        _poll(cmd, deadline, "all nodes Ready", check)
+        _wait(cmd, timeout, "all nodes Ready", check)

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hostkit import poll
 from localupcluster._components import (
     COMPONENTS,
     DEFAULT_SETTINGS,
@@ -459,11 +460,12 @@ class Cluster:
         port = self.setting(PORT_SETTING[component])
         if not port.isdigit() or int(port) == 0:
             return
-        holder = listener(int(port))
-        deadline = time.monotonic() + PORT_RELEASE_GRACE
-        while holder is not None and holder.pid is None and time.monotonic() < deadline:
-            time.sleep(0.1)  # a socket without a visible owner is usually being released
-            holder = listener(int(port))
+        holder = poll(  # a socket without a visible owner is usually being released
+            lambda: listener(int(port)),
+            timeout=PORT_RELEASE_GRACE,
+            interval=0.1,
+            until=lambda found: found is None or found.pid is not None,
+        ).value
         if holder is None:
             return
         ours = {cmd.pid for cmd in self.running.values()} | {
@@ -507,11 +509,11 @@ class Cluster:
             return
 
     def _wait_ready(self, component: str, cmd: Cmd) -> None:
-        deadline = time.monotonic() + self.ready_timeout
-        wait_http_ready(cmd, probe_for(component, self._settings_view(), self._tls), deadline)
+        probe = probe_for(component, self._settings_view(), self._tls)
+        wait_http_ready(cmd, probe, self.ready_timeout)
         if component == "kubelet" and self.wait_for_nodes:
             api = f"https://{self.setting('API_HOST_IP')}:{self.setting('API_SECURE_PORT')}"
-            wait_nodes_ready(cmd, api, self._tls(), time.monotonic() + self.node_ready_timeout)
+            wait_nodes_ready(cmd, api, self._tls(), self.node_ready_timeout)
 
     def _settings_view(self) -> dict[str, str]:
         return {name: self.setting(name) for name in {*DEFAULT_SETTINGS, *self.settings}}

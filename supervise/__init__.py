@@ -7,8 +7,8 @@ leave them holding ports, directories or CPU. So every process starts in its own
 (or session), logs to a file, and is stopped by signalling its whole group. A process started by an
 earlier run is found again by its pid *and* start time, so a reused pid is never signalled.
 
-This package stands alone, below everything of ours: the node runtime and the builds sit below the
-cluster engine, which imports nothing of e2e-dra, and all three use it.
+This package stands alone, below everything of ours but ``hostkit`` (its waits): the node runtime
+and the builds sit below the cluster engine, which imports nothing of e2e-dra, and all three use it.
 """
 
 from supervise._identity import ProcessId, group_members, start_ticks, terminate

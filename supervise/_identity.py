@@ -11,12 +11,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+
+from hostkit import poll
 
 _POLL = 0.05
 
@@ -114,15 +114,6 @@ def _signal(who: ProcessId, sig: signal.Signals) -> None:
                 os.kill(who.pid, sig)
 
 
-def _until(done: Callable[[], bool], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while not done():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(_POLL)
-    return True
-
-
 def terminate(who: ProcessId, *, grace: float = 10.0, patience: float = 30.0) -> bool:
     """Stop ``who`` and its process group: SIGTERM first when ``grace`` > 0 and up to that long
     for them to end, then SIGKILL to what is left and up to ``patience`` seconds until it is gone.
@@ -137,7 +128,7 @@ def terminate(who: ProcessId, *, grace: float = 10.0, patience: float = 30.0) ->
 
     if grace > 0:
         _signal(who, signal.SIGTERM)
-        if _until(gone, grace):
+        if poll(gone, timeout=grace, interval=_POLL).done:
             return True
     _signal(who, signal.SIGKILL)
-    return _until(gone, patience)
+    return poll(gone, timeout=patience, interval=_POLL).done

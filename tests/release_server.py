@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from hostkit import poll
+
 CLUSTER_BINARIES = (
     "kube-apiserver",
     "kube-controller-manager",
@@ -269,8 +271,5 @@ class ReleaseServer:
 
 
 def wait_until(condition: Callable[[], object], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.02)
+    if not poll(condition, timeout=timeout, interval=0.02).done:
+        raise AssertionError("condition not met in time")

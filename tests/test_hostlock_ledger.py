@@ -10,12 +10,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 
+from hostkit import poll
 from localupcluster._hostlock import HostLock, _alive, start_time
 
 HOLDER = """
@@ -47,17 +47,15 @@ def holder_that_dies(lock: Path) -> int:
 
 
 def gone(pid: int, timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def ended() -> bool:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
         try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
+            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
         except psutil.NoSuchProcess:
             return True
-        time.sleep(0.05)
-    return False
+
+    return poll(ended, timeout=timeout, interval=0.05).done
 
 
 def test_the_engine_talks_through_the_logger_it_is_given(

@@ -1,9 +1,10 @@
 """Modules import only downwards: the layer map, and a check of every module's imports (ast).
 
 A module may import its own layer and the layers below it, never one above. Across layers it
-imports public names only: ``e2e_dra.releases``, not ``e2e_dra.releases._select``. The engine
-(``localupcluster``) stands alone: it imports nothing of e2e-dra but the process supervisor
-(``supervise``, itself importing nothing of ours), and its users hand it a logger and paths.
+imports public names only: ``e2e_dra.releases``, not ``e2e_dra.releases._select``. At the bottom,
+``hostkit`` (atomic files, waits with a deadline) imports nothing of ours, and the process
+supervisor (``supervise``) nothing but it. The engine (``localupcluster``) stands alone: it imports
+nothing of e2e-dra but those two, and its users hand it a logger and paths.
 Imports under ``if TYPE_CHECKING:`` count too: a type is a dependency as well.
 """
 
@@ -17,6 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("host", ("hostkit",)),
     ("processes", ("supervise",)),
     (
         "base",
@@ -27,7 +29,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "e2e_dra._console",
             "e2e_dra._paths",
             "e2e_dra._platform",
-            "e2e_dra._files",
             "e2e_dra._cache",
             "e2e_dra._gotool",
         ),
@@ -54,11 +55,15 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 """Lowest first. A name stands for that module and, for a package, everything under it."""
 
-STANDALONE: dict[str, set[str]] = {"processes": set(), "engine": {"processes"}}
+STANDALONE: dict[str, set[str]] = {
+    "host": set(),
+    "processes": {"host"},
+    "engine": {"host", "processes"},
+}
 """Layers that import no other layer of ours, whatever their place, but the ones named: the engine
-uses the process supervisor, as the node runtime and the builds below it do."""
+uses the host kit and the process supervisor, as the node runtime and the builds below it do."""
 
-PACKAGES = ("e2e_dra", "localupcluster", "subtests", "supervise")
+PACKAGES = ("e2e_dra", "hostkit", "localupcluster", "subtests", "supervise")
 
 
 def _owner(module: str) -> tuple[int, str] | None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from fake_k8s.harness import FakeTree, make_fake_tree
 
+from hostkit import poll
 from localupcluster._hostlock import HostLock
 from supervise import group_members
 
@@ -84,9 +85,7 @@ def test_host_lock_waits_for_another_holder(tmp_path: Path) -> None:
     lock_file = tmp_path / "host.lock"
     holder = subprocess.Popen(["flock", "-o", str(lock_file), "sleep", "30"])
     try:
-        deadline = time.monotonic() + 10
-        while not lock_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        poll(lock_file.exists, timeout=10, interval=0.05)
         time.sleep(0.2)
         lock = HostLock(lock_file)
         acquired = threading.Event()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from hostkit import poll
 from localupcluster import ClusterError, Cmd
 from supervise import group_members
 
@@ -29,9 +30,7 @@ def test_stop_kills_the_whole_group_including_grandchildren(tmp_path: Path) -> N
     cmd = Cmd("sleepy", ["sh", "-c", "sleep 300 & sleep 300 & wait"], log_file=log)
     cmd.start()
     assert cmd.pid is not None and os.getpgid(cmd.pid) == cmd.pid != os.getpgid(0)
-    deadline = time.monotonic() + 5
-    while len(group_members(cmd.pid)) < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    poll(lambda: len(group_members(cmd.pid)), timeout=5, interval=0.05, until=lambda n: n >= 3)
     assert len(group_members(cmd.pid)) == 3
     cmd.stop("test is done")
     assert cmd.leftovers() == []

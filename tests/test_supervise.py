@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from hostkit import poll
 from supervise import (
     Process,
     ProcessError,
@@ -26,12 +27,7 @@ from supervise import (
 
 
 def eventually(check: Callable[[], bool], seconds: float = 10) -> bool:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
+    return poll(check, timeout=seconds, interval=0.02).done
 
 
 def pid_from(path: Path) -> int:

@@ -6,8 +6,9 @@ import itertools
 
 import pytest
 
+from e2e_dra.errors import ComponentCrashed
 from e2e_dra.kube import KubeError, NotFound
-from e2e_dra.waits import WaitTimeout, consistently, eventually
+from e2e_dra.waits import WaitTimeout, abort_when, consistently, eventually
 
 
 def test_eventually_returns_the_first_value_that_satisfies() -> None:
@@ -105,3 +106,13 @@ def test_consistently_fails_on_any_error_at_once(error: KubeError) -> None:
     with pytest.raises(WaitTimeout, match=f"could not check that x .*{error.reason}"):
         consistently(probe, what="x", duration=5, poll=0.01)
     assert next(calls) == 2  # failed on the second look, not after 5 s
+
+
+def test_a_crash_ends_a_wait_even_when_every_error_is_retried() -> None:
+    calls = itertools.count()
+
+    def crashed() -> str | None:
+        return "kube-scheduler ended" if next(calls) else None  # the second look
+
+    with abort_when(crashed), pytest.raises(ComponentCrashed, match="kube-scheduler ended"):
+        eventually(lambda: False, what="x", timeout=5, poll=0, retry_on=(Exception,))

@@ -7,15 +7,14 @@ every entry, so a run that is interrupted still leaves a summary that says how f
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from e2e_dra._suite._plan import Entry
+from hostkit import atomic_write_text
 
 if TYPE_CHECKING:
     from e2e_dra.kube import Kube
@@ -24,15 +23,7 @@ if TYPE_CHECKING:
 def write_json(path: Path, data: Any) -> Path:
     """Write ``data`` as JSON to ``path`` atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as out:
-            json.dump(data, out, indent=2, sort_keys=False, default=str)
-            out.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
     return path
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.kube import Kube, KubeError, path, retrying
 from e2e_dra.settings import settings
+from hostkit import poll
 
 log = logging.getLogger(__name__)
 
@@ -200,25 +201,24 @@ def wait_slices_removed(
         return {}
     timeout = slice_removal_timeout() if timeout is None else timeout
     log.info(f"waiting for the kubelet to remove the ResourceSlices of {len(wanted)} driver(s)")
-    deadline = time.monotonic() + timeout
-    left: dict[str, list[str]] = {}
-    error = ""
-    while True:
-        try:
-            slices = kube.list(path(RESOURCE_V1, "resourceslices"))
-        except KubeError as exc:
-            error = str(exc)
-        else:
-            error = ""
-            left = {}
-            for item in slices:
-                driver = (item.get("spec") or {}).get("driver")
-                if driver in wanted:
-                    left.setdefault(driver, []).append(item["metadata"]["name"])
-            if not left:
-                return {}
-        if time.monotonic() + SLICE_REMOVAL_POLL > deadline:
-            if error and not left:
-                raise E2EDRAError(f"could not list ResourceSlices for {timeout:g}s: {error}")
-            return {driver: sorted(names) for driver, names in sorted(left.items())}
-        time.sleep(SLICE_REMOVAL_POLL)
+
+    def left() -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for item in kube.list(path(RESOURCE_V1, "resourceslices")):
+            driver = (item.get("spec") or {}).get("driver")
+            if driver in wanted:
+                found.setdefault(driver, []).append(item["metadata"]["name"])
+        return found
+
+    result = poll(
+        left,
+        timeout=timeout,
+        interval=SLICE_REMOVAL_POLL,
+        until=lambda found: not found,
+        retry_on=(KubeError,),
+    )
+    if result.done:
+        return {}
+    if result.error is not None and not result.value:
+        raise E2EDRAError(f"could not list ResourceSlices for {timeout:g}s: {result.error}")
+    return {driver: sorted(names) for driver, names in sorted((result.value or {}).items())}

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+
+from hostkit import atomic_write_text
 
 # Old enough for every runtime that supports CDI; it covers env-only container edits.
 CDI_VERSION = "0.3.0"
@@ -54,16 +54,7 @@ def build_spec(driver: str, claim_uid: str, request: str, env: Mapping[str, str]
 def write_spec(path: Path, spec: dict) -> None:
     """Replace ``path`` atomically with ``spec`` (mode 0644, readable by the runtime)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(spec, handle)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    atomic_write_text(path, json.dumps(spec), mode=0o644)
 
 
 def remove_spec(path: Path) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,6 +34,7 @@ from e2e_dra.driver._rpc import handler, short_name
 from e2e_dra.driver._server import serve_unix, stop_server
 from e2e_dra.driver._slices import Pool, SlicePublisher
 from e2e_dra.errors import E2EDRAError
+from hostkit import poll
 
 if TYPE_CHECKING:
     from e2e_dra.kube import Kube
@@ -261,18 +261,19 @@ class Driver:
         return self._publisher.slices()
 
     def wait_for_slices(self, timeout: float = 300) -> None:
-        deadline = time.monotonic() + timeout
         want = self.expected_slice_count()
-        have = -1
-        while time.monotonic() < deadline:
-            with contextlib.suppress(Exception):  # the API server may be restarting
-                have = len(self.slices())
-                if have == want:
-                    return
-            time.sleep(0.5)
-        raise DriverError(
-            f"driver {self.name}: {have} ResourceSlices after {timeout:.0f}s, want {want}"
+        counted = poll(  # the API server may be restarting: an error is "not yet"
+            lambda: len(self.slices()),
+            timeout=timeout,
+            interval=0.5,
+            until=lambda have: have == want,
+            retry_on=(Exception,),
         )
+        if not counted.done:
+            have = -1 if counted.value is None else counted.value
+            raise DriverError(
+                f"driver {self.name}: {have} ResourceSlices after {timeout:.0f}s, want {want}"
+            )
 
     def set_expect_dropped_fields(self, expect: bool) -> None:
         if self._publisher is not None:

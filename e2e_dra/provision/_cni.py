@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
-from e2e_dra._files import write_if_changed
 from e2e_dra.errors import ProvisionError
+from hostkit import atomic_copy, write_if_changed
 
 DEBIAN_PLUGIN_DIR = Path("/usr/lib/cni")
 CNI_BIN_DIR = Path("/opt/cni/bin")
@@ -58,9 +57,7 @@ def install_plugins(source: Path = DEBIAN_PLUGIN_DIR, bin_dir: Path = CNI_BIN_DI
         )
     for plugin in wanted:
         bin_dir.mkdir(parents=True, exist_ok=True)
-        tmp = bin_dir / f".{plugin}.e2e-dra-tmp"
-        shutil.copy2(source / plugin, tmp)
-        os.replace(tmp, bin_dir / plugin)
+        atomic_copy(source / plugin, bin_dir / plugin)
     return wanted
 
 

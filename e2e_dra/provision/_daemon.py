@@ -11,13 +11,12 @@ until the daemon is ready.
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from e2e_dra.errors import ProvisionError
+from hostkit import atomic_write_text, poll
 from supervise import Process, ProcessError, ProcessId, terminate
 
 
@@ -67,20 +66,19 @@ class Daemon:
             raise ProvisionError(str(exc)) from exc
         assert process.identity is not None
         who = process.identity
-        tmp = self.pid_file.with_suffix(".tmp")
-        tmp.write_text(f"{who.pid} {who.start} {self.name}\n")
-        os.replace(tmp, self.pid_file)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        atomic_write_text(self.pid_file, f"{who.pid} {who.start} {self.name}\n")
+
+        def up() -> bool:
             if not process.running():
                 returncode = process.wait(timeout=10)  # its trailer is in the log then
                 raise ProvisionError(
                     f"{self.name} exited with status {returncode} right after starting; "
                     f"see {self.log_file}: {_tail(self.log_file)}"
                 )
-            if ready():
-                return who.pid
-            time.sleep(0.2)
+            return ready()
+
+        if poll(up, timeout=timeout, interval=0.2).done:
+            return who.pid
         self.stop()
         raise ProvisionError(
             f"{self.name} did not become ready within {timeout:.0f}s; see {self.log_file}: "

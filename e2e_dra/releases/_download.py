@@ -29,6 +29,7 @@ from e2e_dra.releases._extract import extract_binaries
 from e2e_dra.settings import DEFAULT_RELEASE_URL as DEFAULT_BASE_URL
 from e2e_dra.settings import settings
 from e2e_dra.versions import Minor, parse_minor, parse_version
+from hostkit import write_if_changed
 
 logger = logging.getLogger(__name__)
 
@@ -270,8 +271,6 @@ def _verified_before(
 
 
 def _write_stamp(part: Path, stamp: Path, digests: dict[str, str]) -> None:
-    from e2e_dra._files import write_if_changed
-
     info = part.stat()
     record = {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "digests": digests}
     write_if_changed(stamp, json.dumps(record) + "\n")

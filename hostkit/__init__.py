@@ -1,18 +1,21 @@
-"""What every layer needs of this host: files that are old or new but never half-written, and waits
-with a deadline.
+"""What every layer needs of this host: files that are old or new but never half-written, waits
+with a deadline, and tear-downs that try every step.
 
 Configs read by daemons, CDI specs read by the container runtime, PID files, ledgers, cache
 markers and run summaries are all read by someone else at any moment, or after a crash of ours; a
 reader must see the old file or the new one. And the suite, the driver, the node runtime, the
-engine and the process supervisor all wait for something on this host with a deadline. One copy of
-each, here: this package sits below everything of ours, imports nothing of it, and the standalone
-engine and supervisor may use it too.
+engine and the process supervisor all wait for something on this host with a deadline, and all of
+them stop things in steps where one failure must not strand the rest. One copy of each, here: this
+package sits below everything of ours, imports nothing of it, and the standalone engine and
+supervisor may use it too.
 """
 
 from hostkit._atomic import atomic_copy, atomic_write_text, write_if_changed
+from hostkit._attempts import Attempts
 from hostkit._poll import Polled, poll
 
 __all__ = [
+    "Attempts",
     "Polled",
     "atomic_copy",
     "atomic_write_text",

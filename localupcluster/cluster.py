@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hostkit import poll
+from hostkit import Attempts, poll
 from localupcluster._components import (
     COMPONENTS,
     DEFAULT_SETTINGS,
@@ -297,15 +297,13 @@ class Cluster:
             return []
         self._stopping = True
         stopped: list[str] = []
-        errors: list[BaseException] = []
+        # One process that will not die must not keep us from stopping the others.
+        attempts = Attempts("cluster stop", self._log.warning)
+        errors = attempts.errors
         done = False
 
         def attempt(cmd: Cmd) -> None:
-            # One process that will not die must not keep us from stopping the others.
-            try:
-                cmd.stop(reason)
-            except Exception as exc:
-                errors.append(exc)
+            attempts(f"stop {cmd.name}", lambda: cmd.stop(reason))
 
         try:
             for helper in self._helpers:

@@ -8,7 +8,6 @@ one stand-in: dl.k8s.io cannot be reached here) and a fresh cache dir, with stde
 from __future__ import annotations
 
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -26,6 +25,11 @@ from release_server import (
 )
 
 TARBALL = "kubernetes-server-linux-amd64.tar.gz"
+_LIMITED_LAUNCHER = (
+    "import os, resource, sys; limit = int(sys.argv[1]); "
+    "resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)); "
+    "os.execv(sys.executable, [sys.executable, '-m', 'e2e_dra.cli', *sys.argv[2:]])"
+)
 
 
 def e2e_dra(
@@ -33,22 +37,29 @@ def e2e_dra(
     cache: Path | None = None,
     env: dict[str, str] | None = None,
     stdout: int | None = subprocess.PIPE,
-    preexec_fn: object = None,
+    file_size_limit: int | None = None,
     timeout: float = 60,
 ) -> subprocess.CompletedProcess[str]:
+    """``e2e-dra ARGS`` as a user runs it, with the file size limit of ``ulimit -f`` if given.
+
+    The limit is set by a tiny launcher that execs the command, not by ``preexec_fn``: between
+    fork and exec a child of this (threaded, gRPC-loaded) test process can abort in gRPC's fork
+    handlers, and did, 1 run in about 20."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "E2E_DRA"))}
     base["E2E_DRA_RELEASE_SOURCE"] = "download"
     if cache is not None:
         base["KUBERNETES_SERVER_CACHE_DIR"] = str(cache)
         base["E2E_DRA_CACHE_DIR"] = str(cache.parent / "root")
+    launcher = [sys.executable, "-m", "e2e_dra.cli"]
+    if file_size_limit is not None:
+        launcher = [sys.executable, "-c", _LIMITED_LAUNCHER, str(file_size_limit)]
     return subprocess.run(
-        [sys.executable, "-m", "e2e_dra.cli", *args],
+        [*launcher, *args],
         stdout=stdout,
         stderr=subprocess.PIPE,
         text=True,
         timeout=timeout,
         env={**base, **(env or {})},
-        preexec_fn=preexec_fn,  # type: ignore[arg-type]
         check=False,
     )
 
@@ -257,13 +268,6 @@ def test_an_immutable_cache_dir(release_server: ReleaseServer, tmp_path: Path) -
     one_line(proc, 6, str(cache / ".locks"), "Operation not permitted")
 
 
-def _limit_file_size(limit: int) -> object:
-    def apply() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    return apply
-
-
 def test_a_full_disk_while_downloading(release_server: ReleaseServer, tmp_path: Path) -> None:
     release_server.add_release("v1.36.5", release_members(binary_size=400_000))
     cache = tmp_path / "c"
@@ -273,7 +277,7 @@ def test_a_full_disk_while_downloading(release_server: ReleaseServer, tmp_path: 
         "--base-url",
         release_server.url,
         cache=cache,
-        preexec_fn=_limit_file_size(200_000),
+        file_size_limit=200_000,
     )
     one_line(proc, 6, "File too large")
     assert no_entries(cache) == []
@@ -289,7 +293,7 @@ def test_an_unpack_that_failed_does_not_download_again(
     release_server.add_release("v1.36.5", members)
     cache = tmp_path / "c"
     args = ("download", "v1.36.5", "--base-url", release_server.url)
-    failed = e2e_dra(*args, cache=cache, preexec_fn=_limit_file_size(1_000_000))
+    failed = e2e_dra(*args, cache=cache, file_size_limit=1_000_000)
     one_line(failed, 6, "File too large")
     assert release_server.count(TARBALL) == 1
     again = e2e_dra(*args, cache=cache)

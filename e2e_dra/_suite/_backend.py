@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from e2e_dra._suite._attempts import Attempts
 from e2e_dra._suite._findings import Findings
 from e2e_dra._suite._harnesses import Harnesses
 from e2e_dra._suite._plan import Entry
@@ -27,6 +26,7 @@ from e2e_dra.releases import VersionsUnderTest, versions_under_test
 from e2e_dra.settings import settings
 from e2e_dra.subtest import Context, unsupported_release
 from e2e_dra.waits import abort_when, eventually
+from hostkit import Attempts
 from localupcluster import Cluster
 
 NAMESPACE = "default"
@@ -190,7 +190,7 @@ class ClusterBackend:
         after a plugin unregisters) runs for all of them at once; then one wait checks that the
         kubelet removed the ResourceSlices of every driver (upstream: ``IsGone`` per driver).
         """
-        attempts = Attempts("cleanup", logger.info)
+        attempts = Attempts("cleanup", logger.info, note="e2e-dra: cleanup also failed")
         live = self._api_reachable()
         stopped, dropped_fields = self.harnesses.close(attempts, tear_down=live)
         self.findings.hold(dropped_fields)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from e2e_dra._suite._attempts import Attempts
 from e2e_dra._suite._nets import (
     ClaimWatch,
     Finding,
@@ -25,6 +24,7 @@ from e2e_dra._suite._nets import (
 )
 from e2e_dra._suite._plan import CLEANUP, Entry
 from e2e_dra.kube import Kube
+from hostkit import Attempts
 
 AT_CLEANUP = "the cleanup"
 

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from e2e_dra._suite._artifacts import write_json
-from e2e_dra._suite._attempts import Attempts
 from e2e_dra._suite._nets import Finding
 from e2e_dra.builder import Builder
 from e2e_dra.driver import Driver
 from e2e_dra.kube import Kube
+from hostkit import Attempts
 
 SLICES_TIMEOUT = 300.0
 REGISTRATION_TIMEOUT = 60.0

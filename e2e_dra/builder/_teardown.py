@@ -16,6 +16,7 @@ from e2e_dra.builder._api import ObjectClient
 from e2e_dra.builder._objects import RESOURCE_V1, SCHEDULING_V1BETA1
 from e2e_dra.kube import Kube, path, retrying
 from e2e_dra.waits import eventually
+from hostkit import Attempts
 
 DRIVER_POD_LABEL = ("app.kubernetes.io/part-of", "dra-test-driver")
 TEARDOWN_TIMEOUT = 60.0
@@ -62,14 +63,10 @@ class Sweeper:
         """Deferred cleanups (newest first), test pods, pod groups, claims, until the driver
         (``prepared_claims``) has unprepared them all, then the tracked classes. Tries every
         step; raises the first error at the end."""
-        errors: list[BaseException] = []
+        attempts = Attempts("tear-down", self.log)
 
         def attempt(step: str, fn: Callable[[], object]) -> None:
-            try:
-                retrying(fn)()
-            except Exception as exc:
-                self.log(f"tear-down: {step} failed: {exc}")
-                errors.append(exc)
+            attempts(step, retrying(fn))
 
         while self._deferred:
             cleanup = self._deferred.pop()
@@ -106,8 +103,7 @@ class Sweeper:
                 ),
             )
         self._classes.clear()
-        if errors:
-            raise errors[0]
+        attempts.raise_first()
 
     def _test_pods(self) -> list[dict]:
         key, value = DRIVER_POD_LABEL

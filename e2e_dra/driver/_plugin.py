@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,7 +33,7 @@ from e2e_dra.driver._rpc import handler, short_name
 from e2e_dra.driver._server import serve_unix, stop_server
 from e2e_dra.driver._slices import Pool, SlicePublisher
 from e2e_dra.errors import E2EDRAError
-from hostkit import poll
+from hostkit import Attempts, poll
 
 if TYPE_CHECKING:
     from e2e_dra.kube import Kube
@@ -152,37 +151,31 @@ class Driver:
         Every step is tried even when an earlier one fails (an API server that is away must not
         strand the RBAC objects or the log handler); the first error is raised at the end.
         """
-        errors: list[BaseException] = []
-
-        def attempt(step: Callable[[], object]) -> None:
-            try:
-                step()
-            except Exception as exc:
-                log.warning("driver %s: stopping: %s", self.name, exc)
-                errors.append(exc)
-
-        attempt(self.health.close)
+        attempts = Attempts(f"driver {self.name}: stopping", log.warning)
+        attempts("close the health service", self.health.close)
         while self._servers:
             server, socket = self._servers.pop()
-            attempt(lambda server=server, socket=socket: stop_server(server, socket))
+            attempts(
+                f"stop {socket}", lambda server=server, socket=socket: stop_server(server, socket)
+            )
         publisher, self._publisher = self._publisher, None
         if publisher is not None:
             registered = self.calls.succeeded(REGISTRATION_METHOD)
             # The kubelet removes node-local slices of a plugin that went away; everything else
             # (cluster-wide slices, or a driver the kubelet never knew) is ours to remove.
-            attempt(
+            attempts(
+                "remove its ResourceSlices",
                 lambda: publisher.stop(
                     delete=lambda item: (
                         not (registered and (item.get("spec") or {}).get("nodeName"))
                     )
-                )
+                ),
             )
         identity, self._identity = self._identity, None
         if identity is not None:
-            attempt(identity.delete)
+            attempts("delete its RBAC identity", identity.delete)
         self._close_log()
-        if errors:
-            raise errors[0]
+        attempts.raise_first()
 
     @property
     def _threads(self) -> str:

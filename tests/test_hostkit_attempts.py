@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from e2e_dra._suite._attempts import Attempts
+from hostkit import Attempts
 
 
 def test_every_step_is_tried_and_the_first_error_raised_with_the_others_as_notes() -> None:
     logged: list[str] = []
     ran: list[str] = []
-    attempts = Attempts("cleanup", logged.append)
+    attempts = Attempts("cleanup", logged.append, note="e2e-dra: cleanup also failed")
 
     def failing(name: str) -> None:
         ran.append(name)

@@ -12,11 +12,16 @@ from collections.abc import Callable
 
 
 class Attempts:
-    """The failures of one sequence of steps (``what``: "cleanup"), raised together at the end."""
+    """The failures of one sequence of steps (``what``: "cleanup"), raised together at the end.
 
-    def __init__(self, what: str, log: Callable[[str], object]) -> None:
+    ``note``: how the other failures are introduced on the first ("e2e-dra: cleanup also
+    failed: ..."; by default ``what`` + " also failed").
+    """
+
+    def __init__(self, what: str, log: Callable[[str], object], *, note: str | None = None) -> None:
         self.what = what
         self._log = log
+        self._note = note if note is not None else f"{what} also failed"
         self.errors: list[BaseException] = []
 
     def __call__(self, step: str, fn: Callable[[], object]) -> None:
@@ -37,5 +42,5 @@ class Attempts:
             return
         first, *others = self.errors
         for other in others:
-            first.add_note(f"e2e-dra: {self.what} also failed: {type(other).__name__}: {other}")
+            first.add_note(f"{self._note}: {type(other).__name__}: {other}")
         raise first

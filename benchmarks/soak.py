@@ -8,8 +8,12 @@ outcome and seconds. Per run it prints the result, the wall time and each step's
 the failure rate (with the first failure of each failed run) and, per step, the median, min and
 max over the runs that reached it.
 
+``--within MINUTES`` bounds the whole soak: no run is started that, at the median time of the
+runs so far, would end after it (the first run always starts), so a soak fits the window it was
+given (a CI job, a work session) and says how many of the runs asked for it made.
+
 Needs what the main job needs (root, releases, node runtime). Usage:
-``python benchmarks/soak.py [-n 10] [--seed 1] [-- -k core-dra]``.
+``python benchmarks/soak.py [-n 10] [--seed 1] [--within 120] [-- -k core-dra]``.
 """
 
 from __future__ import annotations
@@ -80,9 +84,10 @@ def report_run(run: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def report_all(runs: list[dict[str, Any]]) -> None:
+def report_all(runs: list[dict[str, Any]], asked: int) -> None:
     failed = [r for r in runs if not r["passed"]]
-    print(f"\n{len(runs)} runs, {len(failed)} failed ({100 * len(failed) / len(runs):.0f}%)")
+    of = f" of {asked} asked for" if len(runs) < asked else ""
+    print(f"\n{len(runs)} runs{of}, {len(failed)} failed ({100 * len(failed) / len(runs):.0f}%)")
     for run in failed:
         cause = run["failures"][0] if run["failures"] else f"see {run['log']}"
         print(f"  run {run['run']} (seed {run['seed']}): {cause[:300]}")
@@ -106,14 +111,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--artifacts", type=Path,
                         default=Path(os.environ.get("ARTIFACTS") or "/tmp/artifacts"),
                         help="root of the runs' artifacts (default: $ARTIFACTS)")  # fmt: skip
+    parser.add_argument("--within", type=float, metavar="MINUTES",
+                        help="start no run that would end after this many minutes "
+                        "(at the median run time so far)")  # fmt: skip
     parser.add_argument("pytest_args", nargs="*", help="after --: more pytest arguments")
     args = parser.parse_args(argv)
-    runs = []
+    if args.runs < 1 or (args.within is not None and args.within <= 0):
+        parser.error("--runs and --within must be positive")
+    started = time.monotonic()
+    runs: list[dict[str, Any]] = []
     for index in range(1, args.runs + 1):
+        if runs and args.within is not None:
+            typical = statistics.median(r["wall_seconds"] for r in runs)
+            left = args.within * 60 - (time.monotonic() - started)
+            if typical > left:
+                print(f"stopping after {len(runs)} runs: another takes about {typical:.0f}s, "
+                      f"{max(left, 0):.0f}s of --within {args.within:g} min are left")  # fmt: skip
+                break
         run = run_once(index, args.seed + index - 1, args.artifacts, args.pytest_args)
         report_run(run)
         runs.append(run)
-    report_all(runs)
+    report_all(runs, args.runs)
     (args.artifacts / "soak.json").write_text(json.dumps(runs, indent=1) + "\n")
     print(f"\nall figures: {args.artifacts / 'soak.json'}")
     return 0 if all(r["passed"] for r in runs) else 1

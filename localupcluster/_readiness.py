@@ -7,8 +7,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-import httpx
-
 from localupcluster._components import ETCD
 from localupcluster._tls import AdminTLS, unverified
 from localupcluster.cmd import Cmd
@@ -66,6 +64,8 @@ def _poll(cmd: Cmd, deadline: float, what: str, check: Callable[[], str | None])
 
 
 def wait_http_ready(cmd: Cmd, probe: Probe, deadline: float) -> None:
+    import httpx  # heavy: kept out of e2e-dra --help
+
     with httpx.Client(verify=probe.verify, timeout=5.0) as client:
 
         def check() -> str | None:
@@ -80,6 +80,8 @@ def wait_http_ready(cmd: Cmd, probe: Probe, deadline: float) -> None:
 
 def wait_nodes_ready(cmd: Cmd, api_url: str, tls: AdminTLS, deadline: float) -> None:
     """Until there is at least one node and every node has condition Ready=True."""
+    import httpx  # heavy: kept out of e2e-dra --help
+
     with httpx.Client(verify=tls.verified, timeout=5.0) as client:
 
         def check() -> str | None:

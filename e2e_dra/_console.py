@@ -16,10 +16,12 @@ import functools
 import logging
 import sys
 from collections.abc import Iterator
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from e2e_dra.settings import settings
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 PROGRESS_LOGGERS = ("e2e_dra", "localupcluster")
 """Loggers whose INFO records are progress lines; other libraries' (httpx, kubernetes) show from
@@ -36,6 +38,8 @@ def in_ci() -> bool:
 @functools.cache
 def console() -> Console:
     """The stderr console; stdout stays free for values other tools read."""
+    from rich.console import Console  # heavy: kept out of e2e-dra --help
+
     interactive = sys.stderr.isatty() and not in_ci()
     return Console(
         stderr=True,

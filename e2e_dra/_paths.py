@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from platformdirs import user_cache_dir
+
 from e2e_dra.settings import settings
 
 APP_NAME = "e2e-dra"
@@ -20,8 +22,6 @@ def cache_root() -> Path:
     explicit = settings().cache_dir
     if explicit is not None:
         return explicit
-    from platformdirs import user_cache_dir
-
     return Path(user_cache_dir(APP_NAME, appauthor=False))
 
 

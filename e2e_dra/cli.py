@@ -14,17 +14,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import os
 import signal
 import sys
 import tempfile
 import traceback
 from collections.abc import Sequence
-from types import FrameType
+from types import FrameType, ModuleType
 from typing import NoReturn, TextIO
 
 from e2e_dra import __version__
+from e2e_dra._console import showing_progress
+from e2e_dra.commands import build, cluster, driver, provision, releases
 from e2e_dra.errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
@@ -38,14 +39,8 @@ from localupcluster import ClusterError
 
 PROG = "e2e-dra"
 
-# One line per area; each module exposes ``register(subparsers) -> None``.
-COMMAND_MODULES: tuple[str, ...] = (
-    "e2e_dra.commands.releases",
-    "e2e_dra.commands.build",
-    "e2e_dra.commands.provision",
-    "e2e_dra.commands.driver",
-    "e2e_dra.commands.cluster",
-)
+# One module per area, in the order --help lists them; each has ``register(subparsers) -> None``.
+COMMAND_MODULES: tuple[ModuleType, ...] = (releases, build, provision, driver, cluster)
 
 
 class _OneLineErrorParser(argparse.ArgumentParser):
@@ -66,8 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(
         title="commands", metavar="COMMAND", required=True, parser_class=_OneLineErrorParser
     )
-    for module_name in COMMAND_MODULES:
-        importlib.import_module(module_name).register(subparsers)
+    for module in COMMAND_MODULES:
+        module.register(subparsers)
     return parser
 
 
@@ -93,8 +88,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        from e2e_dra._console import showing_progress  # rich: not for --help
-
         with showing_progress():
             status = int(args.handler(args) or 0)
     except (E2EDRAError, ClusterError) as exc:

@@ -10,6 +10,8 @@ is full" without parsing text; tracebacks are for our bugs only (and go to a fil
 
 from __future__ import annotations
 
+import errno
+
 # Exit statuses, one per kind of failure. ``e2e-dra --help`` prints this table (EXIT_STATUS_HELP).
 EXIT_FAILED = 1  # anything of ours without a more precise class
 EXIT_USAGE = 2  # argparse: unknown command or option
@@ -92,8 +94,6 @@ class ExecError(E2EDRAError):
 def describe_os_error(exc: OSError, where_else: object = None) -> str:
     """One line for an OSError: the path (``where_else`` when the error names none), what went
     wrong, and the usual way out."""
-    import errno
-
     where = exc.filename if exc.filename is not None else where_else
     where = f"writing under {where}" if exc.filename is None and where else where or "(no path)"
     what = exc.strerror or str(exc)

@@ -82,7 +82,7 @@ class Kube:
         user_agent: str = "e2e-dra",
         headers: Mapping[str, str] | None = None,
     ):
-        from kubernetes import client
+        from kubernetes import client  # heavy (0.5 s): kept out of e2e-dra --help
 
         self._configuration = configuration
         self._user_agent = user_agent
@@ -299,7 +299,7 @@ def transient(exc: BaseException) -> bool:
         return any(text in exc.message for text in _TRANSIENT_TEXT)
     if isinstance(exc, (ConnectionError, EOFError, http.client.HTTPException)):
         return True
-    from kubernetes.client.exceptions import ApiException
+    from kubernetes.client.exceptions import ApiException  # heavy, as is urllib3 (its transport)
     from urllib3.exceptions import HTTPError
 
     if isinstance(exc, HTTPError):

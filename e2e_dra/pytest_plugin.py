@@ -23,23 +23,34 @@ without a cluster, with nothing in this package that knows about them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import random
 import shutil
+import signal
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
+from e2e_dra._console import LINE_FORMAT, PROGRESS_LOGGERS, TIME_FORMAT, is_progress
+from e2e_dra._paths import artifacts_dir
+from e2e_dra._suite._artifacts import Summary
+from e2e_dra._suite._plan import (
+    GATE_CYCLE,
+    UPGRADE_SUITES,
+    Entry,
+    gate_cycle_plan,
+    needed,
+    upgrade_downgrade_plan,
+)
+from e2e_dra._suite._run import Backend, SuiteRun
 from e2e_dra.errors import InputError
 from e2e_dra.settings import Settings, use
-
-if TYPE_CHECKING:
-    from e2e_dra._suite._plan import Entry
-    from e2e_dra._suite._run import Backend, SuiteRun
+from e2e_dra.subtest import GateCycleSubtest, Subtest, discover
 
 SUITE_ATTR = "E2E_DRA_SUITE"
 STEP_FIXTURE = "e2e_dra_step"
@@ -121,8 +132,6 @@ def pytest_configure(config: pytest.Config) -> None:
 def _progress_at_info() -> dict[str, int]:
     """Our loggers record INFO in every run, so a failed test's report shows its progress lines
     ("Captured log"), live logging or not; their levels of before, to hand back."""
-    from e2e_dra._console import PROGRESS_LOGGERS
-
     before = {name: logging.getLogger(name).level for name in PROGRESS_LOGGERS}
     for name in PROGRESS_LOGGERS:
         logging.getLogger(name).setLevel(logging.INFO)
@@ -133,8 +142,6 @@ def _turn_on_live_logging(config: pytest.Config) -> bool:
     """``log_cli`` at INFO as ``[HH:MM:SS] message``, unless the user chose live logging.
 
     Runs before pytest's logging plugin reads these options (it configures last)."""
-    from e2e_dra._console import LINE_FORMAT, TIME_FORMAT
-
     if config.getoption("log_cli_level", None) is not None or config.getini("log_cli"):
         return False
     config.option.log_cli_level = "INFO"
@@ -147,8 +154,6 @@ def _turn_on_live_logging(config: pytest.Config) -> bool:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Our live logging shows progress records, and only while a suite runs."""
-    from e2e_dra._console import is_progress
-
     state = session.config.stash[_STATE]
     logging_plugin = session.config.pluginmanager.get_plugin("logging-plugin")
     if not state.live or logging_plugin is None:
@@ -174,16 +179,6 @@ def _suite_of(module: Any) -> str | None:
 
 def _load(config: pytest.Config, suite: str) -> list[Entry]:
     """The suite's plan (discovering its subtests the first time)."""
-    import functools
-
-    from e2e_dra._suite._plan import (
-        GATE_CYCLE,
-        UPGRADE_SUITES,
-        gate_cycle_plan,
-        upgrade_downgrade_plan,
-    )
-    from e2e_dra.subtest import GateCycleSubtest, Subtest, discover
-
     state = config.stash[_STATE]
     if suite not in state.plans:
         if suite in UPGRADE_SUITES:
@@ -214,8 +209,6 @@ def _entry_of(item: pytest.Item) -> Entry | None:
     callspec = getattr(item, "callspec", None)
     if callspec is None:
         return None
-    from e2e_dra._suite._plan import Entry
-
     for fixture in (STEP_FIXTURE, PHASE_FIXTURE):
         entry = callspec.params.get(fixture)
         if isinstance(entry, Entry):
@@ -234,8 +227,6 @@ def pytest_collection_modifyitems(
     if not entries:
         _quiet_live_logging(config)
         return result
-    from e2e_dra._suite._plan import needed
-
     state = config.stash[_STATE]
     selected = {id(item) for item in items}
     blocks: dict[str, list[pytest.Item]] = {}
@@ -300,10 +291,6 @@ def _write_line(config: pytest.Config, line: str) -> None:
 @pytest.fixture(scope="module")
 def e2e_dra_run(request: pytest.FixtureRequest) -> Iterator[SuiteRun]:
     """The running suite of this module; its teardown stops the cluster (also on -x, Ctrl-C)."""
-    from e2e_dra._paths import artifacts_dir
-    from e2e_dra._suite._artifacts import Summary
-    from e2e_dra._suite._run import SuiteRun
-
     config = request.config
     suite = _suite_of(request.module)
     if suite is None:
@@ -339,7 +326,6 @@ def _sigterm_as_ctrl_c() -> Iterator[None]:
     """SIGTERM (a CI job cancelled, ``kill``) ends the run as Ctrl-C does: the phase is reported
     interrupted, the cluster is stopped and summary.json is finished -- instead of the default,
     an instant death that leaves all of that undone."""
-    import signal
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"{signal.Signals(signum).name} received")
@@ -357,8 +343,8 @@ def _sigterm_as_ctrl_c() -> Iterator[None]:
 @pytest.hookimpl(trylast=True)
 def pytest_e2e_dra_backend(suite: str, subtests: Mapping[str, Any], artifacts: Path) -> Backend:
     """The real cluster: the answer when no other plugin of the run gives one."""
-    from e2e_dra._suite._plan import GATE_CYCLE
-
+    # The real backends load the engine, the releases (httpx) and the driver (grpc): heavy, and
+    # this plugin loads in every pytest run, so they are imported when one is asked for.
     if suite == GATE_CYCLE:
         from e2e_dra._suite._gate_cycle import GateCycleBackend
 

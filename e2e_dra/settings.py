@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from e2e_dra.errors import InputError
 
@@ -75,8 +76,6 @@ def number(text: str) -> float:
 
 def release_tree_url(text: str) -> str:
     """A release tree URL we can use: http(s), a host, parseable."""
-    from urllib.parse import urlsplit
-
     try:
         parts = urlsplit(text)
         parts.port  # noqa: B018 - raises ValueError on a bad port

@@ -17,6 +17,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from e2e_dra.versions import matches, release_specifier
+
 if TYPE_CHECKING:
     from e2e_dra.builder import Builder
     from e2e_dra.driver import Driver, Pool
@@ -93,8 +95,6 @@ class GateCycleSubtest:
 def _check_releases(name: str, releases: str | None) -> None:
     """A malformed specifier fails when the subtest module is imported, not mid-run."""
     if releases is not None:
-        from e2e_dra.versions import release_specifier
-
         release_specifier(releases)
 
 
@@ -102,8 +102,6 @@ def unsupported_release(releases: str | None, *versions: str) -> str | None:
     """The first of ``versions`` (``v1.36.5``) that ``releases`` excludes, or None."""
     if releases is None:
         return None
-    from e2e_dra.versions import matches
-
     return next((v for v in versions if not matches(releases, v)), None)
 
 

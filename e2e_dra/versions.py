@@ -17,12 +17,10 @@ import shlex
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from e2e_dra.errors import VersionError
-
-if TYPE_CHECKING:
-    from packaging.specifiers import SpecifierSet
 
 __all__ = [
     "KubeVersion",
@@ -173,8 +171,6 @@ def release_specifier(text: str) -> SpecifierSet:
 
     Kubernetes pre-release names are turned into PEP 440 ones; :func:`matches` applies it.
     """
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
     converted = _SPEC_VERSION_RE.sub(
         lambda m: f"{m[1]}{_PEP440_PRE[m[2]]}{m[3]}", text.replace(" ", "")
     )

@@ -3,8 +3,6 @@ other binaries or feature gates: the engine of an upgrade/downgrade test (a port
 test/utils/localupcluster).
 """
 
-from typing import TYPE_CHECKING, Any
-
 from localupcluster._components import (
     COMPONENTS,
     FEATURE_GATED_COMPONENTS,
@@ -23,36 +21,8 @@ from localupcluster._gates import (
 )
 from localupcluster._log import Log
 from localupcluster._parse import RunLine, parse_run_line, parse_setting, split_command_line
-
-if TYPE_CHECKING:
-    from localupcluster.cluster import (
-        Cluster,
-        ModifyOptions,
-        ReadyTime,
-        binary_index,
-        log_dir_for_test,
-    )
-    from localupcluster.cmd import Cmd
-
-# The process engine pulls in httpx and the TLS helpers; the CLI only needs names and parsers, so
-# those load on first use.
-_LAZY = {
-    "Cluster": "localupcluster.cluster",
-    "ModifyOptions": "localupcluster.cluster",
-    "ReadyTime": "localupcluster.cluster",
-    "binary_index": "localupcluster.cluster",
-    "log_dir_for_test": "localupcluster.cluster",
-    "Cmd": "localupcluster.cmd",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'localupcluster' has no attribute {name!r}")
-
+from localupcluster.cluster import Cluster, ModifyOptions, ReadyTime, binary_index, log_dir_for_test
+from localupcluster.cmd import Cmd
 
 __all__ = [
     "COMPONENTS",

@@ -6,8 +6,6 @@ import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-import httpx
-
 from hostkit import poll
 from localupcluster._components import ETCD
 from localupcluster._tls import AdminTLS, unverified
@@ -65,6 +63,8 @@ def _wait(cmd: Cmd, timeout: float, what: str, check: Callable[[], str | None]) 
 
 
 def wait_http_ready(cmd: Cmd, probe: Probe, timeout: float) -> None:
+    import httpx  # heavy: kept out of e2e-dra --help
+
     with httpx.Client(verify=probe.verify, timeout=5.0) as client:
 
         def check() -> str | None:
@@ -79,6 +79,8 @@ def wait_http_ready(cmd: Cmd, probe: Probe, timeout: float) -> None:
 
 def wait_nodes_ready(cmd: Cmd, api_url: str, tls: AdminTLS, timeout: float) -> None:
     """Until there is at least one node and every node has condition Ready=True."""
+    import httpx  # heavy: kept out of e2e-dra --help
+
     with httpx.Client(verify=tls.verified, timeout=5.0) as client:
 
         def check() -> str | None:

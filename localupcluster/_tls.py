@@ -14,8 +14,6 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from localupcluster._errors import ClusterError
 
 
@@ -64,6 +62,8 @@ def _current(config: dict, kind: str, name: str | None) -> dict:
 
 def admin_tls(kubeconfig: Path) -> AdminTLS:
     """Contexts for the apiserver (verified) and kubelet (client cert, unverified server)."""
+    import yaml  # heavy: kept out of e2e-dra --help
+
     try:
         config = yaml.safe_load(kubeconfig.read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:

@@ -27,6 +27,7 @@ from __future__ import annotations
 from e2e_dra.builder import Builder, object_path
 from e2e_dra.kube import Kube, KubeError, NotFound, path, retrying
 from e2e_dra.subtest import Context, Phase, Subtest
+from e2e_dra.waits import eventually
 from subtests._pools import devices_per_node
 
 ADMIN_LABEL = "resource.kubernetes.io/admin-access"
@@ -223,8 +224,6 @@ def _in(ctx: Context, namespace: str) -> Builder:
 
 
 def _wait_service_account(ctx: Context, namespace: str) -> None:
-    from e2e_dra.waits import eventually
-
     eventually(
         lambda: ctx.kube.get(path("v1", "serviceaccounts", "default", namespace=namespace)),
         what=f"service account {namespace}/default",

@@ -45,14 +45,14 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from e2e_dra.driver import CLIENT_GONE, GRPCCall
+from e2e_dra.kube import path
+from e2e_dra.provision import running_ctr
 from e2e_dra.subtest import Context, Phase, Subtest
 from e2e_dra.waits import eventually
 from subtests._pools import devices_per_node
-
-if TYPE_CHECKING:
-    from e2e_dra.driver import GRPCCall
 
 CALL_TIMEOUT = 60.0
 PREPARE = "/NodePrepareResources"
@@ -112,8 +112,6 @@ def initial(ctx: Context) -> Phase:
         ctx.facts["kubelet_restarted_during_upgrade"] = restarted
         block.release()
         ctx.builder.test_pod(pod)
-        from e2e_dra.driver import CLIENT_GONE
-
         with ctx.step("one prepare call succeeded, the kubelet's after its restart"):
             calls = _all_done(ctx, PREPARE, uid)
             succeeded = [i for i, call in calls if call.error is None]
@@ -246,8 +244,6 @@ def _reboot(ctx: Context, pod_name: str, uid: str) -> None:
 
 
 def _kubelet_version(ctx: Context) -> str:
-    from e2e_dra.kube import path
-
     node = ctx.kube.get(path("v1", "nodes", ctx.nodes[0]))
     return str(node.get("status", {}).get("nodeInfo", {}).get("kubeletVersion"))
 
@@ -260,8 +256,6 @@ def _container(pod: dict) -> dict:
 def _kill_pod_processes(pod_uid: str) -> list[str]:
     """SIGKILL every running task of the pod (sandbox and containers) in containerd's CRI
     namespace; the tasks killed. The CRI plugin sees them exit as a reboot would leave them."""
-    from e2e_dra.provision import running_ctr
-
     ctr = [*running_ctr(), "-n", CRI_NAMESPACE]
     pod = f'labels."io.kubernetes.pod.uid"=={pod_uid}'
     ours = _ctr(ctr, "containers", "ls", "-q", pod).split()

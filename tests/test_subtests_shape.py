@@ -986,12 +986,10 @@ esac
 def test_kubelet_restart_kills_the_pods_sandbox_first_and_nothing_else(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import e2e_dra.provision
-
     ctr = tmp_path / "ctr"
     ctr.write_text(FAKE_CTR)
     ctr.chmod(0o755)
-    monkeypatch.setattr(e2e_dra.provision, "running_ctr", lambda: [str(ctr), "--address", "s"])
+    monkeypatch.setattr(kubelet_restart, "running_ctr", lambda: [str(ctr), "--address", "s"])
     assert kubelet_restart._kill_pod_processes("p1") == ["s1", "c1"]
     kills = [line for line in (tmp_path / "calls").read_text().splitlines() if "kill" in line]
     assert kills == ["tasks kill --signal SIGKILL s1", "tasks kill --signal SIGKILL c1"]

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
+import threading
 from pathlib import Path
 from typing import Any
 
+from e2e_dra._paths import artifacts_dir
+from e2e_dra.errors import E2EDRAError
 from e2e_dra.settings import settings
 
 logger = logging.getLogger(__name__)
@@ -56,10 +60,6 @@ class _Interrupted(Exception):
 
 
 def _up(args: argparse.Namespace) -> int:
-    import signal
-    import threading
-
-    from e2e_dra._paths import artifacts_dir
     from localupcluster import Cluster, parse_feature_gates
 
     parse_feature_gates(args.feature_gates, where="--feature-gates")
@@ -71,8 +71,6 @@ def _up(args: argparse.Namespace) -> int:
         source_dir = source_dir or current.source_dir
         bin_dir = bin_dir or current.bin_dir
     if source_dir is None:
-        from e2e_dra.errors import E2EDRAError
-
         raise E2EDRAError(
             "no Kubernetes source tree for hack/local-up-cluster.sh: pass --source-dir"
         )

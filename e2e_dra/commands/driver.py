@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
+import threading
 from pathlib import Path
 from typing import Any
+
+from e2e_dra.errors import E2EDRAError
+from e2e_dra.settings import settings
 
 logger = logging.getLogger(__name__)
 
@@ -81,9 +86,6 @@ def _count(text: str) -> int:
 
 def _kubeconfig(explicit: Path | None) -> Path:
     """``--kubeconfig``, else ``KUBECONFIG``, else local-up-cluster.sh's admin kubeconfig."""
-    from e2e_dra.errors import E2EDRAError
-    from e2e_dra.settings import settings
-
     chosen = explicit or settings().kubeconfig or Path("/var/run/kubernetes/admin.kubeconfig")
     if not chosen.is_file():
         raise E2EDRAError(f"--kubeconfig: no such file: {chosen}")
@@ -91,10 +93,6 @@ def _kubeconfig(explicit: Path | None) -> Path:
 
 
 def _kubelet_plugin(args: argparse.Namespace) -> int:
-    import logging
-    import signal
-    import threading
-
     from e2e_dra.driver import Driver, node_devices
     from e2e_dra.kube import Kube
 

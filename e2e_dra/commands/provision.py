@@ -8,6 +8,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from e2e_dra._console import console
 from e2e_dra.settings import settings
 
 logger = logging.getLogger(__name__)
@@ -71,22 +72,19 @@ def _provision(args: argparse.Namespace) -> int:
     try:
         runtime = ensure_node_runtime(source_dir, check_only=args.check)
     except NodeRuntimeIncomplete as incomplete:
-        _print_results(incomplete.results)
+        _print_results(incomplete.results, node_dir())
         raise
-    _print_results(runtime.results)
+    _print_results(runtime.results, node_dir())
     if args.print_env:
         for key, value in runtime.env().items():
             print(f"export {key}={shlex.quote(value)}")
     return 0
 
 
-def _print_results(results: list[Any]) -> None:
-    from rich.table import Table
+def _print_results(results: list[Any], node: Path) -> None:
+    from rich.table import Table  # heavy: kept out of e2e-dra --help
 
-    from e2e_dra._console import console
-    from e2e_dra.provision import node_dir
-
-    table = Table("piece", "state", "seconds", "detail", title=f"node runtime in {node_dir()}")
+    table = Table("piece", "state", "seconds", "detail", title=f"node runtime in {node}")
     for result in results:
         table.add_row(result.name, result.action, f"{result.seconds:.1f}", result.detail)
     console().print(table)

@@ -8,31 +8,10 @@ API by a watch. ``e2e-dra driver kubelet-plugin`` runs the same driver standalon
 The gRPC stubs in ``_pb`` come from ``proto/``: ``python -m e2e_dra.driver.proto.generate``.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from e2e_dra.driver._calls import CLIENT_GONE, FAULTABLE_METHODS, CallLog, GRPCCall
-    from e2e_dra.driver._node_service import ClaimRef, claim_env_name
-    from e2e_dra.driver._plugin import Driver, DriverError
-    from e2e_dra.driver._slices import DroppedFieldsError, Pool, node_devices
-
-# Lazy, so that importing the driver for its names does not load grpc.
-_HOMES = {
-    "CLIENT_GONE": "_calls",
-    "FAULTABLE_METHODS": "_calls",
-    "CallLog": "_calls",
-    "GRPCCall": "_calls",
-    "ClaimRef": "_node_service",
-    "claim_env_name": "_node_service",
-    "Driver": "_plugin",
-    "DriverError": "_plugin",
-    "DroppedFieldsError": "_slices",
-    "Pool": "_slices",
-    "node_devices": "_slices",
-}
+from e2e_dra.driver._calls import CLIENT_GONE, FAULTABLE_METHODS, CallLog, GRPCCall
+from e2e_dra.driver._node_service import ClaimRef, claim_env_name
+from e2e_dra.driver._plugin import Driver, DriverError
+from e2e_dra.driver._slices import DroppedFieldsError, Pool, node_devices
 
 __all__ = [
     "CLIENT_GONE",
@@ -47,9 +26,3 @@ __all__ = [
     "claim_env_name",
     "node_devices",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)

@@ -18,6 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from e2e_dra._platform import host_platform
 from e2e_dra.errors import ProvisionError
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10.2"
@@ -191,8 +192,6 @@ def import_image(ctr: list[str], image: ImageArchive) -> None:
 
 
 def go_arch() -> str:
-    from e2e_dra._platform import host_platform
-
     return host_platform()[1]
 
 

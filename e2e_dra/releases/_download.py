@@ -18,25 +18,30 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+import httpx
 
 from e2e_dra._cache import CacheEntry
 from e2e_dra._paths import server_cache_dir
 from e2e_dra._platform import host_platform
 from e2e_dra.errors import InputError, NotFoundError, ReleaseError, VersionError
-from e2e_dra.releases import SERVER_COMPONENTS, Release
 from e2e_dra.releases._extract import extract_binaries
+from e2e_dra.releases._http import (
+    Budget,
+    check_base_url,
+    get_small,
+    new_client,
+    status_error,
+    with_retries,
+)
+from e2e_dra.releases._release import SERVER_COMPONENTS, Release
+from e2e_dra.releases._transfer import download
 from e2e_dra.settings import DEFAULT_RELEASE_URL as DEFAULT_BASE_URL
 from e2e_dra.settings import settings
 from e2e_dra.versions import Minor, parse_minor, parse_version
 from hostkit import write_if_changed
 
 logger = logging.getLogger(__name__)
-
-if TYPE_CHECKING:  # the network stack is imported only when it is needed: a cache hit needs none
-    import httpx
-
-    from e2e_dra.releases._http import Budget
 
 __all__ = ["BASE_URL_ENV", "DEFAULT_BASE_URL", "DownloadSource", "host_platform"]
 
@@ -62,8 +67,6 @@ class DownloadSource:
         transport: httpx.BaseTransport | None = None,
         budget: Budget | None = None,
     ) -> None:
-        from e2e_dra.releases._http import check_base_url
-
         given = check_base_url(base_url, "--base-url") if base_url else settings().release_url
         self.base_url = given.rstrip("/")
         self.cache_dir = Path(cache_dir) if cache_dir is not None else server_cache_dir()
@@ -78,8 +81,6 @@ class DownloadSource:
     def budget(self) -> Budget:
         """Made when first needed, so that its deadline counts from the first request."""
         if self._budget is None:
-            from e2e_dra.releases._http import Budget
-
             self._budget = Budget.from_env()
         return self._budget
 
@@ -87,8 +88,6 @@ class DownloadSource:
 
     def resolve(self, minor: str) -> str:
         """Newest stable release of ``minor`` (``stable-X.Y.txt``), else ``latest-X.Y.txt``."""
-        from e2e_dra.releases._http import get_small, new_client
-
         line = parse_minor(minor)
         with new_client(self._transport) as client:
             stable_url = f"{self.base_url}/stable-{line}.txt"
@@ -119,16 +118,12 @@ class DownloadSource:
         return None
 
     def _top_marker(self, name: str) -> str:
-        from e2e_dra.releases._http import get_small, new_client
-
         url = f"{self.base_url}/{name}"
         with new_client(self._transport) as client:
             return self._marker_version(url, get_small(client, url, self.budget), None)
 
     @staticmethod
     def _marker_version(url: str, response: httpx.Response, line: Minor | None) -> str:
-        from e2e_dra.releases._http import status_error
-
         if response.status_code != 200:
             raise status_error(url, response)
         text = response.text.strip()
@@ -166,9 +161,6 @@ class DownloadSource:
         return Release(version=tag, bin_dir=entry.path, source_dir=None, origin="download")
 
     def _populate(self, tag: str, entry: CacheEntry, target: Path) -> dict[str, object]:
-        from e2e_dra.releases._http import new_client
-        from e2e_dra.releases._transfer import download
-
         url = self.tarball_url(tag)
         partial_dir = self.cache_dir / ".partial" / entry.key
         part = partial_dir / (url.rsplit("/", 1)[1] + ".part")
@@ -216,8 +208,6 @@ class DownloadSource:
 
     def _published_digest(self, client: httpx.Client, url: str) -> tuple[str, str]:
         """The digest published next to the tarball: ``.sha512``, else ``.sha256``."""
-        from e2e_dra.releases._http import get_small, status_error
-
         for algorithm in CHECKSUM_ALGORITHMS:
             sidecar = f"{url}.{algorithm}"
             response = get_small(client, sidecar, self.budget)
@@ -239,7 +229,6 @@ class DownloadSource:
 
     def _tarball_status(self, client: httpx.Client, url: str) -> int:
         """The status a GET of the tarball starts with; its body is not read."""
-        from e2e_dra.releases._http import with_retries
 
         def attempt() -> int:
             with client.stream("GET", url, timeout=self.budget.timeout()) as response:

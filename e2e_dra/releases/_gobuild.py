@@ -29,7 +29,6 @@ from e2e_dra._gotool import GoToolchain, go_env, run_go, toolchain_for
 from e2e_dra._paths import cache_root
 from e2e_dra._platform import host_platform
 from e2e_dra.errors import ReleaseError, UnbuildableRelease
-from e2e_dra.releases import SERVER_COMPONENTS, Release
 from e2e_dra.releases._gomodule import (
     KUBERNETES_MODULE,
     Substitute,
@@ -41,6 +40,7 @@ from e2e_dra.releases._gomodule import (
     toolchain_directive,
 )
 from e2e_dra.releases._goproxy import ModuleProxy, escape_module_path, served_substitutes
+from e2e_dra.releases._release import SERVER_COMPONENTS, Release
 from e2e_dra.releases._standins import KNOWN_SPLITS, SMD_MODULE, assemble
 from e2e_dra.versions import is_minor, parse_version, previous_minor
 

@@ -13,10 +13,13 @@ import json
 import re
 import subprocess
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 
 import httpx
+from packaging.version import InvalidVersion, Version
 
+from e2e_dra._gotool import go_binary
 from e2e_dra.errors import ReleaseError, VersionError
 from e2e_dra.releases._gomodule import Substitute
 from e2e_dra.releases._http import get_small, new_client, status_error, with_retries
@@ -59,8 +62,6 @@ def proxy_url() -> str:
 
 
 def _go_env_goproxy() -> str:
-    from e2e_dra._gotool import go_binary
-
     try:
         out = subprocess.run(
             [go_binary(), "env", "GOPROXY"], capture_output=True, text=True, check=True, timeout=30
@@ -91,8 +92,6 @@ def served_substitutes(
     concurrently, and only when a release is built. ``allow_older=False`` only sorts out the
     refused ones (staging modules must match their release: an older one is no substitute).
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     with new_client(transport) as client:
         proxies = {module: ModuleProxy(module, base_url, client=client) for module, _ in requires}
         with ThreadPoolExecutor(max_workers=16) as pool:
@@ -160,7 +159,6 @@ class ModuleProxy:
 
     def newest_served_below(self, version: str) -> str | None:
         """The newest listed release of this module older than ``version`` that is served."""
-        from packaging.version import InvalidVersion, Version
 
         def key(text: str) -> Version | None:
             try:

@@ -17,8 +17,9 @@ import httpx
 
 from e2e_dra._platform import host_platform
 from e2e_dra.errors import E2EDRAError, ReleaseError, VersionError
-from e2e_dra.releases import Release, ReleaseSource
-from e2e_dra.releases._gobuild import BUILT_COMMANDS
+from e2e_dra.releases._download import DownloadSource
+from e2e_dra.releases._gobuild import BUILT_COMMANDS, GoBuildSource
+from e2e_dra.releases._release import Release, ReleaseSource
 from e2e_dra.settings import RELEASE_SOURCES, settings
 from e2e_dra.versions import is_minor, parse_version, previous_minor, source_version
 
@@ -55,11 +56,7 @@ def release_source(kind: str | None = None) -> ReleaseSource:
     if chosen is None:
         chosen = "download" if download_reachable() else "build"
     if chosen == "download":
-        from e2e_dra.releases._download import DownloadSource
-
         return DownloadSource()
-    from e2e_dra.releases._gobuild import GoBuildSource
-
     return GoBuildSource()
 
 
@@ -255,8 +252,6 @@ def _local_current() -> Release | None:
 
 
 def _module_source_tree(version: str) -> Path:
-    from e2e_dra.releases._gobuild import GoBuildSource
-
     try:
         return GoBuildSource().source_tree(version)
     except ReleaseError as exc:

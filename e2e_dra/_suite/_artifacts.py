@@ -11,13 +11,11 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from e2e_dra._suite._plan import Entry
+from e2e_dra.kube import Kube, KubeError, path
 from hostkit import atomic_write_text
-
-if TYPE_CHECKING:
-    from e2e_dra.kube import Kube
 
 
 def write_json(path: Path, data: Any) -> Path:
@@ -102,8 +100,6 @@ def resource_versions(kube: Kube) -> list[str]:
 
 def dump_cluster(kube: Kube, directory: Path, label: str, namespace: str = "default") -> Path:
     """DRA objects, pods, events and nodes as the server sees them now, in one JSON file."""
-    from e2e_dra.kube import KubeError, path
-
     try:
         versions = resource_versions(kube)
     except KubeError as exc:  # the API server is away: dump what does not need discovery

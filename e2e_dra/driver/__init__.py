@@ -5,7 +5,7 @@ claims through ``<kubelet root>/plugins/<driver>/dra.sock`` (DRA gRPC v1 and v1b
 container runtime injects the env vars it writes as CDI specs; its ResourceSlices are kept in the
 API by a watch. ``e2e-dra driver kubelet-plugin`` runs the same driver standalone.
 
-The gRPC stubs in ``_pb`` come from ``proto/``: ``python -m e2e_dra.driver.proto.generate``.
+The gRPC stubs in ``_pb`` come from ``proto/``: ``python e2e_dra/driver/proto/generate.py``.
 """
 
 from e2e_dra.driver._calls import CLIENT_GONE, FAULTABLE_METHODS, CallLog, GRPCCall

@@ -12,7 +12,6 @@ import contextlib
 import logging
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import grpc
 
@@ -33,10 +32,8 @@ from e2e_dra.driver._rpc import handler, short_name
 from e2e_dra.driver._server import serve_unix, stop_server
 from e2e_dra.driver._slices import Pool, SlicePublisher
 from e2e_dra.errors import E2EDRAError
+from e2e_dra.kube import Kube, path
 from hostkit import Attempts, poll
-
-if TYPE_CHECKING:
-    from e2e_dra.kube import Kube
 
 log = logging.getLogger(__name__)
 
@@ -210,8 +207,6 @@ class Driver:
     def _fetch_claim(self, namespace: str, name: str) -> dict:
         if self._get_claim is not None:
             return self._get_claim(namespace, name)
-        from e2e_dra.kube import path
-
         version = self._publisher.api_version if self._publisher else "resource.k8s.io/v1"
         return self._api.get(path(version, "resourceclaims", name, namespace=namespace))
 

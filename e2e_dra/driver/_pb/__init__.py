@@ -1,1 +1,1 @@
-"""Generated gRPC stubs; do not edit. Regenerate with ``python -m e2e_dra.driver.proto.generate``."""
+"""Generated gRPC stubs; do not edit. Regenerate with ``python e2e_dra/driver/proto/generate.py``."""

@@ -3,8 +3,10 @@
 Only messages and service descriptors are generated; ``e2e_dra/driver/_rpc.py`` builds the gRPC
 servers and clients from those descriptors, so there is no per-service gRPC glue to keep.
 
-Run ``python -m e2e_dra.driver.proto.generate`` (needs ``grpcio-tools``) after changing a .proto
-file; ``tests/test_driver_protos.py`` fails while the committed stubs differ from fresh output.
+Run ``python e2e_dra/driver/proto/generate.py`` (needs ``grpcio-tools``) after changing a .proto
+file; ``tests/test_driver_protos.py`` fails while the committed stubs differ from fresh output. It
+runs as a file, not as ``-m e2e_dra.driver...``: that would import the driver package, and with
+it the stubs, which may be the very thing that is broken (say, after a protobuf upgrade).
 
 protoc writes top-level imports (``import dra_v1_pb2``) that only work when the output directory
 is on ``sys.path``; we rewrite them to package-relative imports, so the stubs live in our package.
@@ -20,7 +22,7 @@ from pathlib import Path
 
 PROTO_DIR = Path(__file__).resolve().parent
 STUB_DIR = PROTO_DIR.parent / "_pb"
-COMMAND = "python -m e2e_dra.driver.proto.generate"
+COMMAND = "python e2e_dra/driver/proto/generate.py"
 
 _INIT = f'"""Generated gRPC stubs; do not edit. Regenerate with ``{COMMAND}``."""\n'
 _TOP_LEVEL_IMPORT = re.compile(r"^import (\w+_pb2) as (\w+)$", re.MULTILINE)

@@ -153,10 +153,19 @@ def _turn_on_live_logging(config: pytest.Config) -> bool:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Our live logging shows progress records, and only while a suite runs."""
+    """Our live logging shows progress records, and only while a suite runs. While a suite runs,
+    a failed test's report ("Captured log") keeps to progress records and warnings too: the
+    engine's readiness probes alone log some 20 httpx requests a second."""
     state = session.config.stash[_STATE]
     logging_plugin = session.config.pluginmanager.get_plugin("logging-plugin")
-    if not state.live or logging_plugin is None:
+    if logging_plugin is None:
+        return
+
+    def reported(record: logging.LogRecord) -> bool:
+        return state.suites_running == 0 or is_progress(record)
+
+    logging_plugin.report_handler.addFilter(reported)
+    if not state.live:
         return
 
     def shown(record: logging.LogRecord) -> bool:

@@ -371,8 +371,7 @@ class Cluster:
             capture=True,
         )
         self._log.info(f"running hack/local-up-cluster.sh -d (log: {self._script.log_file})")
-        self._script.start()
-        self._lock.record(self._script.name, self._script.pid)
+        self._script.start(before_run=lambda who: self._lock.record(self._script.name, who.pid))
         for line in self._script.lines(idle_timeout=SCRIPT_IDLE_TIMEOUT):
             if OLD_SCRIPT_READY_LINE in line:
                 break  # older script: it keeps etcd running until we stop it
@@ -440,8 +439,7 @@ class Cluster:
             capture=True,
         )
         self._helpers.append(cmd)
-        cmd.start()
-        self._lock.record(cmd.name, cmd.pid)
+        cmd.start(before_run=lambda who: self._lock.record(cmd.name, who.pid))
         returncode = cmd.wait(timeout=HELPER_TIMEOUT)
         if returncode != 0:
             raise ClusterError(
@@ -486,8 +484,9 @@ class Cluster:
         self._log.info(f"starting {name} (log: {log_file})")
         for attempt in range(1, MAX_RETRIES + 2):
             cmd = Cmd(name, self._exec_argv(argv), log_file=log_file, env=self._env)
-            cmd.start()
-            self._lock.record(name, cmd.pid)
+            # Noted in the host lock's ledger before it runs: a SIGKILL of ours in between would
+            # otherwise leave a component that no successor knows to stop.
+            cmd.start(before_run=lambda who, name=name: self._lock.record(name, who.pid))
             self.running[component] = cmd
             try:
                 self._wait_ready(component, cmd)

@@ -24,6 +24,9 @@ from typing import ClassVar
 from supervise._identity import ProcessId, group_members, terminate
 
 _EOF = object()
+_GATE = ("/bin/sh", "-c", 'IFS= read -r go && [ "$go" = go ] && exec "$@" </dev/null', "gate")
+"""Holds a process until its parent writes ``go`` to its stdin, then becomes the command (same pid
+and start time, so what the parent noted stays true); EOF instead: exit 1, the command never ran."""
 _KILL_PATIENCE = 30.0
 """Seconds a SIGKILLed group may take to be gone (children under sudo die after their parent)."""
 
@@ -95,16 +98,23 @@ class Process:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, before_run: Callable[[ProcessId], None] | None = None) -> None:
+        """Start the process. With ``before_run``, the process is held at a gate until
+        ``before_run(identity)`` returned: a parent that must note what it started (a ledger for
+        whoever cleans up after a crash) notes it before the command runs. If the parent dies
+        first, or ``before_run`` raises, the gate closes and the process ends without running
+        the command, so there is never a process that nobody knows of."""
         if self._proc is not None:
             raise self.error(f"command {self.name} was already started")
         env = {**os.environ, **(self.env or {})}
         self._append_log(f"starting: {' '.join(self.argv)}")
         log = open(self.log_file, "ab") if self.log_file and not self.capture else None  # noqa: SIM115
+        gate, opener = os.pipe() if before_run is not None else (None, None)
+        argv = [*_GATE, *self.argv] if before_run is not None else self.argv
         try:
             self._proc = subprocess.Popen(
-                self.argv,
-                stdin=subprocess.DEVNULL,
+                argv,
+                stdin=gate if gate is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE if self.capture else (log or subprocess.DEVNULL),
                 stderr=subprocess.STDOUT,
                 env=env,
@@ -113,16 +123,26 @@ class Process:
                 process_group=None if self.new_session else 0,
             )
         except OSError as exc:
+            if opener is not None:
+                os.close(opener)
             raise self.error(f"cannot start {self.name} ({self.argv[0]}): {exc.strerror}") from exc
         finally:
             if log is not None:
                 log.close()
+            if gate is not None:
+                os.close(gate)
         self.started_at = time.monotonic()
         # Not reaped before our watcher waits for it, so its start time can always be read.
         self.identity = ProcessId.of(self._proc.pid) or ProcessId(self._proc.pid, -1)
         if self.capture:
             self._spawn(self._read_output, "output")
         self._spawn(self._watch, "watch")
+        if opener is not None:
+            try:
+                before_run(self.identity)  # type: ignore[misc]  # set with opener
+                os.write(opener, b"go\n")
+            finally:
+                os.close(opener)  # without "go", the gate reads EOF and the process exits
 
     def _spawn(self, target: Callable[[], None], what: str) -> None:
         thread = threading.Thread(target=target, name=f"{self.name}-{what}", daemon=True)

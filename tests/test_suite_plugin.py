@@ -366,6 +366,24 @@ def test_a_suite_shows_only_progress_records_live(suite: Tiny, monkeypatch) -> N
     assert "not ours" not in output
 
 
+def test_a_failed_phase_reports_progress_and_warnings_not_other_libraries_info(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TINY_FAIL", "alpha/after-cluster-creation")
+    (suite.pytester.path / "conftest.py").write_text(
+        "import logging\n\n"
+        "def pytest_runtest_call(item):\n"
+        "    logging.getLogger('e2e_dra.x').info('ours, in the failed phase')\n"
+        "    logging.getLogger('httpx').info('HTTP Request: GET /readyz')\n"
+        "    logging.getLogger('httpx').warning('a warning of theirs')\n"
+    )
+    output = suite.run().stdout.str()
+    report = output[output.index("Captured log call") :]
+    assert "ours, in the failed phase" in report
+    assert "a warning of theirs" in report
+    assert "HTTP Request" not in report
+
+
 def test_a_run_without_a_suite_looks_as_without_the_plugin(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_plain=PLAIN)
     result = pytester.runpytest("-p", "no:cacheprovider")

@@ -259,3 +259,59 @@ def test_a_missing_program_is_a_process_error(tmp_path: Path) -> None:
 )
 def test_exits_are_described_in_gos_words(returncode: int | None, wording: str) -> None:
     assert describe_exit(returncode) == wording
+
+
+# --- a start held until the parent noted it -------------------------------------------------
+
+
+def test_a_held_process_runs_its_command_only_after_the_parent_noted_it(tmp_path: Path) -> None:
+    ran = tmp_path / "ran"
+    noted: list[tuple[ProcessId, bool]] = []
+    process = Process(
+        "held", ["sh", "-c", f"echo $$ > {ran}; sleep 300"], log_file=tmp_path / "log"
+    )
+    process.start(before_run=lambda who: noted.append((who, ran.exists())))
+    try:
+        # the command had not run when the parent noted it; it runs as the noted process itself
+        ((who, had_run),) = noted
+        assert not had_run
+        assert who == process.identity
+        assert pid_from(ran) == who.pid and who.alive()
+    finally:
+        process.stop("test over")
+
+
+def test_a_held_process_whose_noting_failed_never_runs_its_command(tmp_path: Path) -> None:
+    ran = tmp_path / "ran"
+    process = Process("held", ["sh", "-c", f"touch {ran}"], log_file=tmp_path / "log")
+
+    def fail(who: ProcessId) -> None:
+        raise OSError("ledger not writable")
+
+    with pytest.raises(OSError, match="ledger not writable"):
+        process.start(before_run=fail)
+    assert process.wait(timeout=10) == 1
+    assert not ran.exists()
+
+
+def test_a_parent_killed_before_it_noted_its_child_leaves_nothing_running(tmp_path: Path) -> None:
+    """The window a SIGKILL of ours once fell into: a component started, not yet in the host
+    lock's ledger, so no successor knew to stop it. Held, the child never runs its command."""
+    ran, child = tmp_path / "ran", tmp_path / "child"
+    parent = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, signal, sys; from pathlib import Path; from supervise import Process\n"
+            f"p = Process('held', ['sh', '-c', 'touch {ran}; sleep 300'])\n"
+            f"def die(who):\n"
+            f"    Path('{child}').write_text(str(who.pid))\n"
+            "    os.kill(os.getpid(), signal.SIGKILL)\n"
+            "p.start(before_run=die)\n",
+        ],
+        check=False,
+    )
+    assert parent.returncode == -signal.SIGKILL
+    pid = pid_from(child)
+    assert eventually(lambda: ProcessId.of(pid) is None or not ProcessId.of(pid).alive())  # type: ignore[union-attr]
+    assert not ran.exists()

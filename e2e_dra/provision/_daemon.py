@@ -60,13 +60,16 @@ class Daemon:
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         process = Process(self.name, argv, log_file=self.log_file, env=env, new_session=True)
-        try:
-            process.start()
+        try:  # the PID file is written before the daemon runs: a daemon we lost track of never runs
+            process.start(
+                before_run=lambda who: atomic_write_text(
+                    self.pid_file, f"{who.pid} {who.start} {self.name}\n"
+                )
+            )
         except ProcessError as exc:
             raise ProvisionError(str(exc)) from exc
         assert process.identity is not None
         who = process.identity
-        atomic_write_text(self.pid_file, f"{who.pid} {who.start} {self.name}\n")
 
         def up() -> bool:
             if not process.running():

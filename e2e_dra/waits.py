@@ -32,6 +32,13 @@ Programming errors (KeyError, TypeError, ...) are not in this list: they fail at
 """
 
 
+POLL = 0.5
+"""Seconds between two looks of :func:`eventually`. A look is one GET or LIST of a few objects (a
+few milliseconds of the API server's time), while most waits end within a second or two (a pod
+starting, a claim being allocated): with upstream's 2 s (e2e framework.Poll), every wait took the
+next multiple of 2 s."""
+
+
 class WaitTimeout(AssertionError):
     """A condition did not become (or did not stay) true in time."""
 
@@ -62,7 +69,7 @@ def eventually(
     *,
     what: str,
     timeout: float,
-    poll: float = 2.0,
+    poll: float = POLL,
     until: Callable[[T], bool] = bool,
     retry_on: tuple[type[BaseException], ...] = RETRIED_BY_DEFAULT,
 ) -> T:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from e2e_dra.driver import _pb
 from e2e_dra.driver.proto import generate
 
 
@@ -18,35 +19,26 @@ def test_committed_stubs_are_up_to_date(tmp_path):
 
 
 def test_services_have_the_upstream_method_paths():
-    from e2e_dra.driver._pb import (
-        dra_v1_pb2,
-        dra_v1beta1_pb2,
-        health_v1_pb2,
-        health_v1alpha1_pb2,
-        health_v1beta1_pb2,
-        pluginregistration_v1_pb2,
-    )
-
     def methods(module, service):
         descriptor = module.DESCRIPTOR.services_by_name[service]
         return sorted(f"/{descriptor.full_name}/{m.name}" for m in descriptor.methods)
 
-    assert methods(dra_v1_pb2, "DRAPlugin") == [
+    assert methods(_pb.dra_v1_pb2, "DRAPlugin") == [
         "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources",
         "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodeUnprepareResources",
     ]
-    assert methods(dra_v1beta1_pb2, "DRAPlugin") == [
+    assert methods(_pb.dra_v1beta1_pb2, "DRAPlugin") == [
         "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodePrepareResources",
         "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodeUnprepareResources",
     ]
-    assert methods(pluginregistration_v1_pb2, "Registration") == [
+    assert methods(_pb.pluginregistration_v1_pb2, "Registration") == [
         "/pluginregistration.Registration/GetInfo",
         "/pluginregistration.Registration/NotifyRegistrationStatus",
     ]
     for module, package in [
-        (health_v1_pb2, "v1"),
-        (health_v1beta1_pb2, "v1beta1"),
-        (health_v1alpha1_pb2, "v1alpha1"),
+        (_pb.health_v1_pb2, "v1"),
+        (_pb.health_v1beta1_pb2, "v1beta1"),
+        (_pb.health_v1alpha1_pb2, "v1alpha1"),
     ]:
         assert methods(module, "DRAResourceHealth") == [
             f"/{package}.DRAResourceHealth/NodeWatchResources"

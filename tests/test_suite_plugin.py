@@ -351,8 +351,9 @@ def test_plain():
 """
 
 
-def test_a_suite_shows_only_progress_records_live(suite: Tiny, monkeypatch) -> None:
-    monkeypatch.setenv("TINY_FAIL", "")
+def log_in_every_test(suite: Tiny) -> None:
+    """Each test of the tiny suite logs a progress line of ours, and an INFO line and a warning
+    of another library's."""
     (suite.pytester.path / "conftest.py").write_text(
         "import logging\n\n"
         "def pytest_runtest_call(item):\n"
@@ -360,6 +361,11 @@ def test_a_suite_shows_only_progress_records_live(suite: Tiny, monkeypatch) -> N
         "    logging.getLogger('httpx').info('HTTP Request: not ours')\n"
         "    logging.getLogger('httpx').warning('a warning of theirs')\n"
     )
+
+
+def test_a_suite_shows_only_progress_records_live(suite: Tiny, monkeypatch) -> None:
+    monkeypatch.setenv("TINY_FAIL", "")
+    log_in_every_test(suite)
     output = suite.run().stdout.str()
     assert "ours, during a test" in output
     assert "a warning of theirs" in output
@@ -370,16 +376,10 @@ def test_a_failed_phase_reports_progress_and_warnings_not_other_libraries_info(
     suite: Tiny, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TINY_FAIL", "alpha/after-cluster-creation")
-    (suite.pytester.path / "conftest.py").write_text(
-        "import logging\n\n"
-        "def pytest_runtest_call(item):\n"
-        "    logging.getLogger('e2e_dra.x').info('ours, in the failed phase')\n"
-        "    logging.getLogger('httpx').info('HTTP Request: GET /readyz')\n"
-        "    logging.getLogger('httpx').warning('a warning of theirs')\n"
-    )
+    log_in_every_test(suite)
     output = suite.run().stdout.str()
     report = output[output.index("Captured log call") :]
-    assert "ours, in the failed phase" in report
+    assert "ours, during a test" in report
     assert "a warning of theirs" in report
     assert "HTTP Request" not in report
 

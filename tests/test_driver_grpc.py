@@ -510,3 +510,26 @@ def test_stop_removes_the_sockets_and_replaces_stale_ones(root, claims):
 def test_a_driver_without_api_client_needs_a_claim_source(root):
     with pytest.raises(DriverError, match="get_claim"):
         Driver(DRIVER, NODE, None, kubelet_root=root)
+
+
+def test_an_interrupted_start_raises_the_interrupt_not_the_failed_stop(root: Path, claims: Claims):
+    """A SIGTERM that stops the cluster while a driver starts: the start's cleanup then fails too
+    (the API server is gone), and the interrupt must still be what the caller sees, so the run is
+    reported interrupted rather than failed."""
+
+    class Interrupted(Driver):
+        def _start_api_side(self) -> None:
+            raise KeyboardInterrupt
+
+        def stop(self) -> None:
+            super().stop()
+            raise RuntimeError("DELETE ...: connection refused")
+
+    driver = Interrupted(
+        DRIVER, NODE, None, get_claim=claims.get_claim, kubelet_root=root / "k", cdi_dir=root / "c"
+    )
+    with pytest.raises(KeyboardInterrupt) as raised:
+        driver.start()
+    assert raised.value.__notes__ == [
+        "e2e-dra: stopping the half-started driver also failed: DELETE ...: connection refused"
+    ]

@@ -138,8 +138,13 @@ class Driver:
                 )
             )
             log.info("driver %s serving on %s", self.name, self.dra_socket)
-        except BaseException:
-            self.stop()
+        except BaseException as exc:
+            # What stopped the start is the error (a Ctrl-C, SIGTERM); a stop that fails because
+            # of it (the API server went with the cluster) must not take its place.
+            try:
+                self.stop()
+            except Exception as stop_error:
+                exc.add_note(f"e2e-dra: stopping the half-started driver also failed: {stop_error}")
             raise
 
     def stop(self) -> None:

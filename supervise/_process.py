@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import threading
@@ -109,6 +111,10 @@ class Process:
         env = {**os.environ, **(self.env or {})}
         self._append_log(f"starting: {' '.join(self.argv)}")
         log = open(self.log_file, "ab") if self.log_file and not self.capture else None  # noqa: SIM115
+        if before_run is not None and shutil.which(self.argv[0], path=env.get("PATH")) is None:
+            # behind the gate's shell a missing command would only be an exit status 127
+            missing = os.strerror(errno.ENOENT)
+            raise self.error(f"cannot start {self.name} ({self.argv[0]}): {missing}")
         gate, opener = os.pipe() if before_run is not None else (None, None)
         argv = [*_GATE, *self.argv] if before_run is not None else self.argv
         try:

@@ -315,3 +315,11 @@ def test_a_parent_killed_before_it_noted_its_child_leaves_nothing_running(tmp_pa
     pid = pid_from(child)
     assert eventually(lambda: ProcessId.of(pid) is None or not ProcessId.of(pid).alive())  # type: ignore[union-attr]
     assert not ran.exists()
+
+
+def test_a_held_start_of_a_missing_command_fails_at_once(tmp_path: Path) -> None:
+    noted: list[ProcessId] = []
+    process = Process("ghost", [str(tmp_path / "nothing-here")], log_file=tmp_path / "log")
+    with pytest.raises(ProcessError, match=r"cannot start ghost \(.*nothing-here\)"):
+        process.start(before_run=noted.append)
+    assert noted == []

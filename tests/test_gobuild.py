@@ -730,3 +730,236 @@ def test_run_go_logs_the_build_and_a_failure_names_its_last_lines(tmp_path: Path
     assert str(e.value).endswith("\n  compiling vet\n  undefined: x")
     text = log.read_text()
     assert "compiling build ./...\nundefined: x\n" in text and "exit status 2" in text
+
+
+# --- a package moved out of k8s.io/kubernetes (1.38's iptables client) ------------------------
+
+IPTABLES_WRAPPERS = "sigs.k8s.io/iptables-wrappers"
+
+
+def _previous_release_tree(root: Path) -> Path:
+    """The previous release's k8s.io/kubernetes as far as the move needs it."""
+    package = root / "pkg" / "util" / "iptables"
+    (package / "testing").mkdir(parents=True)
+    (package / "iptables.go").write_text("package iptables\n\nfunc New() {}\n")
+    (package / "save_restore.go").write_text("package iptables\n")
+    (package / "iptables_test.go").write_text("package iptables\n")
+    (package / "testing" / "fake.go").write_text("package testing\n")
+    return root
+
+
+def _release_importing_the_moved_package(root: Path) -> Path:
+    (root / "pkg" / "kubelet").mkdir(parents=True)
+    (root / "pkg" / "kubelet" / "kubelet_network_linux.go").write_text(
+        f'package kubelet\n\nimport utiliptables "{IPTABLES_WRAPPERS}/pkg/iptables"\n'
+    )
+    return root
+
+
+def test_a_moved_package_is_assembled_from_the_previous_release_and_our_adapter(tmp_path: Path):
+    from e2e_dra.releases._standins import KNOWN_MOVES, LEGACY_DIR, assemble_move
+
+    move = KNOWN_MOVES[IPTABLES_WRAPPERS]
+    dest = tmp_path / "standin"
+
+    assemble_move(move, _previous_release_tree(tmp_path / "k8s"), dest, "1.27.0")
+
+    legacy = dest / "pkg" / "iptables" / LEGACY_DIR
+    assert sorted(p.name for p in legacy.iterdir()) == ["iptables.go", "save_restore.go"]
+    assert (legacy / "iptables.go").read_text() == "package iptables\n\nfunc New() {}\n"
+    adapter = (dest / "pkg" / "iptables" / "iptables_wrappers.go").read_text()
+    assert f'legacy "{IPTABLES_WRAPPERS}/pkg/iptables/{LEGACY_DIR}"' in adapter
+    assert "func NewBestEffort(_ context.Context, _ Mode) map[Protocol]Interface" in adapter
+    assert (dest / "go.mod").read_text() == f"module {IPTABLES_WRAPPERS}\n\ngo 1.27.0\n"
+    with pytest.raises(FileNotFoundError, match="pkg/util/iptables holds no Go package"):
+        assemble_move(move, tmp_path / "empty", tmp_path / "other", "1.27.0")
+
+
+def test_a_stand_in_for_a_required_module_replaces_every_version_of_it():
+    text = KUBERNETES_GO_MOD.replace(
+        "require github.com/google/cel-go", f"require {IPTABLES_WRAPPERS} v1.0.0\nrequire x"
+    )
+    go_mod = build_go_mod(text, "v1.38.0-beta.0", standins={IPTABLES_WRAPPERS: "../standins/x"})
+
+    assert f"\t{IPTABLES_WRAPPERS} => ../standins/x" in go_mod.splitlines()
+    assert "\tk8s.io/api => k8s.io/api v0.38.0-beta.0" in go_mod  # staging modules as before
+
+
+class _SourceWithLocalModules(GoBuildSource):
+    """Takes modules from a directory instead of `go mod download` (the go command is tested in
+    tests/real); everything else, the proxy's answers included, is the real code."""
+
+    def __init__(self, modules: dict[str, Path], **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.modules = modules
+        self.downloaded: list[str] = []
+
+    def _download(self, module_path: str, version: str, log: Path, toolchain: GoToolchain) -> Path:
+        self.downloaded.append(f"{module_path}@{version}")
+        return self.modules[module_path]
+
+
+def _move_standins(source: GoBuildSource, module_src: Path, commands: tuple[str, ...], out: Path):
+    go_mod = KUBERNETES_GO_MOD.replace(
+        "go 1.26.0", f"go 1.27.0\n\nrequire {IPTABLES_WRAPPERS} v1.0.0"
+    )
+    toolchain = GoToolchain(name="go1.27.3", go="go")
+    return source._move_standins(
+        "v1.38.0-beta.0", go_mod, module_src, commands, out, out / "log", toolchain
+    )
+
+
+def test_a_refused_moved_module_gets_a_stand_in_reported_as_a_deviation(
+    proxy_tree: ProxyTree, tmp_path: Path
+):
+    proxy_tree.module_zips = {IPTABLES_WRAPPERS: {"v1.0.0": 403}}
+    module_src = _release_importing_the_moved_package(tmp_path / "src")
+    source = _SourceWithLocalModules(
+        {"k8s.io/kubernetes": _previous_release_tree(tmp_path / "k8s")},
+        proxy_url=proxy_tree.url,
+        cache_dir=tmp_path / "cache",
+    )
+
+    found = _move_standins(source, module_src, BUILT_COMMANDS, tmp_path / "standins")
+
+    substitute, path = found[IPTABLES_WRAPPERS]
+    assert source.downloaded == ["k8s.io/kubernetes@v1.37.2"]
+    assert path == tmp_path / "standins" / IPTABLES_WRAPPERS
+    assert (path / "go.mod").is_file()
+    assert str(substitute) == (
+        f"{IPTABLES_WRAPPERS} v1.0.0 (not served) => assembled from k8s.io/kubernetes v1.37.2 "
+        "pkg/util/iptables, the package it was moved from, with e2e-dra's adapter to its API "
+        "(both modes run the installed iptables, as 1.37 did)"
+    )
+    # and the release no longer counts as unbuildable for it
+    assert source._substitutes("v1.38.0-beta.0", module_src) == []
+
+
+def test_a_moved_module_the_proxy_serves_is_built_as_published(
+    proxy_tree: ProxyTree, tmp_path: Path
+):
+    proxy_tree.module_zips = {IPTABLES_WRAPPERS: {"v1.0.0": 200}}
+    module_src = _release_importing_the_moved_package(tmp_path / "src")
+    source = _SourceWithLocalModules({}, proxy_url=proxy_tree.url, cache_dir=tmp_path / "cache")
+
+    assert _move_standins(source, module_src, BUILT_COMMANDS, tmp_path / "standins") == {}
+    assert source.downloaded == []
+    assert f"HEAD /{IPTABLES_WRAPPERS}/@v/v1.0.0.zip" in proxy_tree.requests
+
+
+def test_a_control_plane_build_assembles_no_stand_in_it_would_not_link(
+    proxy_tree: ProxyTree, tmp_path: Path
+):
+    proxy_tree.module_zips = {IPTABLES_WRAPPERS: {"v1.0.0": 403}}
+    module_src = _release_importing_the_moved_package(tmp_path / "src")
+    source = _SourceWithLocalModules({}, proxy_url=proxy_tree.url, cache_dir=tmp_path / "cache")
+
+    found = _move_standins(source, module_src, CONTROL_PLANE_COMMANDS, tmp_path / "standins")
+
+    assert found == {}
+    assert not any(IPTABLES_WRAPPERS in request for request in proxy_tree.requests)
+
+
+# --- one resolver: `e2e-dra versions` says what the run will do ---------------------------------
+
+
+def _apiserver_saying(bin_dir: Path, version: str) -> Path:
+    bin_dir.mkdir(parents=True)
+    apiserver = bin_dir / "kube-apiserver"
+    apiserver.write_text(f"#!/bin/sh\necho 'Kubernetes {version}'\n")
+    apiserver.chmod(0o755)
+    return bin_dir
+
+
+@pytest.mark.parametrize(
+    ("given", "current", "previous"),
+    [
+        ({}, "v1.39.0-alpha.1", "v1.38.0-rc.0"),
+        ({"E2E_DRA_KUBERNETES_VERSION": "latest"}, "v1.39.0-alpha.1", "v1.38.0-rc.0"),
+        ({"E2E_DRA_KUBERNETES_VERSION": "stable"}, "v1.37.2", "v1.36.5"),
+        ({"E2E_DRA_KUBERNETES_VERSION": "1.37"}, "v1.37.2", "v1.36.5"),
+        ({"E2E_DRA_KUBERNETES_VERSION": "v1.36.5"}, "v1.36.5", "v1.35.4"),
+        ({"KUBE_GIT_VERSION_FILE": "v1.37.2"}, "v1.37.2", "v1.36.5"),
+        ({"bin": "v1.37.2"}, "v1.37.2", "v1.36.5"),
+        ({"bin": "v1.37.2", "E2E_DRA_KUBERNETES_VERSION": "1.37"}, "v1.37.2", "v1.36.5"),
+        ({"bin": "v1.37.2", "E2E_DRA_KUBERNETES_VERSION": "latest"}, "v1.37.2", "v1.36.5"),
+        ({"bin": "v1.37.2", "E2E_DRA_KUBERNETES_VERSION": "v1.37.2"}, "v1.37.2", "v1.36.5"),
+        ({"bin": "v1.37.2", "KUBE_GIT_VERSION_FILE": "v1.38.0-rc.0"}, "v1.38.0-rc.0", "v1.37.2"),
+        ({"source": "v1.37.2"}, "v1.37.2", "v1.36.5"),
+        ({"source": "v1.37.2", "KUBE_GIT_VERSION_FILE": "v1.36.5"}, "v1.36.5", "v1.35.4"),
+        ({"bin": "v1.37.2", "E2E_DRA_KUBERNETES_VERSION": "1.36"}, "contradicts", ""),
+        ({"bin": "v1.37.2", "E2E_DRA_KUBERNETES_VERSION": "v1.37.1"}, "contradicts", ""),
+        ({"KUBE_GIT_VERSION_FILE": "v1.38.0-alpha.0.812+0123abcd"}, "between releases", ""),
+    ],
+)
+def test_versions_and_a_run_resolve_every_input_alike(
+    isolated_env: Path,
+    proxy_tree: ProxyTree,
+    environ: Environ,
+    tmp_path: Path,
+    given: dict[str, str],
+    current: str,
+    previous: str,
+):
+    from e2e_dra.releases import plan_versions
+
+    environ.set("E2E_DRA_RELEASE_SOURCE", "build")
+    environ.set("GOPROXY", proxy_tree.url)
+    for version in ("v1.39.0-alpha.1", "v1.38.0-rc.0", "v1.37.2", "v1.36.5", "v1.35.4"):
+        _fill_fake_release(isolated_env, version)
+    for name, value in given.items():
+        if name == "bin":
+            environ.set("KUBERNETES_SERVER_BIN_DIR", str(_apiserver_saying(tmp_path / "b", value)))
+        elif name == "source":  # an unpacked tree with a build, no git: kube-apiserver tells
+            tree = _fill_fake_release(tmp_path / "checkout", value) / "src"
+            _apiserver_saying(tree / "_output" / "local" / "bin" / "linux" / "amd64", value)
+            environ.set("KUBERNETES_SOURCE_DIR", str(tree))
+        elif name == "KUBE_GIT_VERSION_FILE":
+            (tmp_path / "version-defs").write_text(f"KUBE_GIT_VERSION='{value}'\n")
+            environ.set(name, str(tmp_path / "version-defs"))
+        else:
+            environ.set(name, value)
+
+    if not previous:  # both refuse it, with the same words
+        with pytest.raises(E2EDRAError, match=current) as planned:
+            plan_versions()
+        with pytest.raises(E2EDRAError) as ran:
+            versions_under_test()
+        assert str(ran.value) == str(planned.value)
+        return
+    plan = plan_versions()
+    run = versions_under_test()
+
+    assert (plan.current, plan.previous) == (current, previous)
+    assert (run.current.version, run.previous.version) == (current, previous)
+    assert plan.current_origin.startswith(run.choice)
+
+
+def test_whether_a_release_can_be_built_is_asked_of_the_proxy_before_any_download(
+    proxy_tree: ProxyTree, tmp_path: Path
+):
+    module_src = _release_importing_the_moved_package(tmp_path / "src")
+    (module_src / "hack").mkdir()
+    (module_src / "hack" / "local-up-cluster.sh").write_text("#!/bin/bash\n")
+    (module_src / "pkg" / "kubelet" / "cel.go").write_text(
+        'import "github.com/google/cel-go/cel"\n'
+    )
+    proxy_tree.module_zips = {
+        "github.com/blang/semver/v4": {"v4.0.0": 200},
+        "github.com/google/cel-go": {"v0.29.2": 200},
+        IPTABLES_WRAPPERS: {"v1.0.0": 403},  # refused, but it gets a stand-in
+        **{m: {"v0.37.2": 200} for m in ("k8s.io/api", "k8s.io/client-go")},
+        "k8s.io/dynamic-resource-allocation": {"v0.37.2": 200},
+    }
+    source = _SourceWithLocalModules(
+        {"k8s.io/kubernetes": module_src}, proxy_url=proxy_tree.url, cache_dir=tmp_path / "cache"
+    )
+
+    assert source.unobtainable("v1.37.2") is None
+    assert source.downloaded == []
+
+    proxy_tree.module_zips["github.com/google/cel-go"] = {"v0.29.2": 403}
+    why = source.unobtainable("v1.37.2")
+
+    assert source.downloaded == ["k8s.io/kubernetes@v1.37.2"]
+    assert why is not None and "github.com/google/cel-go v0.29.2 (imported by pkg/kubelet)" in why

@@ -41,7 +41,13 @@ from e2e_dra.releases._gomodule import (
 )
 from e2e_dra.releases._goproxy import ModuleProxy, escape_module_path, served_substitutes
 from e2e_dra.releases._release import SERVER_COMPONENTS, Release
-from e2e_dra.releases._standins import KNOWN_SPLITS, SMD_MODULE, assemble
+from e2e_dra.releases._standins import (
+    KNOWN_MOVES,
+    KNOWN_SPLITS,
+    SMD_MODULE,
+    assemble,
+    assemble_move,
+)
 from e2e_dra.versions import is_minor, parse_version, previous_minor
 
 logger = logging.getLogger(__name__)
@@ -154,7 +160,9 @@ class GoBuildSource:
             logger.info(
                 f"deviation: {substitute}: the Go module proxy does not serve the pinned version"
             )
-        standins = self._standins(version, kubernetes_go_mod, out / "standins", log, toolchain)
+        standins = self._standins(
+            version, kubernetes_go_mod, module_src, commands, out / "standins", log, toolchain
+        )
         substitutes += [substitute for substitute, _ in standins.values()]
         module_dir = out / "module"
         module_dir.mkdir()
@@ -247,17 +255,7 @@ class GoBuildSource:
         version, and that ``commands`` may link makes the release unbuildable here: that is said at
         once, before minutes of compiling end in the same error.
         """
-        kubernetes_go_mod = self.proxy.go_mod(version)
-        staging = local_replaced(kubernetes_go_mod)
-        requires = [r for r in parse_requires(kubernetes_go_mod) if r[0] not in staging]
-        substitutes, unserved = served_substitutes(
-            self.proxy.base_url, requires, transport=self._transport
-        )
-        published = [(module, staging_version(version)) for module in sorted(staging)]
-        _, unpublished = served_substitutes(
-            self.proxy.base_url, published, transport=self._transport, allow_older=False
-        )
-        unserved += [(m, v) for m, v in unpublished if m not in KNOWN_SPLITS]
+        substitutes, unserved = self._refused(version)
         missing = {
             f"{module} {pinned} (imported by {', '.join(users[:3])})"
             for module, pinned in unserved
@@ -273,8 +271,34 @@ class GoBuildSource:
             )
         return substitutes
 
+    def _refused(self, version: str) -> tuple[list[Substitute], list[tuple[str, str]]]:
+        """The pinned modules the proxy refuses: those with an older served version (as
+        substitutes), and those with none and no stand-in. Asked with one HEAD request each."""
+        kubernetes_go_mod = self.proxy.go_mod(version)
+        staging = local_replaced(kubernetes_go_mod)
+        # a moved package the proxy refuses gets a stand-in (_standins), whatever it serves
+        requires = [
+            r
+            for r in parse_requires(kubernetes_go_mod)
+            if r[0] not in staging and r[0] not in KNOWN_MOVES
+        ]
+        substitutes, unserved = served_substitutes(
+            self.proxy.base_url, requires, transport=self._transport
+        )
+        published = [(module, staging_version(version)) for module in sorted(staging)]
+        _, unpublished = served_substitutes(
+            self.proxy.base_url, published, transport=self._transport, allow_older=False
+        )
+        unserved += [(m, v) for m, v in unpublished if m not in KNOWN_SPLITS]
+        return substitutes, unserved
+
     def unobtainable(self, version: str, commands: tuple[str, ...] = BUILT_COMMANDS) -> str | None:
-        """Why ``version`` cannot be built here, found in seconds; None when it can or is built."""
+        """Why ``version`` cannot be built here, found in seconds; None when it can or is built.
+
+        The proxy's answers alone settle it when every refused module has a substitute or a
+        stand-in. Only a module refused outright needs the release's source (tens of MB, and
+        maybe a newer Go) to see whether ``commands`` import it; that fetch is said first.
+        """
         tag = self.release_tag(version)
         if CacheEntry(self.cache_dir, tag).is_complete():
             return None
@@ -282,6 +306,13 @@ class GoBuildSource:
             partial = CacheEntry(self.cache_dir, f"{tag}-{_PARTIAL_KEYS[commands]}")
             if partial.is_complete():
                 return None
+        _, unserved = self._refused(tag)
+        if not unserved:
+            return None
+        logger.info(
+            f"the Go module proxy serves no version of {', '.join(m for m, _ in unserved)}: "
+            f"fetching the source of Kubernetes {tag} to see which commands import it"
+        )
         log = self._log(f"{tag}-check")
         try:
             module_src = self._download_kubernetes(tag, log, self._toolchain(tag))
@@ -291,6 +322,60 @@ class GoBuildSource:
         return None
 
     def _standins(
+        self,
+        version: str,
+        kubernetes_go_mod: str,
+        module_src: Path,
+        commands: tuple[str, ...],
+        into: Path,
+        log: Path,
+        toolchain: GoToolchain,
+    ) -> dict[str, tuple[Substitute, Path]]:
+        """Stand-ins for the modules the proxy refuses and we know how to assemble."""
+        return {
+            **self._split_standins(version, kubernetes_go_mod, into, log, toolchain),
+            **self._move_standins(
+                version, kubernetes_go_mod, module_src, commands, into, log, toolchain
+            ),
+        }
+
+    def _move_standins(
+        self,
+        version: str,
+        kubernetes_go_mod: str,
+        module_src: Path,
+        commands: tuple[str, ...],
+        into: Path,
+        log: Path,
+        toolchain: GoToolchain,
+    ) -> dict[str, tuple[Substitute, Path]]:
+        """Stand-ins for refused modules that ``commands`` link and that hold a package moved out
+        of ``k8s.io/kubernetes``."""
+        pinned = {m: v for m, v in parse_requires(kubernetes_go_mod) if m in KNOWN_MOVES}
+        refused = [
+            KNOWN_MOVES[module]
+            for module in sorted(pinned)
+            if any(_linked_by(user, commands) for user in _importers(module_src, module))
+            and not ModuleProxy(module, self.proxy.base_url, transport=self._transport).serves(
+                pinned[module]
+            )
+        ]
+        if not refused:
+            return {}
+        previous = self.resolve(str(previous_minor(version)))
+        kubernetes_dir = self._download(KUBERNETES_MODULE, previous, log, toolchain)
+        found: dict[str, tuple[Substitute, Path]] = {}
+        for move in refused:
+            dest = into / move.module
+            assemble_move(move, kubernetes_dir, dest, go_directive(kubernetes_go_mod))
+            substitute = Substitute(
+                module=move.module, pinned=pinned[move.module], used=move.describe(previous)
+            )
+            logger.info(f"deviation: {substitute}: the Go module proxy does not serve it")
+            found[move.module] = (substitute, dest)
+        return found
+
+    def _split_standins(
         self, version: str, kubernetes_go_mod: str, into: Path, log: Path, toolchain: GoToolchain
     ) -> dict[str, tuple[Substitute, Path]]:
         """Stand-ins for the staging modules the proxy refuses and we know how to assemble."""

@@ -59,9 +59,10 @@ def build_go_mod(
     """The go.mod of a module that builds ``k8s.io/kubernetes@version`` from published modules.
 
     ``substitutes`` replace pinned requirements that the proxy does not serve; ``standins`` map
-    staging modules it does not serve to the directory of an assembled stand-in.
+    modules it does not serve (staging modules or others) to the directory of an assembled
+    stand-in.
     """
-    standins = standins or {}
+    standins = dict(standins or {})
     directives = _top_level_lines(kubernetes_go_mod, "go", "godebug", "toolchain")
     if not any(line.startswith("go ") for line in directives):
         raise ReleaseError(f"the go.mod of {KUBERNETES_MODULE} {version} has no `go` line")
@@ -70,10 +71,11 @@ def build_go_mod(
     for replace in parse_replaces(kubernetes_go_mod):
         if replace.is_local:
             module = replace.old.split()[0]
-            target = standins.get(module) or f"{module} {staging}"
+            target = standins.pop(module, None) or f"{module} {staging}"
             replaces.append(f"\t{module} => {target}")
         else:
             replaces.append(f"\t{replace.old} => {replace.new}")
+    replaces += [f"\t{module} => {target}" for module, target in sorted(standins.items())]
     replaces += [f"\t{s.module} {s.pinned} => {s.module} {s.used}" for s in substitutes]
     lines = [
         f"module {BUILD_MODULE}",

@@ -129,6 +129,40 @@ def chosen_release(
 
 
 @dataclass(frozen=True)
+class CurrentVersion:
+    """The version under test and why it is that one, before anything is fetched."""
+
+    version: str
+    origin: str  # "local: <dir>", "$KUBE_GIT_VERSION_FILE", or "<spec>" and any fallback
+    local: bool  # binaries given (a checkout's build or KUBERNETES_SERVER_BIN_DIR)
+
+
+def resolve_current(
+    source: ReleaseSource,
+    commands: tuple[str, ...] = BUILT_COMMANDS,
+    *,
+    source_dir: Path | None = None,
+    bin_dir: Path | None = None,
+) -> CurrentVersion:
+    """The one rule for the version under test, shared by ``e2e-dra versions`` and every run.
+
+    In order: a local build (``bin_dir``/``source_dir``, else their environment variables), whose
+    version its checkout, ``KUBE_GIT_VERSION_FILE`` or its kube-apiserver tells; else a version
+    file alone, which names a release to fetch; else ``E2E_DRA_KUBERNETES_VERSION`` or the
+    default (``latest``, falling back to ``stable`` where ``commands`` cannot be had here).
+    """
+    local = _local_version(source_dir, bin_dir)
+    if local is not None:
+        return CurrentVersion(*local, local=True)
+    if version_file := settings().version_file:
+        named = str(source_version(version_file=version_file))
+        tag = resolve_release(named, source, what=f"{VERSION_FILE_ENV}={version_file} names")
+        return CurrentVersion(tag, f"${VERSION_FILE_ENV}", local=False)
+    version, why = chosen_release(source, commands)
+    return CurrentVersion(version, why, local=False)
+
+
+@dataclass(frozen=True)
 class VersionPlan:
     """The versions a run is about, before anything is fetched."""
 
@@ -150,23 +184,19 @@ def plan_versions(
     ``source_dir`` and ``bin_dir`` stand in for their environment variables.
     """
     source = source or release_source()
-    local = _local_version(source_dir, bin_dir)
-    if local is not None:
-        current, origin = local
-    elif version_file := settings().version_file:  # a build's version file names the version
-        current, origin = str(source_version(version_file=version_file)), f"${VERSION_FILE_ENV}"
-    else:
-        current, why = chosen_release(source)
-        origin = f"{why}, {source.name}"
-    line = str(previous_minor(current))
-    return VersionPlan(current, origin, line, source.resolve(line), source.name)
+    current = resolve_current(source, source_dir=source_dir, bin_dir=bin_dir)
+    origin = current.origin if current.local else f"{current.origin}, {source.name}"
+    line = str(previous_minor(current.version))
+    return VersionPlan(current.version, origin, line, source.resolve(line), source.name)
 
 
-def versions_under_test(commands: tuple[str, ...] = BUILT_COMMANDS) -> VersionsUnderTest:
-    """Current = a local checkout/build, else ``E2E_DRA_KUBERNETES_VERSION`` (default: latest);
-    previous = the newest release of the previous minor (upstream's rule, alpha.0 included).
-    Of the current release only ``commands`` are needed (all of them unless a suite says less)."""
-    source = release_source()
+def versions_under_test(
+    commands: tuple[str, ...] = BUILT_COMMANDS, source: ReleaseSource | None = None
+) -> VersionsUnderTest:
+    """Current = :func:`resolve_current`; previous = the newest release of the previous minor
+    (upstream's rule, alpha.0 included). Of the current release only ``commands`` are needed (all
+    of them unless a suite says less)."""
+    source = source or release_source()
     current, choice = _current_and_choice(source, commands)
     line = str(previous_minor(current.version))
     previous_version = source.resolve(line)
@@ -185,14 +215,13 @@ def current_release(source: ReleaseSource | None = None) -> Release:
 
 
 def _current_and_choice(source: ReleaseSource, commands: tuple[str, ...]) -> tuple[Release, str]:
-    local = _local_current()
-    if local is not None:
-        return local, "local build"
-    version, choice = chosen_release(source, commands)
-    release = source.fetch(version, commands)
+    current = resolve_current(source, commands)
+    if current.local:
+        return _local_current(current.version), current.origin
+    release = source.fetch(current.version, commands)
     if release.source_dir is None:  # a download has binaries only; local-up-cluster.sh is in source
         release = dataclasses.replace(release, source_dir=_module_source_tree(release.version))
-    return release, choice
+    return release, current.origin
 
 
 def _local_dirs(
@@ -231,7 +260,7 @@ def _local_version(
         return None
     version = str(source_version(source_dir, bin_dir, version_file=settings().version_file))
     pinned = settings().kubernetes_version
-    if pinned and pinned.lstrip("v") != version.lstrip("v"):
+    if pinned and not _pin_allows(pinned, version):
         given = SOURCE_DIR_ENV if source_dir else BIN_DIR_ENV
         raise E2EDRAError(
             f"{PIN_ENV}={pinned} contradicts {given} (which is {version}): unset one of them"
@@ -239,13 +268,26 @@ def _local_version(
     return version, f"local: {source_dir or bin_dir}"
 
 
-def _local_current() -> Release | None:
-    local = _local_version()
-    if local is None:
-        return None
+def _pin_allows(pinned: str, version: str) -> bool:
+    """Whether a local build of ``version`` is what ``pinned`` asks for. ``latest`` and
+    ``stable`` name no release of their own beside a local build; ``1.37`` any 1.37 build; an
+    exact release only itself."""
+    text = pinned.strip()
+    if text in {"latest", "stable"}:
+        return True
+    built = parse_version(version)
+    if is_minor(text):
+        return text.lstrip("v") == f"{built.major}.{built.minor}"
+    try:
+        parse_version(text)
+    except VersionError:
+        raise VersionError(f"{PIN_ENV} {pinned!r} is not {SPEC_HELP}") from None
+    return text.lstrip("v") == version.lstrip("v")
+
+
+def _local_current(version: str) -> Release:
     source_dir, bin_dir = _local_dirs()
     assert bin_dir is not None
-    version = local[0]
     if source_dir is None:
         source_dir = _module_source_tree(version)
     return Release(version=version, bin_dir=bin_dir, source_dir=source_dir, origin="local")

@@ -14,6 +14,15 @@ This is a deviation from the published release and is reported as one, in the bu
 cache entry and the run's ``summary.json``. Only splits listed here are known; a refused staging
 module that is not listed is left alone (some, like ``k8s.io/ktesting``, are imported by tests
 only), and the build reports what it misses.
+
+The second kind is a package a release moved out of ``k8s.io/kubernetes`` into a module of its
+own, changing its API on the way: 1.38's iptables client, now ``sigs.k8s.io/iptables-wrappers``
+``pkg/iptables``, which the kubelet and kube-proxy import and some proxies refuse at every
+version. Its stand-in holds the previous release's package unchanged, as an internal package, and
+an adapter of ours (``standin_go/``, shipped with e2e-dra) that gives it the moved package's API.
+The release's code that calls it is compiled against that adapter, so any call the adapter lacks
+fails the build. Where the proxy serves the real module, the real one is built and nothing is
+assembled.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 SMD_MODULE = re.compile(r"sigs\.k8s\.io/structured-merge-diff/v\d+")
@@ -107,3 +117,58 @@ def _import_rewriter(
         return text
 
     return rewrite
+
+
+@dataclass(frozen=True)
+class Move:
+    """A package moved out of ``k8s.io/kubernetes`` into ``module``; assembled from the previous
+    release's copy of it (``origin``) and an adapter of ours to the moved package's API."""
+
+    module: str
+    package: str  # in the new module
+    origin: str  # in k8s.io/kubernetes of the previous release
+    adapter: str  # a file of standin_go/
+    differences: str  # what the stand-in does not do as the module does, said in the deviation
+
+    def describe(self, origin_version: str) -> str:
+        return (
+            f"assembled from k8s.io/kubernetes {origin_version} {self.origin}, the package it was "
+            f"moved from, with e2e-dra's adapter to its API ({self.differences})"
+        )
+
+
+LEGACY_DIR = "internal/legacy"
+"""Where a move's stand-in keeps the previous release's package, below the moved package."""
+
+KNOWN_MOVES: dict[str, Move] = {
+    move.module: move
+    for move in (
+        Move(
+            module="sigs.k8s.io/iptables-wrappers",
+            package="pkg/iptables",
+            origin="pkg/util/iptables",
+            adapter="iptables_wrappers.go",
+            differences="both modes run the installed iptables, as 1.37 did",
+        ),
+    )
+}
+
+
+def assemble_move(move: Move, kubernetes_dir: Path, dest: Path, go_line: str) -> None:
+    """Write the stand-in module for ``move`` into ``dest``.
+
+    ``kubernetes_dir`` is the previous release's ``k8s.io/kubernetes`` tree. Only the package's
+    own non-test files are taken: its ``testing`` fake and tests stay behind.
+    """
+    origin = kubernetes_dir / move.origin
+    files = sorted(f for f in origin.glob("*.go") if not f.name.endswith("_test.go"))
+    if not files:
+        raise FileNotFoundError(f"{origin} holds no Go package to assemble {move.module} from")
+    package_dir = dest / move.package
+    legacy = package_dir / LEGACY_DIR
+    legacy.mkdir(parents=True)
+    for go_file in files:
+        (legacy / go_file.name).write_text(go_file.read_text())
+    adapter = resources.files("e2e_dra.releases").joinpath("standin_go", move.adapter)
+    (package_dir / move.adapter).write_text(adapter.read_text())
+    (dest / "go.mod").write_text(f"module {move.module}\n\ngo {go_line}\n")

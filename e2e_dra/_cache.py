@@ -1,4 +1,4 @@
-"""A cache entry is a directory that is either complete and intact, or rebuilt.
+"""A cache entry is a directory that is either complete and verified, or rebuilt.
 
 Upstream takes ``<cache>/<version>/kube-apiserver`` existing as "complete" and writes in place,
 so an interrupted download leaves a cache that later runs trust. Here an entry is filled in a
@@ -6,22 +6,26 @@ temporary sibling, marked complete, and renamed into place under an exclusive fi
 sharing a cache neither race nor do the work twice, and a crash leaves only a temp dir that the next
 fill removes.
 
-The completion marker also records every file of the entry: its name, size, modification time and
-SHA-256. An entry is trusted only while its files still match that record; a binary deleted,
-truncated or rewritten by hand makes the entry incomplete, and the next fill rebuilds it.
+The rule: **an entry is served only while its recorded manifest is readable and every file it
+names still matches it.** The completion marker is that manifest: every file of the entry with
+its size, modification time and SHA-256, written when the entry was filled. So:
+
+* a marker that is missing, unreadable, or has no manifest means the entry is incomplete. It is
+  rebuilt, never re-recorded from whatever happens to be on disk then;
+* a file missing, resized or (by hash) rewritten means the entry is damaged. It is moved aside
+  at once (``.damaged-<key>-*``, removed by the next fill of that key; a process still running
+  one of its binaries keeps it), so no later run can serve it, even one that only looks at
+  sizes and times, and even when the rebuild that should follow fails;
+* ``deep=True`` (``e2e-dra download --verify``) hashes every file instead of only those whose
+  mtime changed, which also finds a rewrite that kept size and time.
 
 Speed: a release entry is ~600 MB in ~10,000 files (a build keeps its source tree). Hashing all of
 it on every run would cost seconds each time, so the routine check is a ``stat`` per file (names,
 sizes and mtimes: tens of milliseconds), and only a file whose mtime changed is hashed (``touch``
 or a copy that did not keep times costs one hash, not a rebuild). Digests are computed once when
 the entry is written (SHA-256 runs at >1 GB/s where the CPU has SHA extensions, so that adds about
-a second to a download or build that takes minutes) and re-checked in full on request
-(``deep=True``, ``e2e-dra download --verify``), which also catches a rewrite that kept size and
-time. Files added to an entry after it was written (a build's scratch files) are not judged: they
-cannot change what a recorded file holds.
-
-Entries written before files were recorded are adopted: their files are recorded as they are the
-first time they are read (one hashing pass), rather than rebuilt (a build takes ten minutes).
+a second to a download or build that takes minutes). Files added to an entry after it was written
+(a build's scratch files) are not judged: they cannot change what a recorded file holds.
 
 Every OSError met while locking or filling (the cache dir is a file, read-only, the disk is full)
 ends as one :class:`~e2e_dra.errors.LocalError` line naming the path and what to do.
@@ -64,6 +68,7 @@ class CacheEntry:
         self.key = key
         self.path = self.root / key
         self.holds = tuple(holds)
+        self._locked = False  # this object holds the lock now (flock does not nest)
 
     @property
     def marker(self) -> Path:
@@ -72,16 +77,17 @@ class CacheEntry:
     def is_complete(self, *, deep: bool = False) -> bool:
         """Whether the entry was filled and its recorded files are still what was written.
 
-        ``deep`` re-hashes every file instead of trusting an unchanged size and mtime.
+        ``deep`` re-hashes every file instead of trusting an unchanged size and mtime. A damaged
+        entry is moved aside before this returns False (see the module's rule).
         """
         if not self.marker.is_file():
             return False
-        meta = self.metadata()
-        if FILES_KEY not in meta and not self._adopt():
-            return False
         recorded = self.metadata().get(FILES_KEY)
-        if recorded is None:  # a read-only cache written before files were recorded
-            return all((self.path / name).is_file() for name in self.holds)
+        if not isinstance(recorded, dict):
+            logger.info(
+                f"cache entry {self.path} has no readable record of its files; it will be rebuilt"
+            )
+            return False
         lacking = [name for name in self.holds if name not in recorded]
         problem = (
             f"it lacks {', '.join(lacking)}"
@@ -90,7 +96,8 @@ class CacheEntry:
         )
         if problem is None:
             return True
-        logger.info(f"cache entry {self.path} is damaged ({problem}); it will be rebuilt")
+        logger.warning(f"cache entry {self.path} is damaged ({problem}); it will be rebuilt")
+        self._move_aside()
         return False
 
     def metadata(self) -> dict[str, Any]:
@@ -103,7 +110,11 @@ class CacheEntry:
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
-        """Exclusive lock shared by every process that fills this key."""
+        """Exclusive lock shared by every process that fills this key (taken again by its holder,
+        it is already held)."""
+        if self._locked:
+            yield
+            return
         lock_dir = self.root / ".locks"
         try:
             lock_dir.mkdir(parents=True, exist_ok=True)
@@ -116,9 +127,11 @@ class CacheEntry:
             except BlockingIOError:
                 logger.info(f"waiting for another process that is filling {self.path} ...")
                 fcntl.flock(handle, fcntl.LOCK_EX)
+            self._locked = True
             try:
                 yield
             finally:
+                self._locked = False
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def fill(
@@ -154,21 +167,15 @@ class CacheEntry:
                 raise
         return self.path
 
-    def _adopt(self) -> bool:
-        """Record the files of an entry written before files were recorded; True when done."""
+    def _move_aside(self) -> None:
+        """Take a damaged entry out of every later run's way (see the module's rule)."""
+        aside = self.root / f".damaged-{self.key}-{uuid.uuid4().hex[:8]}"
         try:
             with self.lock():
-                meta = self.metadata()
-                if FILES_KEY not in meta and self.marker.is_file():
-                    logger.info(
-                        f"recording the files of {self.path} (written before files were recorded)"
-                    )
-                    meta[FILES_KEY] = record_files(self.path)
-                    _write_marker(self.path, meta)
-        except (OSError, LocalError) as exc:  # read-only cache: trust it as older versions did
-            logger.info(f"cannot record the files of {self.path} ({exc}); using it as it is")
-            return True
-        return self.marker.is_file()
+                if self.path.is_dir():
+                    os.rename(self.path, aside)
+        except (OSError, LocalError) as exc:  # a read-only cache: at least say so
+            logger.warning(f"cannot move the damaged entry {self.path} aside ({exc})")
 
     def _local_error(self, exc: OSError) -> LocalError:
         return LocalError(
@@ -177,8 +184,9 @@ class CacheEntry:
         )
 
     def _remove_leftovers(self) -> None:
-        for stale in self.root.glob(f".tmp-{self.key}-*"):
-            _rmtree(stale)
+        for prefix in (".tmp", ".damaged"):
+            for stale in self.root.glob(f"{prefix}-{self.key}-*"):
+                _rmtree(stale)
 
 
 def record_files(root: Path) -> dict[str, list[Any]]:

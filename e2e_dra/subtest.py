@@ -48,15 +48,28 @@ class Subtest:
     requires: tuple[str, ...] = ()
     # Feature gates the cluster must enable for this subtest (merged into FEATURE_GATES).
     feature_gates: tuple[str, ...] = ()
-    # The releases that have everything this subtest needs, as a PEP 440 specifier on Kubernetes
-    # versions (">=1.37", ">=1.36.3", ">=1.38.0-beta.0"; v1.38.0-beta.0 is 1.38.0b0, so ">=1.38"
-    # excludes it). Both releases under test must match; otherwise the subtest is skipped with the
-    # reason and its gates and runtime config stay off (an older release may know a gate but not
-    # the API it guards).
+    # The control-plane releases that have everything this subtest needs, as a PEP 440
+    # specifier on Kubernetes versions (">=1.37", ">=1.36.3", ">=1.38.0-beta.0"; v1.38.0-beta.0
+    # is 1.38.0b0, so ">=1.38" excludes it). Every release the control plane runs in the suite
+    # must match; otherwise the subtest is skipped with the reason and its gates and runtime
+    # config stay off (an older release may know a gate but not the API it guards).
     releases: str | None = None
+    # The same for every release the kubelet runs (kubelet-last's E2E_DRA_KUBELET_VERSION may be
+    # three minors behind); None: ``releases`` holds for the kubelet too.
+    kubelet_releases: str | None = None
 
     def __post_init__(self) -> None:
         _check_releases(self.name, self.releases)
+        _check_releases(self.name, self.kubelet_releases)
+
+    def unmet_release(self, control_plane: Sequence[str], kubelet: Sequence[str]) -> str | None:
+        """Why the releases a suite runs exclude this subtest, or None."""
+        if excluded := unsupported_release(self.releases, *control_plane):
+            return f"needs Kubernetes {self.releases}; {excluded} is not"
+        spec = self.kubelet_releases or self.releases
+        if excluded := unsupported_release(spec, *kubelet):
+            return f"needs a kubelet of Kubernetes {spec}; the kubelet's {excluded} is not"
+        return None
 
 
 GATE_CYCLE_PHASES = ("phase-0-gate-on", "phase-1-gate-off", "phase-2-gate-on-again")

@@ -178,14 +178,48 @@ def test_files_added_later_are_not_judged(tmp_path: Path) -> None:
     assert entry.is_complete()
 
 
-def test_an_entry_from_before_files_were_recorded_is_adopted_not_rebuilt(tmp_path: Path) -> None:
-    import json
+@pytest.mark.parametrize(
+    "marker", ["garbage{", "{}", '{"version": "v1.36.5"}', '{"files": "x"}', "[]"]
+)
+def test_an_unreadable_record_of_files_means_rebuilt_never_re_recorded(
+    tmp_path: Path, marker: str
+) -> None:
+    calls: list[Path] = []
+    entry = _filled(tmp_path, calls)
+    os.chmod(entry.path / "bin", 0o755)
+    (entry.path / "bin" / "kubelet").unlink()  # damage that a fresh record would bless
+    (entry.path / MARKER).write_text(marker)
 
-    entry = CacheEntry(tmp_path, "v1.36.5")
-    entry.path.mkdir()
-    (entry.path / "kubelet").write_text("old")
-    (entry.path / MARKER).write_text(json.dumps({"version": "v1.36.5"}))
-    assert entry.is_complete()
-    assert set(entry.metadata()["files"]) == {"kubelet"}
-    (entry.path / "kubelet").write_text("damaged after adoption")
     assert not entry.is_complete()
+    assert not entry.is_complete(deep=True)
+    _filled(tmp_path, calls)
+
+    assert len(calls) == 2
+    assert (entry.path / "bin" / "kubelet").is_file()
+
+
+def test_damage_found_once_is_never_served_again(tmp_path: Path) -> None:
+    calls: list[Path] = []
+    entry = _filled(tmp_path, calls)
+    kubelet = entry.path / "bin" / "kubelet"
+    before = kubelet.stat()
+    os.chmod(kubelet, 0o644)
+    with open(kubelet, "r+b") as out:
+        out.write(b"X")
+    os.utime(kubelet, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+    assert not entry.is_complete(deep=True)  # what --verify asks first
+
+    assert not entry.is_complete()  # the routine check of a later run does not serve it
+    (aside,) = tmp_path.glob(".damaged-v1.36.5-*")
+    assert (aside / "bin" / "kubelet").read_bytes().startswith(b"X")
+
+    def unreachable(_tmp: Path) -> None:
+        raise RuntimeError("the mirror does not answer")
+
+    with pytest.raises(RuntimeError):  # the refill fails ...
+        entry.fill(unreachable)
+    assert not entry.is_complete()  # ... and still nothing is served
+    _filled(tmp_path, calls)  # a later fill rebuilds it and clears what was set aside
+    assert entry.is_complete(deep=True)
+    assert not list(tmp_path.glob(".damaged-*"))

@@ -401,3 +401,53 @@ def test_a_cache_entry_damaged_by_hand_is_downloaded_again(
     verified = e2e_dra(*args, "--verify", cache=cache)
     assert verified.returncode == 0, verified.stderr
     assert release_server.count(TARBALL) == 2
+
+
+# -- issue 20: the cache never serves damage -------------------------------------------------------
+
+
+@pytest.mark.parametrize("marker", ["garbage{", "{}"])
+def test_a_damaged_entry_with_an_unreadable_record_is_not_served_even_after_verify(
+    release_server: ReleaseServer, tmp_path: Path, marker: str
+) -> None:
+    release_server.add_release("v1.36.5")
+    cache = tmp_path / "c"
+    args = ("download", "v1.36.5", "--base-url", release_server.url)
+    first = e2e_dra(*args, cache=cache)
+    assert first.returncode == 0, first.stderr
+    entry = Path(first.stdout.split()[-1])
+    os.chmod(entry, 0o755)
+    (entry / "kubelet").unlink()
+    (entry / ".e2e-dra-complete.json").write_text(marker)
+
+    verified = e2e_dra(*args, "--verify", cache=cache)
+
+    assert verified.returncode == 0, verified.stderr
+    assert "no readable record of its files" in verified.stderr
+    assert release_server.count(TARBALL) == 2  # fetched again, not re-recorded
+    assert (entry / "kubelet").stat().st_size == 4096
+
+
+def test_damage_found_by_verify_is_not_served_by_the_next_run(
+    release_server: ReleaseServer, tmp_path: Path
+) -> None:
+    release_server.add_release("v1.36.5")
+    cache = tmp_path / "c"
+    args = ("download", "v1.36.5", "--base-url", release_server.url)
+    first = e2e_dra(*args, cache=cache)
+    assert first.returncode == 0, first.stderr
+    kubelet = Path(first.stdout.split()[-1]) / "kubelet"
+    before = kubelet.stat()
+    os.chmod(kubelet, 0o755)
+    with open(kubelet, "r+b") as out:  # one byte, same size, same mtime
+        out.write(b"X")
+    os.utime(kubelet, ns=(before.st_atime_ns, before.st_mtime_ns))
+    release_server.stop()  # the mirror is gone
+
+    verified = e2e_dra(*args, "--verify", cache=cache)
+    one_line(verified, 5)
+    assert "kubelet does not hold what was written (sha256 differs)" in verified.stderr
+
+    plain = e2e_dra(*args, cache=cache)
+    one_line(plain, 5)  # it tries the mirror again instead of serving the damaged kubelet
+    assert not kubelet.exists()

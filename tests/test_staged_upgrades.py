@@ -16,9 +16,17 @@ from e2e_dra._suite._plan import (
     UPGRADE_DOWNGRADE,
     upgrade_downgrade_plan,
 )
-from e2e_dra._suite._upgrade import CONTROL_PLANE, NODE, VARIANTS, _bin_dir, _kubelet_release
+from e2e_dra._suite._upgrade import (
+    CONTROL_PLANE,
+    NODE,
+    VARIANTS,
+    UpgradeDowngradeBackend,
+    _bin_dir,
+    _kubelet_release,
+)
 from e2e_dra.errors import E2EDRAError
-from e2e_dra.releases import Release
+from e2e_dra.releases import Release, VersionsUnderTest
+from e2e_dra.subtest import Subtest
 from localupcluster import KUBE_CLUSTER_COMPONENTS
 
 
@@ -73,3 +81,47 @@ def test_the_kubelet_defaults_to_the_previous_release(tmp_path: Path, environ: E
     environ.unset("E2E_DRA_KUBELET_VERSION")
     current, previous = _release(tmp_path, "v1.37.2"), _release(tmp_path, "v1.36.5")
     assert _kubelet_release(current, previous) is previous
+
+
+def _backend(tmp_path: Path, suite: str, old_kubelet: str) -> UpgradeDowngradeBackend:
+    """A backend after its versions step, without a cluster (nothing is started)."""
+    backend = UpgradeDowngradeBackend(suite, {}, tmp_path / "artifacts")
+    current, previous = _release(tmp_path, "v1.38.0-beta.0"), _release(tmp_path, "v1.37.2")
+    backend.versions = VersionsUnderTest(current, previous, "1.37", "build")
+    backend._old = previous if suite != KUBELET_LAST else _release(tmp_path, old_kubelet)
+    return backend
+
+
+def test_each_variant_knows_which_releases_the_control_plane_and_the_kubelet_run(
+    tmp_path: Path,
+) -> None:
+    runs = {
+        suite: (backend.control_plane_versions(), backend.kubelet_versions())
+        for suite in VARIANTS
+        if (backend := _backend(tmp_path / suite, suite, "v1.35.4"))
+    }
+
+    both = ("v1.37.2", "v1.38.0-beta.0")
+    assert runs[UPGRADE_DOWNGRADE] == (both, both)
+    assert runs[CONTROL_PLANE_FIRST] == (both, ("v1.37.2",))
+    assert runs[KUBELET_LAST] == (("v1.38.0-beta.0",), ("v1.35.4", "v1.38.0-beta.0"))
+
+
+def test_a_subtest_says_which_kubelets_it_needs_apart_from_the_control_plane() -> None:
+    def initial(ctx: object) -> None:
+        return None
+
+    both = Subtest(name="both", initial=initial, releases=">=1.36")
+    control_plane_only = Subtest(
+        name="cp", initial=initial, releases=">=1.37", kubelet_releases=">=1.34"
+    )
+    control_plane, skewed = ("v1.38.0-beta.0",), ("v1.35.4", "v1.38.0-beta.0")
+
+    assert both.unmet_release(control_plane, skewed) == (
+        "needs a kubelet of Kubernetes >=1.36; the kubelet's v1.35.4 is not"
+    )
+    assert control_plane_only.unmet_release(control_plane, skewed) is None
+    assert control_plane_only.unmet_release(("v1.36.5",), skewed) == (
+        "needs Kubernetes >=1.37; v1.36.5 is not"
+    )
+    assert both.unmet_release(("v1.37.2",), ("v1.36.5", "v1.37.2")) is None

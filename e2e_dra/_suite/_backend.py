@@ -24,7 +24,7 @@ from e2e_dra.kube import Kube, path, retrying
 from e2e_dra.provision import ensure_node_runtime
 from e2e_dra.releases import VersionsUnderTest, versions_under_test
 from e2e_dra.settings import settings
-from e2e_dra.subtest import Context, unsupported_release
+from e2e_dra.subtest import Context
 from e2e_dra.waits import abort_when, eventually
 from hostkit import Attempts
 from localupcluster import Cluster
@@ -129,10 +129,10 @@ class ClusterBackend:
 
     def unmet(self, name: str) -> str | None:
         subtest = self.subtests[name]
-        if self.versions is not None:
-            excluded = unsupported_release(subtest.releases, *self.tested_versions())
-            if excluded is not None:
-                return f"needs Kubernetes {subtest.releases}; {excluded} is not"
+        if self.versions is not None and (
+            why := subtest.unmet_release(self.control_plane_versions(), self.kubelet_versions())
+        ):
+            return why
         dropped = dict(self.info.get("feature_gates_dropped") or {})
         for gate in getattr(subtest, "feature_gates", ()):
             gate_name = gate.partition("=")[0]
@@ -149,6 +149,14 @@ class ClusterBackend:
         """The releases a subtest runs on (both, for an upgrade and downgrade)."""
         assert self.versions is not None
         return (self.versions.previous.version, self.versions.current.version)
+
+    def control_plane_versions(self) -> tuple[str, ...]:
+        """The releases the control plane runs in this suite."""
+        return self.tested_versions()
+
+    def kubelet_versions(self) -> tuple[str, ...]:
+        """The releases the kubelet runs in this suite."""
+        return self.tested_versions()
 
     def drop(self, subtest: str) -> None:
         self.harnesses.drop(subtest)

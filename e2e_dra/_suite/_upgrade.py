@@ -27,7 +27,6 @@ from e2e_dra._suite._plan import CONTROL_PLANE_FIRST, KUBELET_LAST, UPGRADE_DOWN
 from e2e_dra.errors import InputError
 from e2e_dra.releases import CONTROL_PLANE_COMMANDS, Release, release_source, resolve_release
 from e2e_dra.settings import settings
-from e2e_dra.subtest import unsupported_release
 from e2e_dra.versions import parse_version
 from localupcluster import KUBE_CLUSTER_COMPONENTS, ModifyOptions
 
@@ -99,9 +98,9 @@ class UpgradeDowngradeBackend(ClusterBackend):
         if self.suite == KUBELET_LAST:
             self._old = _kubelet_release(versions.current, versions.previous)
             self.info["kubelet"] = {"version": self._old.version, "bin_dir": str(self._old.bin_dir)}
-        tested = self.tested_versions()
+        control_plane, kubelet = self.control_plane_versions(), self.kubelet_versions()
         active = [
-            s for s in self.subtests.values() if unsupported_release(s.releases, *tested) is None
+            s for s in self.subtests.values() if s.unmet_release(control_plane, kubelet) is None
         ]
         runtime_config = [*RUNTIME_CONFIG]
         runtime_config += sorted({gv for s in active for gv in s.requires} - set(RUNTIME_CONFIG))
@@ -128,6 +127,20 @@ class UpgradeDowngradeBackend(ClusterBackend):
 
     def tested_versions(self) -> tuple[str, ...]:
         return tuple(release.version for release in self._releases())
+
+    def control_plane_versions(self) -> tuple[str, ...]:
+        return self._runs("kube-apiserver")
+
+    def kubelet_versions(self) -> tuple[str, ...]:
+        return self._runs("kubelet")
+
+    def _runs(self, component: str) -> tuple[str, ...]:
+        """The releases ``component`` runs in this suite: its first, and the current one if the
+        upgrade moves it."""
+        assert self.versions is not None
+        first = self._initial()[component].version
+        moved = component in self.variant.moved
+        return tuple(dict.fromkeys([first, self.versions.current.version] if moved else [first]))
 
     def _releases(self) -> list[Release]:
         assert self.versions is not None and self._old is not None

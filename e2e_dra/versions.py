@@ -14,13 +14,14 @@ import functools
 import os
 import re
 import shlex
-import subprocess
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from e2e_dra.errors import VersionError
+from supervise import ANSWER_LIMIT, ProcessError, ask
 
 __all__ = [
     "KubeVersion",
@@ -47,6 +48,8 @@ _VERSION_RE = re.compile(
     re.VERBOSE | re.ASCII,  # \d is 0-9 only, not other scripts' digits
 )
 _MINOR_RE = re.compile(r"v?(?P<major>\d{1,9})\.(?P<minor>\d{1,9})", re.ASCII)
+VERSION_FILE_LIMIT = 64 * 1024  # bytes; hack/lib/version.sh writes a few hundred
+RUN_TIMEOUT = 60.0  # seconds a --version or the workspace status script may take
 _MAX_LENGTH = 128  # longer than any version git describe produces; int() of 4,300+ digits raises
 _PRE_RANK = {"alpha": 0, "beta": 1, "rc": 2, None: 3}
 _PEP440_PRE = {"alpha": "a", "beta": "b", "rc": "rc"}
@@ -270,12 +273,7 @@ def _workspace_git_version(root: Path, script: Path, env: dict[str, str]) -> str
 
 
 def _version_file_git_version(path: Path) -> str:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise VersionError(f"cannot read KUBE_GIT_VERSION_FILE {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise VersionError(f"KUBE_GIT_VERSION_FILE {path} is not a text file") from None
+    text = _read_version_file(path)
     for line in text.splitlines():
         key, sep, value = line.partition("=")
         if sep and key.strip() == "KUBE_GIT_VERSION":
@@ -291,22 +289,46 @@ def _version_file_git_version(path: Path) -> str:
     raise VersionError(f"KUBE_GIT_VERSION_FILE {path} sets no KUBE_GIT_VERSION")
 
 
+def _read_version_file(path: Path) -> str:
+    """The version file's text: a regular file of at most ``VERSION_FILE_LIMIT`` bytes (a FIFO
+    would hang the read, ``/dev/zero`` would never end)."""
+    what = f"KUBE_GIT_VERSION_FILE {path}"
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise VersionError(f"{what} is not a regular file")
+        with open(path, "rb") as handle:
+            data = handle.read(VERSION_FILE_LIMIT + 1)
+    except OSError as exc:
+        raise VersionError(f"cannot read {what}: {exc.strerror}") from None
+    if len(data) > VERSION_FILE_LIMIT:
+        raise VersionError(f"{what} is larger than {VERSION_FILE_LIMIT} bytes: not a version file")
+    if b"\0" in data:
+        raise VersionError(f"{what} is not a text file")
+    return data.decode(errors="replace")
+
+
 def _binary_version(binary: Path) -> str:
     output = _run([str(binary), "--version"], cwd=None, env=None, what=str(binary))
     words = output.split()  # "Kubernetes v1.36.3"
     if len(words) >= 2 and words[0] == "Kubernetes":
-        return words[1]
-    raise VersionError(f"{binary} --version printed {output.strip()!r}, not 'Kubernetes vX.Y.Z'")
+        try:
+            return str(parse_version(words[1]))
+        except VersionError as exc:
+            raise VersionError(f"{binary} --version: {exc}") from None
+    shown = output.strip()
+    shown = shown if len(shown) <= 80 else shown[:80] + "..."
+    raise VersionError(f"{binary} --version printed {shown!r}, not 'Kubernetes vX.Y.Z'")
 
 
 def _run(cmd: list[str], *, cwd: Path | None, env: dict[str, str] | None, what: str) -> str:
+    """``cmd``'s output, bounded in size and time (see :func:`supervise.ask`)."""
     try:
-        proc = subprocess.run(
-            cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise VersionError(f"cannot run {what}: {exc}") from None
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise VersionError(f"{what} failed (exit {proc.returncode}): {last}")
-    return proc.stdout
+        answer = ask(what, cmd, cwd=cwd, env=env, timeout=RUN_TIMEOUT)
+    except ProcessError as exc:
+        raise VersionError(str(exc)) from None
+    if answer.returncode != 0:
+        last = (answer.stderr.strip().splitlines() or ["no output"])[-1][:200]
+        raise VersionError(f"{what} failed (exit {answer.returncode}): {last}")
+    if answer.truncated:
+        raise VersionError(f"{what} printed more than {ANSWER_LIMIT} bytes: not a version answer")
+    return answer.stdout

@@ -11,14 +11,18 @@ This package stands alone, below everything of ours but ``hostkit`` (its waits):
 and the builds sit below the cluster engine, which imports nothing of e2e-dra, and all three use it.
 """
 
+from supervise._ask import ANSWER_LIMIT, Answer, ask
 from supervise._identity import ProcessId, group_members, start_ticks, terminate
 from supervise._process import Finished, Process, ProcessError, describe_exit, run
 
 __all__ = [
+    "ANSWER_LIMIT",
+    "Answer",
     "Finished",
     "Process",
     "ProcessError",
     "ProcessId",
+    "ask",
     "describe_exit",
     "group_members",
     "run",

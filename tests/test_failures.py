@@ -451,3 +451,87 @@ def test_damage_found_by_verify_is_not_served_by_the_next_run(
     plain = e2e_dra(*args, cache=cache)
     one_line(plain, 5)  # it tries the mirror again instead of serving the damaged kubelet
     assert not kubelet.exists()
+
+
+# -- issue 20: every read of outside input is bounded ----------------------------------------------
+
+
+def _bin_dir_whose_apiserver_runs(tmp_path: Path, script: str) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    apiserver = bin_dir / "kube-apiserver"
+    apiserver.write_text(f"#!/bin/sh\n{script}\n")
+    apiserver.chmod(0o755)
+    return bin_dir
+
+
+@pytest.mark.parametrize("kind", ["/dev/zero", "fifo", "large"])
+def test_a_version_file_that_is_no_file_or_too_large_is_refused_at_once(
+    release_server: ReleaseServer, tmp_path: Path, kind: str
+) -> None:
+    version_file = Path("/dev/zero")
+    if kind == "fifo":
+        version_file = tmp_path / "fifo"
+        os.mkfifo(version_file)  # nobody writes: a read would hang
+    elif kind == "large":
+        version_file = tmp_path / "large"
+        version_file.write_bytes(b"KUBE_GIT_VERSION='v1.37.2'\n" + b"#" * 100_000)
+    proc = e2e_dra(
+        "versions",
+        "--base-url",
+        release_server.url,
+        env={"KUBE_GIT_VERSION_FILE": str(version_file)},
+        timeout=20,
+    )
+    named = "larger than 65536 bytes" if kind == "large" else "is not a regular file"
+    one_line(proc, 3, str(version_file), named)
+
+
+@pytest.mark.parametrize(
+    ("script", "named"),
+    [
+        ("head -c 50000000 /dev/zero | tr '\\0' x", "printed more than 65536 bytes"),
+        ("printf 'Kubernetes \\377\\376'; exit 0", "--version: not a Kubernetes version"),
+        ("printf '\\377\\376 broken' >&2; exit 3", "failed (exit 3)"),
+        ("printf '\\377 not kubernetes'", "not 'Kubernetes vX.Y.Z'"),
+    ],
+)
+def test_a_version_answer_that_is_huge_or_not_utf8_is_one_line(
+    release_server: ReleaseServer, tmp_path: Path, script: str, named: str
+) -> None:
+    bin_dir = _bin_dir_whose_apiserver_runs(tmp_path, script)
+    proc = e2e_dra(
+        "versions",
+        "--base-url",
+        release_server.url,
+        env={"KUBERNETES_SERVER_BIN_DIR": str(bin_dir)},
+        timeout=30,
+    )
+    assert proc.returncode in {3, 4}, proc.stderr
+    one_line(proc, proc.returncode, named)
+
+
+def test_a_version_answer_that_leaves_a_child_behind_is_read_at_once(
+    release_server: ReleaseServer, tmp_path: Path
+) -> None:
+    release_server.put("stable-1.36.txt", "v1.36.5")
+    marker = tmp_path / "child-started"
+    bin_dir = _bin_dir_whose_apiserver_runs(
+        tmp_path, f"(touch {marker}; exec sleep 300) & echo 'Kubernetes v1.37.2'"
+    )
+    started = time.monotonic()
+    proc = e2e_dra(
+        "versions",
+        "--base-url",
+        release_server.url,
+        env={"KUBERNETES_SERVER_BIN_DIR": str(bin_dir)},
+        timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "version under test: v1.37.2" in proc.stdout
+    assert time.monotonic() - started < 15  # not the 60 s of a pipe held open
+    assert marker.exists()
+    leftovers = subprocess.run(
+        ["pgrep", "-f", "exec sleep 300|^sleep 300$"], capture_output=True, text=True, check=False
+    )
+    assert leftovers.stdout == "", "the --version's child outlived the question"

@@ -17,6 +17,8 @@ from conftest import missing
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.releases import GoBuildSource, Release, VersionsUnderTest, versions_under_test
 from e2e_dra.releases._gobuild import BUILT_COMMANDS
+from e2e_dra.releases._gomodule import parse_requires
+from e2e_dra.releases._goproxy import ModuleProxy
 from e2e_dra.settings import settings, use
 
 pytestmark = pytest.mark.real
@@ -90,3 +92,24 @@ def test_a_second_fetch_builds_nothing_and_asks_nobody(versions: VersionsUnderTe
     for release in _releases(versions):
         if release.origin == "build":
             assert offline.fetch(release.version) == release
+
+
+def test_a_module_the_proxy_refuses_is_a_stand_in_named_in_the_deviations(
+    versions: VersionsUnderTest,
+):
+    """1.38's kubelet and kube-proxy import sigs.k8s.io/iptables-wrappers; where the proxy
+    serves it the published module is built, where it refuses it the stand-in is, and says so."""
+    for release in _releases(versions):
+        if release.origin != "build":
+            continue
+        source = GoBuildSource()
+        pinned = dict(parse_requires(source.proxy.go_mod(release.version)))
+        module = "sigs.k8s.io/iptables-wrappers"
+        named = [d for d in release.deviations if d.startswith(f"{module} ")]
+        if module not in pinned:
+            assert named == []
+            continue
+        served = ModuleProxy(module, source.proxy.base_url).serves(pinned[module])
+        assert bool(named) != served, (release.version, release.deviations)
+        kubelet = _output(release.bin_dir / "kubelet", "--version")
+        assert kubelet == f"Kubernetes {release.version}"

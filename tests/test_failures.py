@@ -380,16 +380,23 @@ def test_the_help_documents_the_exit_statuses() -> None:
     assert "exit status:" in proc.stdout
 
 
-def test_a_cache_entry_damaged_by_hand_is_downloaded_again(
-    release_server: ReleaseServer, tmp_path: Path
-) -> None:
+def _downloaded(release_server: ReleaseServer, cache: Path) -> tuple[tuple[str, ...], Path]:
+    """v1.36.5 downloaded once into ``cache``: the command's arguments and the entry's bin dir
+    (made writable, so that a test can damage it)."""
     release_server.add_release("v1.36.5")
-    cache = tmp_path / "c"
     args = ("download", "v1.36.5", "--base-url", release_server.url)
     first = e2e_dra(*args, cache=cache)
     assert first.returncode == 0, first.stderr
     bin_dir = Path(first.stdout.split()[-1])
     os.chmod(bin_dir, 0o755)
+    return args, bin_dir
+
+
+def test_a_cache_entry_damaged_by_hand_is_downloaded_again(
+    release_server: ReleaseServer, tmp_path: Path
+) -> None:
+    cache = tmp_path / "c"
+    args, bin_dir = _downloaded(release_server, cache)
     (bin_dir / "kube-apiserver").unlink()
     os.truncate(bin_dir / "kubelet", 10)
     again = e2e_dra(*args, cache=cache)
@@ -410,13 +417,8 @@ def test_a_cache_entry_damaged_by_hand_is_downloaded_again(
 def test_a_damaged_entry_with_an_unreadable_record_is_not_served_even_after_verify(
     release_server: ReleaseServer, tmp_path: Path, marker: str
 ) -> None:
-    release_server.add_release("v1.36.5")
     cache = tmp_path / "c"
-    args = ("download", "v1.36.5", "--base-url", release_server.url)
-    first = e2e_dra(*args, cache=cache)
-    assert first.returncode == 0, first.stderr
-    entry = Path(first.stdout.split()[-1])
-    os.chmod(entry, 0o755)
+    args, entry = _downloaded(release_server, cache)
     (entry / "kubelet").unlink()
     (entry / ".e2e-dra-complete.json").write_text(marker)
 
@@ -431,12 +433,9 @@ def test_a_damaged_entry_with_an_unreadable_record_is_not_served_even_after_veri
 def test_damage_found_by_verify_is_not_served_by_the_next_run(
     release_server: ReleaseServer, tmp_path: Path
 ) -> None:
-    release_server.add_release("v1.36.5")
     cache = tmp_path / "c"
-    args = ("download", "v1.36.5", "--base-url", release_server.url)
-    first = e2e_dra(*args, cache=cache)
-    assert first.returncode == 0, first.stderr
-    kubelet = Path(first.stdout.split()[-1]) / "kubelet"
+    args, bin_dir = _downloaded(release_server, cache)
+    kubelet = bin_dir / "kubelet"
     before = kubelet.stat()
     os.chmod(kubelet, 0o755)
     with open(kubelet, "r+b") as out:  # one byte, same size, same mtime

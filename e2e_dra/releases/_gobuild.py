@@ -160,9 +160,13 @@ class GoBuildSource:
             logger.info(
                 f"deviation: {substitute}: the Go module proxy does not serve the pinned version"
             )
-        standins = self._standins(
-            version, kubernetes_go_mod, module_src, commands, out / "standins", log, toolchain
-        )
+        into = out / "standins"
+        standins = {
+            **self._split_standins(version, kubernetes_go_mod, into, log, toolchain),
+            **self._move_standins(
+                version, kubernetes_go_mod, module_src, commands, into, log, toolchain
+            ),
+        }
         substitutes += [substitute for substitute, _ in standins.values()]
         module_dir = out / "module"
         module_dir.mkdir()
@@ -320,24 +324,6 @@ class GoBuildSource:
         except UnbuildableRelease as exc:
             return str(exc)
         return None
-
-    def _standins(
-        self,
-        version: str,
-        kubernetes_go_mod: str,
-        module_src: Path,
-        commands: tuple[str, ...],
-        into: Path,
-        log: Path,
-        toolchain: GoToolchain,
-    ) -> dict[str, tuple[Substitute, Path]]:
-        """Stand-ins for the modules the proxy refuses and we know how to assemble."""
-        return {
-            **self._split_standins(version, kubernetes_go_mod, into, log, toolchain),
-            **self._move_standins(
-                version, kubernetes_go_mod, module_src, commands, into, log, toolchain
-            ),
-        }
 
     def _move_standins(
         self,

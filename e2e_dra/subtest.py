@@ -64,12 +64,7 @@ class Subtest:
 
     def unmet_release(self, control_plane: Sequence[str], kubelet: Sequence[str]) -> str | None:
         """Why the releases a suite runs exclude this subtest, or None."""
-        if excluded := unsupported_release(self.releases, *control_plane):
-            return f"needs Kubernetes {self.releases}; {excluded} is not"
-        spec = self.kubelet_releases or self.releases
-        if excluded := unsupported_release(spec, *kubelet):
-            return f"needs a kubelet of Kubernetes {spec}; the kubelet's {excluded} is not"
-        return None
+        return _unmet_release(self.releases, self.kubelet_releases, control_plane, kubelet)
 
 
 GATE_CYCLE_PHASES = ("phase-0-gate-on", "phase-1-gate-off", "phase-2-gate-on-again")
@@ -98,17 +93,40 @@ class GateCycleSubtest:
     # Added to RUNTIME_CONFIG, e.g. "scheduling.k8s.io/v1beta1".
     extra_runtime_config: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
-    # The releases this subtest can run on (see Subtest.releases).
+    # The releases this subtest can run on (see Subtest.releases and Subtest.kubelet_releases).
     releases: str | None = None
+    kubelet_releases: str | None = None
+    # Gates that depend on a toggled one (a release refuses them on while it is off): switched
+    # off and on with the toggled gates, where the release has them.
+    dependent_gates: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check_releases(self.name, self.releases)
+        _check_releases(self.name, self.kubelet_releases)
+
+    def unmet_release(self, control_plane: Sequence[str], kubelet: Sequence[str]) -> str | None:
+        """Why the releases a suite runs exclude this subtest, or None."""
+        return _unmet_release(self.releases, self.kubelet_releases, control_plane, kubelet)
 
 
 def _check_releases(name: str, releases: str | None) -> None:
     """A malformed specifier fails when the subtest module is imported, not mid-run."""
     if releases is not None:
         release_specifier(releases)
+
+
+def _unmet_release(
+    releases: str | None,
+    kubelet_releases: str | None,
+    control_plane: Sequence[str],
+    kubelet: Sequence[str],
+) -> str | None:
+    if excluded := unsupported_release(releases, *control_plane):
+        return f"needs Kubernetes {releases}; {excluded} is not"
+    spec = kubelet_releases or releases
+    if excluded := unsupported_release(spec, *kubelet):
+        return f"needs a kubelet of Kubernetes {spec}; the kubelet's {excluded} is not"
+    return None
 
 
 def unsupported_release(releases: str | None, *versions: str) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from pathlib import Path
 
 import pytest
 from kubernetes.client import models
@@ -175,3 +176,58 @@ def test_binding_conditions_and_consumable_capacity_toggle_their_gate() -> None:
     (pool,) = cc.resources(["127.0.0.1"])
     assert pool.node_name == "127.0.0.1"  # node-local: the kubelet's restart deletes it
     assert consumable_capacity.DEFAULT_SHARE == "2Gi"
+
+
+# A kube-apiserver that checks gates as 1.38 does for consumable capacity, and knows
+# DRAFractionalCapacityRange only when told to (as 1.37+): prints its version when accepted.
+_APISERVER = """#!/bin/sh
+gates="$1"; knows="%(knows)s"; fail='E1201 run.go:72] "command failed" err='
+case "$gates" in *DRAFractionalCapacityRange*) [ -n "$knows" ] || {
+  echo "$fail\"unrecognized feature gate: DRAFractionalCapacityRange\"" >&2; exit 1; } ;; esac
+case "$gates" in *DRAConsumableCapacity=false*)
+  case "$gates" in *DRAFractionalCapacityRange=false*) ;; *) [ -n "$knows" ] && {
+    echo "$fail\"DRAFractionalCapacityRange is enabled, but depends on features that" \
+      "are disabled: [DRAConsumableCapacity]\"" >&2; exit 1; } ;; esac ;; esac
+echo "Kubernetes %(version)s"
+"""
+
+
+def _gate_cycle_backend(tmp_path: Path, version: str, *, knows_dependent: bool):
+    from e2e_dra._suite._gate_cycle import GateCycleBackend
+    from e2e_dra.releases import Release, VersionsUnderTest
+
+    bin_dir = tmp_path / version / "bin"
+    bin_dir.mkdir(parents=True)
+    apiserver = bin_dir / "kube-apiserver"
+    apiserver.write_text(
+        _APISERVER % {"knows": "yes" if knows_dependent else "", "version": version}
+    )
+    apiserver.chmod(0o755)
+    release = Release(version=version, bin_dir=bin_dir, source_dir=None, origin="build")
+    backend = GateCycleBackend("gate-cycle", gate_cycle_subtests(), tmp_path / "artifacts")
+    backend.versions = VersionsUnderTest(release, release, "1.37", "build")
+    return backend
+
+
+def test_a_gate_that_depends_on_the_toggled_one_goes_off_and_on_with_it(tmp_path: Path) -> None:
+    with_dependent = _gate_cycle_backend(tmp_path / "new", "v1.38.0-beta.0", knows_dependent=True)
+    without = _gate_cycle_backend(tmp_path / "old", "v1.36.5", knows_dependent=False)
+
+    assert with_dependent.unmet("consumable-capacity") is None
+    assert with_dependent._gates("consumable-capacity", False) == (
+        "DRAConsumableCapacity=false,DRAFractionalCapacityRange=false"
+    )
+    assert with_dependent._gates("consumable-capacity", True) == (
+        "DRAConsumableCapacity=true,DRAFractionalCapacityRange=true"
+    )
+    # a release without the dependent gate toggles the gate alone
+    assert without._gates("consumable-capacity", False) == "DRAConsumableCapacity=false"
+    assert without.unmet("consumable-capacity") is None
+
+
+def test_a_gate_cycle_subtest_outside_its_releases_is_skipped_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    backend = _gate_cycle_backend(tmp_path, "v1.36.5", knows_dependent=False)
+
+    assert backend.unmet("workload-resourceclaims") == "needs Kubernetes >=1.37; v1.36.5 is not"

@@ -10,6 +10,7 @@ command line.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from e2e_dra._suite._backend import ClusterBackend
 from e2e_dra._suite._plan import GATE_CYCLE_PHASES, Entry
@@ -18,6 +19,10 @@ from localupcluster import PROBED_BINARY, refusal
 
 
 class GateCycleBackend(ClusterBackend):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._dependents: dict[str, tuple[str, ...]] = {}
+
     def run_step(self, entry: Entry) -> None:
         step, name = entry.step, entry.subtest
         if step == "versions":
@@ -48,15 +53,8 @@ class GateCycleBackend(ClusterBackend):
             return f"emulates {emulated}, newer than the current release {current.version}"
         if not emulated:
             binary = current.bin_dir / PROBED_BINARY
-            for value in ("true", "false"):
-                gates = ",".join(
-                    p
-                    for p in (
-                        turn(subtest.enabled_gates, "true"),
-                        turn(subtest.toggled_gates, value),
-                    )
-                    if p
-                )
+            for on in (True, False):
+                gates = self._gates(name, on)
                 why = refusal(binary, gates)
                 if why is not None:
                     return f"{current.version} cannot run with --feature-gates={gates}: {why}"
@@ -64,8 +62,21 @@ class GateCycleBackend(ClusterBackend):
 
     def _gates(self, name: str, on: bool) -> str:
         subtest = self.subtests[name]
-        parts = [turn(subtest.enabled_gates, "true"), turn(subtest.toggled_gates, str(on).lower())]
+        toggled = (*subtest.toggled_gates, *self._dependent_gates(name))
+        parts = [turn(subtest.enabled_gates, "true"), turn(toggled, str(on).lower())]
         return ",".join(part for part in parts if part)
+
+    def _dependent_gates(self, name: str) -> tuple[str, ...]:
+        """The subtest's dependent gates that the current release has (asked once)."""
+        if name not in self._dependents:
+            assert self.versions is not None
+            binary = self.versions.current.bin_dir / PROBED_BINARY
+            self._dependents[name] = tuple(
+                gate
+                for gate in self.subtests[name].dependent_gates
+                if refusal(binary, f"{gate}=true") is None
+            )
+        return self._dependents[name]
 
     def _bring_up(self, name: str) -> None:
         assert self.versions is not None

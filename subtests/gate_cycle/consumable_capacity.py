@@ -118,6 +118,8 @@ SUBTEST = GateCycleSubtest(
     name="consumable-capacity",
     initial=initial,
     toggled_gates=(GATE,),
+    # 1.37 added it, on by default, and refuses it on while DRAConsumableCapacity is off.
+    dependent_gates=("DRAFractionalCapacityRange",),
     resources=cc.resources,
     # Beta from 1.36; GA but not locked in 1.38: every release since can switch it off.
     releases=">=1.36",

@@ -39,6 +39,7 @@ def e2e_dra(
     stdout: int | None = subprocess.PIPE,
     file_size_limit: int | None = None,
     timeout: float = 60,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``e2e-dra ARGS`` as a user runs it, with the file size limit of ``ulimit -f`` if given.
 
@@ -61,6 +62,7 @@ def e2e_dra(
         timeout=timeout,
         env={**base, **(env or {})},
         check=False,
+        cwd=cwd,
     )
 
 

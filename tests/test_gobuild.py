@@ -475,15 +475,16 @@ def test_the_installed_go_builds_what_it_is_new_enough_for(environ: Environ):
         ("local", "", "GOTOOLCHAIN=local forbids fetching one"),
         ("", "off", "needs the checksum database, which GOSUMDB=off turns off"),
         ("go1.99.0", "off", "fetching Go toolchain go1.99.0 needs the checksum database"),
-        ("gone", "", "not a Go version: 'gone'"),
+        ("gone", "", "GOTOOLCHAIN='gone' is not a Go toolchain"),
+        ("local+path", "", "GOTOOLCHAIN=local\\+path forbids fetching one"),
     ],
 )
 def test_a_toolchain_that_cannot_be_had_is_one_clear_error(
     isolated_env: Path, environ: Environ, setting: str, sumdb: str, message: str
 ):
-    environ.set("GOTOOLCHAIN", setting)
-    environ.set("GOSUMDB", sumdb)
     with pytest.raises(E2EDRAError, match=message):
+        environ.set("GOSUMDB", sumdb)
+        environ.set("GOTOOLCHAIN", setting)  # a malformed one is refused as it is read
         toolchain_for("1.99.0")
 
 

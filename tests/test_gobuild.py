@@ -185,8 +185,11 @@ def test_proxy_url_is_the_first_proxy_of_goproxy(environ: Environ):
     assert proxy_url() == "https://late.example"
     for setting in ("direct", "off,https://never.example"):
         environ.set("GOPROXY", setting)
-        with pytest.raises(ReleaseError, match="GOPROXY="):
+        with pytest.raises(InputError, match="GOPROXY="):  # bad input, not a failing server
             proxy_url()
+    environ.set("GOPROXY", "http://a b/go,direct")
+    with pytest.raises(InputError, match=r"GOPROXY='http://a b/go,direct'.* must be percent-enc"):
+        proxy_url()
 
 
 def test_module_paths_are_case_encoded():

@@ -247,7 +247,8 @@ class DownloadSource:
             )
         raise ReleaseError(
             f"no checksum is published for {url} (.sha512 and .sha256 are both missing); "
-            "refusing to use an unverified release"
+            f"refusing to use an unverified release: publish one or use another mirror, "
+            f"{RELEASE_URL_SETTING}"
         )
 
     def _tarball_status(self, client: httpx.Client, url: str) -> int:
@@ -305,7 +306,10 @@ def _parse_digest(url: str, text: str, algorithm: str) -> str:
     length = hashlib.new(algorithm).digest_size * 2
     digest = words[0].lower() if words else ""
     if len(digest) != length or not all(c in "0123456789abcdef" for c in digest):
-        raise ReleaseError(f"{url} holds no {algorithm} digest: {text.strip()[:80]!r}")
+        raise ReleaseError(
+            f"{url} holds no {algorithm} digest: {text.strip()[:80]!r}; the mirror serves a broken "
+            f"checksum file: fix it or use another, {RELEASE_URL_SETTING}"
+        )
     return digest
 
 

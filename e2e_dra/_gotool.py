@@ -88,30 +88,32 @@ def installed_toolchain() -> GoToolchain:
 def toolchain_for(required: str, preferred: str | None = None) -> GoToolchain:
     """The toolchain that builds a module whose go.mod says ``go <required>``.
 
-    In order: the user's ``GOTOOLCHAIN`` when it names a toolchain (``go1.27.3``) or is ``local``;
-    the installed Go when it is new enough; ``preferred`` (a release's ``.go-version``, or a
-    go.mod's ``toolchain`` line) when it is new enough; else the required version itself.
+    In order: the user's ``GOTOOLCHAIN`` when it names a toolchain (``go1.27.3``) or forbids
+    fetching one (``local``, ``local+path``); the installed Go when it is new enough;
+    ``preferred`` (a release's ``.go-version``, or a go.mod's ``toolchain`` line) when it is new
+    enough; else the required version itself. ``GOTOOLCHAIN`` itself was checked when the
+    settings were read, so every value here is one the go command accepts.
     """
-    setting = (settings().gotoolchain or "").split("+", 1)[0]
+    name, _, mode = (settings().gotoolchain or "").partition("+")
     installed = installed_toolchain()
     new_enough = go_version_key(installed.name) >= go_version_key(required)
-    if setting == "local":
+    if name == "local" and mode != "auto":
         if not new_enough:
             raise ProvisionError(
-                f"this build needs Go >= {required} and GOTOOLCHAIN=local forbids fetching one "
-                f"(installed: {installed.name}): unset GOTOOLCHAIN or set it to a toolchain "
-                "such as go1.27.3"
+                f"this build needs Go >= {required} and GOTOOLCHAIN={settings().gotoolchain} "
+                f"forbids fetching one (installed: {installed.name}): unset GOTOOLCHAIN or set it "
+                "to a toolchain such as go1.27.3"
             )
         return installed
-    if setting.startswith("go"):
-        chosen = setting
+    if name.startswith("go"):
+        chosen = name
     elif new_enough:
         return installed
     elif preferred and go_version_key(preferred) >= go_version_key(required):
         chosen = preferred if preferred.startswith("go") else f"go{preferred}"
     else:
         chosen = f"go{required}"
-    go_version_key(chosen)  # a clear error for GOTOOLCHAIN=garbage
+    go_version_key(chosen)  # a release's .go-version is not checked anywhere else
     if chosen == installed.name:
         return installed
     return fetch_toolchain(chosen)

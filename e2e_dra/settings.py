@@ -23,7 +23,9 @@ The value parsers live here too, because the command line takes the same values 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,12 +52,53 @@ def _scaled(text: str, units: Mapping[str, float], limit: float) -> float | None
     return number if 0 <= number < limit else None
 
 
+_GO_DURATION_UNITS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "\u00b5s": 1e-6,  # micro sign, as Go writes it
+    "\u03bcs": 1e-6,  # Greek mu, as Go also accepts it
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+_GO_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)", re.ASCII)
+MAX_DURATION = 1e9
+"""Seconds (about 31 years). Longer waits overflow the timeouts of threads and sleeps (Python's
+``threading.TIMEOUT_MAX`` is about 9.2e9 s) instead of waiting: they are refused, not clamped."""
+
+
+def _go_duration(text: str) -> float | None:
+    """Go's ``time.ParseDuration`` grammar (``1h2m3.5s``, ``500ms``, a leading sign) -> seconds;
+    None when ``text`` is not one. Letters are taken in any case, as ``15M`` always was."""
+    value = text.lower()
+    sign = -1.0 if value.startswith("-") else 1.0
+    value = value.removeprefix("-").removeprefix("+")
+    parts = _GO_DURATION_PART.findall(value)
+    if not parts or "".join(number + unit for number, unit in parts) != value:
+        return None
+    return sign * sum(float(number) * _GO_DURATION_UNITS[unit] for number, unit in parts)
+
+
 def seconds(text: str) -> float:
-    """``90`` or ``90s`` or ``15m`` -> seconds; ``0`` means no limit."""
-    value = _scaled(text, {"": 1.0, "s": 1.0, "m": 60.0}, 1e9)
-    if value is None:
-        raise ValueError("is not a duration (e.g. 1800, 90s or 30m; 0: none)")
-    return value
+    """A duration in seconds: a plain number (``90``, ``1e3``) or Go's form (``90s``, ``1m30s``,
+    ``1h``, ``500ms``). Every duration we read takes both, so a value copied from a Go tool's flag
+    works here too; one that cannot be waited for (negative, NaN, infinite, centuries) is refused
+    instead of turning into a wait that never ends or ends at once."""
+    value = text.strip()
+    try:
+        number: float | None = float(value)  # also "nan", "inf" and "1_000": judged below
+    except ValueError:
+        number = _go_duration(value)
+    if number is None:
+        raise ValueError("is not a duration (e.g. 1800, 90s, 1m30s or 1h)")
+    if not math.isfinite(number):
+        raise ValueError("is not a finite duration (e.g. 1800, 90s, 1m30s or 1h)")
+    if number < 0:
+        raise ValueError("is negative; a duration is 0 or more")
+    if number > MAX_DURATION:
+        raise ValueError(f"is longer than {MAX_DURATION:.0f} seconds (about 31 years)")
+    return number
 
 
 def rate(text: str) -> float:
@@ -66,29 +109,53 @@ def rate(text: str) -> float:
     return value
 
 
-def number(text: str) -> float:
-    """A plain number of seconds, as ``float`` reads it."""
-    try:
-        return float(text)
-    except ValueError:
-        raise ValueError("is not a number of seconds") from None
+# Characters no URL holds unencoded (RFC 3986): httpx would quietly encode a space in the host and
+# the request would fail only after every retry, seconds later, as a name that does not resolve.
+_NOT_IN_URLS = re.compile(r'[\s\x00-\x1f\x7f<>"{}|\\^`]')
+_HOST_NAME = re.compile(r"[\w.-]+")  # \w: letters of any script too (IDN hosts)
 
 
-def release_tree_url(text: str) -> str:
-    """A release tree URL we can use: http(s), a host, parseable."""
+def _http_url(text: str, kind: str, example: str) -> str:
+    """An http(s) URL we can request: a host, nothing that needs encoding, no fragment.
+
+    A query is kept and sent with every file (a mirror may want a token on each request); a
+    fragment is refused, because it is never sent to a server, so it cannot mean what its writer
+    meant.
+    """
+    if found := _NOT_IN_URLS.search(text):
+        raise ValueError(
+            f"is not a usable URL: it holds {found[0]!r}, which must be percent-encoded "
+            "(a space as %20)"
+        )
     try:
         parts = urlsplit(text)
         parts.port  # noqa: B018 - raises ValueError on a bad port
-        bad = parts.scheme not in {"http", "https"} or not parts.hostname
+        host = parts.hostname or ""
+        bad = parts.scheme not in {"http", "https"} or not host
+        bad = bad or ("[" not in parts.netloc and not _HOST_NAME.fullmatch(host))
     except ValueError:
         bad = True
     if bad:
-        raise ValueError("is not an http(s) URL of a release tree (e.g. https://dl.k8s.io/release)")
+        raise ValueError(f"is not an http(s) URL of a {kind} (e.g. {example})")
+    if "#" in text:
+        raise ValueError("has a #fragment, which is never sent to a server; remove it")
     return text
+
+
+def release_tree_url(text: str) -> str:
+    """A release tree URL we can use (see :func:`_http_url`)."""
+    return _http_url(text, "release tree", "https://dl.k8s.io/release")
+
+
+def module_proxy_url(text: str) -> str:
+    """A Go module proxy URL we can use (see :func:`_http_url`)."""
+    return _http_url(text, "Go module proxy", "https://proxy.golang.org")
 
 
 def path(text: str) -> Path:
     """A path, ``~`` expanded."""
+    if not text:
+        raise ValueError("is empty; give a path")
     try:
         return Path(text).expanduser()
     except RuntimeError as exc:  # ~nosuchuser
@@ -96,11 +163,45 @@ def path(text: str) -> Path:
 
 
 def directory(text: str) -> Path:
-    """A directory of ours, as an absolute path (it need not exist yet)."""
+    """A directory of ours, as an absolute path (it need not exist yet).
+
+    Empty is refused rather than read as the current directory (caches would land wherever the
+    command was started), and so is a control character: ``download`` and ``build`` print the
+    directory as their last line of stdout, which a newline would break.
+    """
+    if not text:
+        raise ValueError("is empty; give a directory (e.g. ~/.cache/e2e-dra)")
+    if any(ord(char) < 0x20 or char == "\x7f" for char in text):
+        raise ValueError(
+            "holds a control character such as a newline, which the directory printed as a "
+            "line of stdout cannot carry; choose another directory"
+        )
     try:
         return Path(text).expanduser().resolve()
     except (RuntimeError, OSError, ValueError) as exc:
         raise ValueError(f"is not a usable directory ({exc}); give an absolute path") from None
+
+
+_GO_TOOLCHAIN = re.compile(
+    r"(?:auto|path|(?:local|go1(?:\.(?:0|[1-9]\d*)){1,2}(?:(?:rc|beta)[1-9]\d*)?(?:-[\w.]+)?)"
+    r"(?:\+(?:auto|path))?)",
+    re.ASCII,
+)
+
+
+def go_toolchain(text: str) -> str:
+    """A ``GOTOOLCHAIN`` as the go command reads it: ``local``, ``auto``, ``path``, or a
+    toolchain name (``go1.27.3``, ``go1.27rc1``), each maybe with ``+auto`` or ``+path``.
+
+    Checked here because it is read in several places (the toolchain a build uses, ``go env``
+    for GOPROXY): a value the go command refuses would otherwise fail as whatever each of them
+    was doing, or be ignored where the installed Go happens to be new enough.
+    """
+    if not _GO_TOOLCHAIN.fullmatch(text):
+        raise ValueError(
+            "is not a Go toolchain (e.g. go1.27.3, local or auto, maybe with +auto or +path)"
+        )
+    return text
 
 
 def a_release_source(text: str) -> str:
@@ -201,7 +302,7 @@ class Settings:
         default=DEFAULT_RELEASE_URL,
         metadata=_about(
             "KUBERNETES_RELEASE_URL",
-            "release tree or mirror (`--base-url` on the CLI)",
+            "release tree or mirror (`--base-url` on the CLI); a query is sent with every file",
             release_tree_url,
         ),
     )
@@ -209,7 +310,7 @@ class Settings:
         default=1800.0,  # 600 MB at 1/3 MB/s
         metadata=_about(
             "E2E_DRA_DOWNLOAD_DEADLINE",
-            "seconds one release's download may take in all, `30m` works too, `0`: none "
+            "how long one release's download may take in all (a duration), `0`: none "
             "(`--deadline`)",
             seconds,
         ),
@@ -227,7 +328,7 @@ class Settings:
         default=10.0,
         metadata=_about(
             "E2E_DRA_PROGRESS_EVERY",
-            "seconds between plain progress lines of a download when stderr is not a terminal",
+            "time between plain progress lines of a download when stderr is not a terminal",
             seconds,
         ),
     )
@@ -274,8 +375,8 @@ class Settings:
         default=120.0,  # upstream's IsGone: 2 minutes
         metadata=_about(
             "E2E_DRA_SLICE_REMOVAL_TIMEOUT",
-            "seconds the kubelet gets to remove the ResourceSlices of stopped drivers",
-            number,
+            "time the kubelet gets to remove the ResourceSlices of stopped drivers",
+            seconds,
         ),
     )
     # hack/local-up-cluster.sh's default evicts every pod once the disk is 85 % full
@@ -331,6 +432,7 @@ class Settings:
             "the Go toolchain for every Kubernetes build (`go1.27.3`, fetched through `GOPROXY`); "
             "unset: the installed Go, or the release's `.go-version` where the installed Go is too "
             "old",
+            go_toolchain,
             shown="unset",
         ),
     )

@@ -36,18 +36,25 @@ __all__ = [
 
 _EXAMPLES = "e.g. v1.36.3, v1.37.0-rc.1 or v1.37.0-alpha.0.812+0123abcd"
 
-_VERSION_RE = re.compile(
-    r"""
-    v?(?P<major>\d+)\.(?P<minor>\d+)\.(?P<patch>\d+)
-    (?:-(?P<pre>alpha|beta|rc)\.(?P<pre_number>\d+))?
-    # commits since the tag: ".812+<hash>" after a pre-release, "-812+<hash>" after a plain tag,
-    # or raw `git describe` output "-812-g<hash>"
-    (?:[.-](?P<commits>\d+)(?:\+|-g)(?P<commit>[0-9a-f]{7,40}))?
+# {n} is a number: Kubernetes never writes one with a leading zero, and reading "v01.37.2" as
+# v1.37.2 would change what the user asked for without saying so (see _LOOSE_VERSION_RE).
+_VERSION_PATTERN = r"""
+    v?(?P<major>{n})\.(?P<minor>{n})\.(?P<patch>{n})
+    (?:-(?P<pre>alpha|beta|rc)\.(?P<pre_number>{n}))?
+    # commits since the tag: ".812+<hash>" after a pre-release, "-812+<hash>" after a plain tag
+    # (what hack/lib/version.sh and CI's markers write), or raw `git describe` output "-812-g<hash>"
+    (?:[.-](?P<commits>{n})(?:\+|(?P<describe>-g))(?P<commit>[0-9a-f]{{7,40}}))?
     (?P<dirty>-dirty)?
-    """,
+    """
+_NUMBER = r"(?:0|[1-9]\d*)"
+_VERSION_RE = re.compile(
+    _VERSION_PATTERN.format(n=_NUMBER),
     re.VERBOSE | re.ASCII,  # \d is 0-9 only, not other scripts' digits
 )
-_MINOR_RE = re.compile(r"v?(?P<major>\d{1,9})\.(?P<minor>\d{1,9})", re.ASCII)
+_LOOSE_VERSION_RE = re.compile(_VERSION_PATTERN.format(n=r"\d+"), re.VERBOSE | re.ASCII)
+"""The same grammar with leading zeros allowed: only to say why a version was refused."""
+_MINOR_RE = re.compile(r"v?(?P<major>0|[1-9]\d{0,8})\.(?P<minor>0|[1-9]\d{0,8})", re.ASCII)
+_LOOSE_MINOR_RE = re.compile(r"v?\d{1,9}\.\d{1,9}", re.ASCII)
 VERSION_FILE_LIMIT = 64 * 1024  # bytes; hack/lib/version.sh writes a few hundred
 RUN_TIMEOUT = 60.0  # seconds a --version or the workspace status script may take
 _MAX_LENGTH = 128  # longer than any version git describe produces; int() of 4,300+ digits raises
@@ -81,6 +88,7 @@ class KubeVersion:
     commits: int | None = None  # commits after the tag, for builds between tags
     commit: str | None = None
     dirty: bool = False
+    describe: bool = False  # raw `git describe` form ("-812-g<hash>"), never a published name
 
     @property
     def tag(self) -> str:
@@ -107,6 +115,18 @@ class KubeVersion:
     def is_release(self) -> bool:
         """Exactly a published tag (no commits after it, no local changes)."""
         return self.commits is None and not self.dirty
+
+    @property
+    def is_ci_build(self) -> bool:
+        """A build between tags as CI publishes it (``v1.38.0-alpha.0.812+0123abcd``, what
+        upstream's ``ci/latest.txt`` names): neither a local change nor raw ``git describe``."""
+        return self.commits is not None and not self.dirty and not self.describe
+
+    @property
+    def published_name(self) -> str:
+        """The name a release tree files it under: the tag of a release, the version as written
+        (with its ``v``) of a CI build."""
+        return self.tag if self.is_release else "v" + self.text.removeprefix("v")
 
     @property
     def is_stable(self) -> bool:
@@ -142,7 +162,7 @@ def parse_version(text: str) -> KubeVersion:
     stripped = text.strip() if isinstance(text, str) else ""
     match = _VERSION_RE.fullmatch(stripped) if len(stripped) <= _MAX_LENGTH else None
     if not match:
-        raise VersionError(f"not a Kubernetes version: {text[:80]!r} ({_EXAMPLES})")
+        raise VersionError(f"not a Kubernetes version: {text[:80]!r} ({_why_not(stripped)})")
     number = match.group("pre_number")
     commits = match.group("commits")
     return KubeVersion(
@@ -155,7 +175,20 @@ def parse_version(text: str) -> KubeVersion:
         commits=int(commits) if commits is not None else None,
         commit=match["commit"],
         dirty=match["dirty"] is not None,
+        describe=match["describe"] is not None,
     )
+
+
+_LEADING_ZERO = "a number has a leading zero, which Kubernetes never writes"
+
+
+def _why_not(text: str) -> str:
+    """What to tell about a string that is not a version: its leading zero, else examples."""
+    if len(text) <= _MAX_LENGTH and any(
+        loose.fullmatch(text) for loose in (_LOOSE_VERSION_RE, _LOOSE_MINOR_RE)
+    ):
+        return f"{_LEADING_ZERO}; {_EXAMPLES}"
+    return _EXAMPLES
 
 
 def parse_minor(text: str) -> Minor:
@@ -163,8 +196,9 @@ def parse_minor(text: str) -> Minor:
     stripped = text.strip() if isinstance(text, str) else ""
     match = _MINOR_RE.fullmatch(stripped)
     if not match:
+        zero = f"; {_LEADING_ZERO}" if _LOOSE_MINOR_RE.fullmatch(stripped) else ""
         raise VersionError(
-            f"not a Kubernetes minor version: {text!r} (expected MAJOR.MINOR, e.g. 1.36)"
+            f"not a Kubernetes minor version: {text[:80]!r} (expected MAJOR.MINOR, e.g. 1.36{zero})"
         )
     return Minor(int(match["major"]), int(match["minor"]))
 
@@ -216,7 +250,8 @@ def previous_minor(version: str | KubeVersion) -> Minor:
                 line = parse_minor(version)
             except VersionError:
                 raise VersionError(
-                    f"not a Kubernetes version: {version[:80]!r} ({_EXAMPLES}, or MAJOR.MINOR)"
+                    f"not a Kubernetes version: {version[:80]!r} "
+                    f"({_why_not(version.strip())}, or MAJOR.MINOR)"
                 ) from None
             parsed = KubeVersion(text=version, major=line.major, minor=line.minor, patch=0)
     back = 2 if (parsed.pre, parsed.pre_number) == ("alpha", 0) else 1

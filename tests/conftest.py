@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 from environment import Environ
+from module_proxy import ProxyTree
 from release_server import ReleaseServer
 
 from e2e_dra.settings import Settings, use
@@ -19,6 +20,22 @@ def release_server() -> Iterator[ReleaseServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def proxy_tree() -> Iterator[ProxyTree]:
+    """A loopback Go module proxy (see module_proxy.py) shaped like the real one was: its list
+    lags behind, v1.38 only has a beta listed."""
+    tree = ProxyTree(
+        listed=["v1.35.4", "v1.36.1", "v1.36.3", "v1.37.2", "v1.38.0-beta.0", "v1.36.0-rc.1"],
+        served=[
+            *("v1.36.4", "v1.36.5"),
+            *("v1.38.0-beta.1", "v1.38.0-rc.0"),
+            *("v1.39.0-alpha.0", "v1.39.0-alpha.1"),
+        ],
+    )
+    yield tree
+    tree.stop()
 
 
 @pytest.fixture

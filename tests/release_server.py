@@ -31,11 +31,12 @@ PREFIX = "/release"
 
 @dataclass
 class Member:
-    """One tar member: a file with ``data``, or a symlink to ``link``."""
+    """One tar member: a file with ``data``, a symlink to ``link``, or a directory."""
 
     name: str
     data: bytes = b""
     link: str | None = None
+    directory: bool = False
 
 
 def fake_binary(name: str, size: int = 4096) -> bytes:
@@ -54,6 +55,10 @@ def server_tarball(members: Iterable[Member]) -> bytes:
             if member.link is not None:
                 info.type = tarfile.SYMTYPE
                 info.linkname = member.link
+                archive.addfile(info)
+            elif member.directory:
+                info.type = tarfile.DIRTYPE
+                info.mode = 0o755
                 archive.addfile(info)
             else:
                 info.size = len(member.data)
@@ -80,6 +85,7 @@ class Fault:
     stall_after: int | None = None  # send this many body bytes, then hang until released
     redirect_to_self: bool = False  # answer 302 with Location: the same path (a redirect loop)
     trickle: int | None = None  # send the body at this many bytes per second
+    headers: dict[str, str] = field(default_factory=dict)  # sent with an injected status
     times: int = 1
 
 
@@ -92,6 +98,8 @@ class ReleaseServer:
     # misconfigured mirror
     mislabelled: dict[str, str] = field(default_factory=dict)
     requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)  # request targets as sent, query included
+    request_times: list[tuple[str, float]] = field(default_factory=list)  # (path, monotonic)
     body_bytes_sent: Counter[str] = field(default_factory=Counter)
     release_stall: threading.Event = field(default_factory=threading.Event)
 
@@ -194,9 +202,11 @@ class ReleaseServer:
         path = handler.path.split("?", 1)[0]
         with self._lock:
             self.requests.append((path, {k.lower(): v for k, v in handler.headers.items()}))
+            self.targets.append(handler.path)
+            self.request_times.append((path, time.monotonic()))
         fault = self._next_fault(path)
         if fault is not None and fault.status is not None:
-            return self._answer(handler, fault.status, b"injected failure\n")
+            return self._answer(handler, fault.status, b"injected failure\n", fault.headers)
         if fault is not None and fault.redirect_to_self:
             handler.send_response(302)
             handler.send_header("Location", handler.path)
@@ -263,9 +273,17 @@ class ReleaseServer:
             time.sleep(0.1)
         handler.close_connection = True
 
-    def _answer(self, handler: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
+    def _answer(
+        self,
+        handler: BaseHTTPRequestHandler,
+        status: int,
+        body: bytes,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         handler.send_response(status)
         handler.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            handler.send_header(name, value)
         handler.end_headers()
         handler.wfile.write(body)
 

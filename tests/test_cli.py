@@ -104,7 +104,7 @@ def test_resolve_failure_names_url_and_status(release_server: ReleaseServer) -> 
     assert proc.stderr.splitlines()[-1] == (
         f"e2e-dra: error: no Kubernetes 1.12 release: neither {release_server.url}/stable-1.12.txt "
         f"nor {release_server.url}/latest-1.12.txt exists (HTTP 404); check the version or the "
-        "release URL"
+        "release URL (KUBERNETES_RELEASE_URL or --base-url)"
     )
 
 

@@ -9,6 +9,7 @@ import signal
 import stat
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from release_server import (
 from e2e_dra.errors import InputError, NotFoundError, ReleaseError, VersionError
 from e2e_dra.releases import Release
 from e2e_dra.releases._download import DownloadSource, host_platform
+from e2e_dra.releases._http import MAX_RETRY_AFTER, file_name, retry_after_seconds, url_under
 
 TARBALL = "kubernetes-server-linux-amd64.tar.gz"
 
@@ -329,9 +331,11 @@ def test_a_corrupt_tarball_with_a_matching_digest_is_refused(
     assert_nothing_cached(tmp_path)
 
 
-def test_builds_between_releases_cannot_be_downloaded(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="between releases"):
-        DownloadSource(cache_dir=tmp_path).fetch("v1.35.2-3+0123abcdef0123")
+@pytest.mark.parametrize("version", ["v1.35.2-3+0123abcdef0123-dirty", "v1.35.2-3-g0123abcdef0"])
+def test_local_builds_cannot_be_downloaded(tmp_path: Path, version: str) -> None:
+    # a CI build (v1.35.2-3+0123abcdef0123) can: a CI tree's markers name those
+    with pytest.raises(InputError, match="is a local build"):
+        DownloadSource(cache_dir=tmp_path).fetch(version)
 
 
 def test_a_cache_hit_needs_no_server(release_server: ReleaseServer, tmp_path: Path) -> None:
@@ -376,3 +380,40 @@ def test_concurrent_downloads_into_one_cache_download_once(
     assert (tmp_path / "v1.35.2" / "kube-controller-manager").read_bytes() == fake_binary(
         "kube-controller-manager", 200_000
     )
+
+
+# -- issue 20: what a server asks for, and URLs under a base with a query ------------------------
+
+
+@pytest.mark.parametrize(
+    ("header", "wait"),
+    [
+        ("3", 3.0),
+        (" 0 ", 0.0),
+        ("3600", MAX_RETRY_AFTER),
+        ("9" * 5000, MAX_RETRY_AFTER),
+        ("Wed, 21 Oct 2015 07:28:10 GMT", 10.0),
+        ("Wed, 21 Oct 2015 07:27:00 GMT", 0.0),  # in the past: at once
+        ("Thu, 22 Oct 2015 07:28:00 GMT", MAX_RETRY_AFTER),
+        ("soon", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_retry_after_is_seconds_or_a_date_and_capped(header: str | None, wait: float | None):
+    now = datetime(2015, 10, 21, 7, 28, 0, tzinfo=UTC)
+    assert retry_after_seconds(header, now) == wait
+
+
+@pytest.mark.parametrize(
+    ("base", "url"),
+    [
+        ("https://dl.k8s.io/release", "https://dl.k8s.io/release/v1.36.5/k.tar.gz"),
+        ("https://dl.k8s.io/release/", "https://dl.k8s.io/release/v1.36.5/k.tar.gz"),
+        ("http://m/r?token=a%2Fb&x=1", "http://m/r/v1.36.5/k.tar.gz?token=a%2Fb&x=1"),
+        ("http://m?x=1", "http://m/v1.36.5/k.tar.gz?x=1"),
+    ],
+)
+def test_urls_under_a_base_keep_its_query(base: str, url: str):
+    assert url_under(base, "v1.36.5", "k.tar.gz") == url
+    assert file_name(url) == "k.tar.gz"

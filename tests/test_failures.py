@@ -7,6 +7,7 @@ one stand-in: dl.k8s.io cannot be reached here) and a fresh cache dir, with stde
 
 from __future__ import annotations
 
+import gzip
 import os
 import signal
 import subprocess
@@ -15,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from module_proxy import ProxyTree
 from release_server import (
     CLUSTER_BINARIES,
     Fault,
@@ -39,6 +41,7 @@ def e2e_dra(
     stdout: int | None = subprocess.PIPE,
     file_size_limit: int | None = None,
     timeout: float = 60,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``e2e-dra ARGS`` as a user runs it, with the file size limit of ``ulimit -f`` if given.
 
@@ -61,6 +64,7 @@ def e2e_dra(
         timeout=timeout,
         env={**base, **(env or {})},
         check=False,
+        cwd=cwd,
     )
 
 
@@ -516,7 +520,9 @@ def test_a_version_answer_that_leaves_a_child_behind_is_read_at_once(
     release_server.put("stable-1.36.txt", "v1.36.5")
     marker = tmp_path / "child-started"
     bin_dir = _bin_dir_whose_apiserver_runs(
-        tmp_path, f"(touch {marker}; exec sleep 300) & echo 'Kubernetes v1.37.2'"
+        tmp_path,
+        f"(touch {marker}; exec sleep 317) & while [ ! -e {marker} ]; do sleep 0.01; done\n"
+        "echo 'Kubernetes v1.37.2'",
     )
     started = time.monotonic()
     proc = e2e_dra(
@@ -531,6 +537,355 @@ def test_a_version_answer_that_leaves_a_child_behind_is_read_at_once(
     assert time.monotonic() - started < 15  # not the 60 s of a pipe held open
     assert marker.exists()
     leftovers = subprocess.run(
-        ["pgrep", "-f", "exec sleep 300|^sleep 300$"], capture_output=True, text=True, check=False
+        ["pgrep", "-f", "^sleep 317$"], capture_output=True, text=True, check=False
     )
     assert leftovers.stdout == "", "the --version's child outlived the question"
+
+
+# -- issue 20: a module proxy's answers are bounded and judged, its failures name GOPROXY ----------
+
+
+def _build_source_env(proxy: str) -> dict[str, str]:
+    """The build path (Go module proxy) instead of the download path."""
+    return {"E2E_DRA_RELEASE_SOURCE": "build", "GOPROXY": proxy}
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [b"<!DOCTYPE html><html><body>Sign in</body></html>", b"[1, 2]", b'{"Version": 1}'],
+)
+def test_a_module_proxy_answering_no_json_info_is_a_mirror_failure(
+    proxy_tree: ProxyTree, tmp_path: Path, answer: bytes
+) -> None:
+    info = "/k8s.io/kubernetes/@v/v1.36.5.info"
+    proxy_tree.answers[info] = (200, answer, {"Content-Type": "text/html"})
+    proc = e2e_dra("build", "v1.36.5", "--proxy", proxy_tree.url, cache=tmp_path / "c")
+    line = one_line(proc, 5, proxy_tree.url + info, "GOPROXY")
+    assert "KUBERNETES_RELEASE_URL" not in line
+
+
+def test_a_compressed_answer_is_bounded_after_decompression(
+    release_server: ReleaseServer,
+) -> None:
+    # 200 kB on the wire, 200 MB once decompressed: no marker is that large
+    release_server.put("stable-1.36.txt", gzip.compress(b"\0" * 200_000_000, compresslevel=1))
+    release_server.mislabel("stable-1.36.txt")  # labelled gzip, and gzip it is
+    proc = e2e_dra("resolve", "1.36", "--base-url", release_server.url)
+    one_line(proc, 5, f"{release_server.url}/stable-1.36.txt", "more than 1048576 bytes")
+
+
+def test_the_reachability_probe_does_not_read_a_huge_body(release_server: ReleaseServer) -> None:
+    huge = 64 << 20
+    release_server.put("stable.txt", b"v" * huge)
+    release_server.put("stable-1.36.txt", "v1.36.5\n")
+    proc = e2e_dra(
+        "resolve",
+        "1.36",
+        env={"E2E_DRA_RELEASE_SOURCE": "", "KUBERNETES_RELEASE_URL": release_server.url},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "v1.36.5"
+    assert release_server.body_bytes_sent["/release/stable.txt"] < huge // 2
+
+
+def test_a_release_the_module_proxy_lacks_is_not_found(
+    proxy_tree: ProxyTree, tmp_path: Path
+) -> None:
+    built = e2e_dra("build", "v1.99.0", "--proxy", proxy_tree.url, cache=tmp_path / "c")
+    one_line(built, 4, "v1.99.0 is not on the Go module proxy", "GOPROXY")
+    resolved = e2e_dra("resolve", "1.99", env=_build_source_env(proxy_tree.url))
+    one_line(resolved, 4, "no release of Kubernetes 1.99 on the Go module proxy")
+
+
+@pytest.mark.parametrize("setting", ["off", "direct", "off,https://never.example"])
+def test_a_goproxy_without_a_proxy_url_is_bad_input(setting: str) -> None:
+    proc = e2e_dra("resolve", "1.36", env=_build_source_env(setting))
+    one_line(proc, 3, f"GOPROXY={setting!r}")
+
+
+@pytest.mark.parametrize("setting", ["gofoo", "garbage", "go1.x"])
+def test_a_bad_gotoolchain_is_bad_input_naming_it(setting: str, proxy_tree: ProxyTree) -> None:
+    for env in (
+        {"E2E_DRA_RELEASE_SOURCE": "build", "GOPROXY": "", "GOTOOLCHAIN": setting},
+        {**_build_source_env(proxy_tree.url), "GOTOOLCHAIN": setting},
+    ):
+        proc = e2e_dra("resolve", "1.36", env=env)
+        one_line(proc, 3, f"GOTOOLCHAIN={setting!r}")
+
+
+def test_a_module_proxy_failure_names_goproxy_not_the_release_url(
+    release_server: ReleaseServer,
+) -> None:
+    release_server.fail("k8s.io/kubernetes/@v/list", Fault(redirect_to_self=True, times=1000))
+    proc = e2e_dra("resolve", "1.36", env=_build_source_env(release_server.url))
+    line = one_line(proc, 5, "redirects in a loop", "GOPROXY")
+    assert "release URL" not in line and "KUBERNETES_RELEASE_URL" not in line
+
+
+# -- issue 20: versions are what the marker says, or refused --------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("marker", "spec", "build"),
+    [
+        ("latest.txt", "latest", "v1.38.0-alpha.0.812+0123abcd"),
+        ("stable.txt", "stable", "v1.36.5-3+abcdef0"),
+        ("stable-1.38.txt", "1.38", "v1.38.0-beta.0.12+0123abcd"),
+    ],
+)
+def test_a_marker_naming_a_ci_build_is_resolved_to_that_build(
+    release_server: ReleaseServer, tmp_path: Path, marker: str, spec: str, build: str
+) -> None:
+    release_server.put(marker, build + "\n")
+    release_server.add_release(build)
+    resolved = e2e_dra("resolve", spec, "--base-url", release_server.url)
+    assert resolved.returncode == 0, resolved.stderr
+    assert resolved.stdout.strip() == build
+    downloaded = e2e_dra("download", spec, "--base-url", release_server.url, cache=tmp_path / "c")
+    assert downloaded.returncode == 0, downloaded.stderr
+    assert downloaded.stdout.splitlines()[-1] == str(tmp_path / "c" / build)
+
+
+def test_a_marker_naming_a_dirty_build_is_refused(release_server: ReleaseServer) -> None:
+    release_server.put("latest.txt", "v1.38.0-alpha.0.812+0123abcd-dirty\n")
+    proc = e2e_dra("resolve", "latest", "--base-url", release_server.url)
+    one_line(proc, 5, f"{release_server.url}/latest.txt", "v1.38.0-alpha.0.812+0123abcd-dirty")
+
+
+@pytest.mark.parametrize(
+    "version", ["v01.37.2", "v1.037.2", "v1.37.02", "v1.37.0-rc.01", "v1.37.0-rc.1.012+abcdef0"]
+)
+def test_a_version_with_leading_zeros_is_bad_input(version: str) -> None:
+    proc = e2e_dra("previous-minor", version)
+    one_line(proc, 3, repr(version), "leading zero")
+
+
+def test_a_minor_with_leading_zeros_is_bad_input() -> None:
+    proc = e2e_dra("resolve", "1.036", "--base-url", "http://127.0.0.1:9")
+    one_line(proc, 3, "'1.036'")
+
+
+# -- issue 20: the kind and the setting named are the ones that apply ------------------------------
+
+
+@pytest.mark.parametrize("flag", ["--bin-dir", "--source-dir"])
+def test_a_missing_directory_flag_is_bad_input_naming_the_flag(
+    release_server: ReleaseServer, tmp_path: Path, flag: str
+) -> None:
+    missing = tmp_path / "nowhere"
+    proc = e2e_dra("versions", flag, str(missing), "--base-url", release_server.url)
+    line = one_line(proc, 3, f"{flag} {missing}", "is not a directory")
+    assert "KUBERNETES_" not in line
+
+
+def test_a_bin_dir_flag_without_kube_apiserver_names_the_flag(
+    release_server: ReleaseServer, tmp_path: Path
+) -> None:
+    proc = e2e_dra("versions", "--bin-dir", str(tmp_path), "--base-url", release_server.url)
+    line = one_line(proc, 3, f"--bin-dir {tmp_path}", "no kube-apiserver", "make WHAT=")
+    assert "KUBERNETES_SERVER_BIN_DIR" not in line
+
+
+@pytest.mark.parametrize("variable", ["KUBERNETES_SERVER_BIN_DIR", "KUBERNETES_SOURCE_DIR"])
+def test_a_missing_directory_variable_is_bad_input_with_a_next_step(
+    release_server: ReleaseServer, tmp_path: Path, variable: str
+) -> None:
+    missing = tmp_path / "nowhere"
+    proc = e2e_dra("versions", "--base-url", release_server.url, env={variable: str(missing)})
+    one_line(proc, 3, f"{variable}={missing}", "is not a directory", "unset it")
+
+
+# -- issue 20: mirrors -----------------------------------------------------------------------------
+
+
+def test_a_base_url_with_a_query_keeps_it_on_every_request(
+    release_server: ReleaseServer, tmp_path: Path
+) -> None:
+    release_server.put("stable-1.36.txt", "v1.36.5\n")
+    release_server.add_release("v1.36.5")
+    base = release_server.url + "?token=s3cret"
+    proc = e2e_dra("download", "1.36", "--base-url", base, cache=tmp_path / "c")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == str(tmp_path / "c" / "v1.36.5")
+    assert release_server.targets
+    assert all(target.endswith("?token=s3cret") for target in release_server.targets)
+    assert f"/release/v1.36.5/{TARBALL}.sha512?token=s3cret" in release_server.targets
+
+
+def test_a_base_url_with_a_fragment_is_bad_input(release_server: ReleaseServer) -> None:
+    proc = e2e_dra("resolve", "1.36", "--base-url", release_server.url + "#top")
+    one_line(proc, 3, "--base-url", "#top")
+    assert release_server.targets == []
+
+
+def test_retry_after_is_honoured(release_server: ReleaseServer) -> None:
+    release_server.put("stable-1.36.txt", "v1.36.5\n")
+    busy = Fault(status=429, headers={"Retry-After": "2"})
+    release_server.fail("stable-1.36.txt", busy)
+    proc = e2e_dra("resolve", "1.36", "--base-url", release_server.url)
+    assert proc.returncode == 0, proc.stderr
+    (first, asked), (second, again) = release_server.request_times
+    assert first == second
+    assert again - asked >= 1.9
+
+
+def test_a_retry_after_past_the_deadline_fails_at_once(release_server: ReleaseServer) -> None:
+    release_server.add_release("v1.36.5")
+    later = Fault(status=503, headers={"Retry-After": "30"}, times=10)
+    release_server.fail(f"v1.36.5/{TARBALL}.sha512", later)
+    started = time.monotonic()
+    proc = e2e_dra("download", "v1.36.5", "--base-url", release_server.url, "--deadline", "5")
+    one_line(proc, 5, "HTTP 503", "in 30s (Retry-After), after the deadline", "--deadline")
+    assert time.monotonic() - started < 5
+    assert release_server.count(f"{TARBALL}.sha512") == 1
+
+
+@pytest.mark.parametrize(("status", "tries"), [(425, 2), (403, 1), (410, 1)])
+def test_only_statuses_that_say_later_are_retried(
+    release_server: ReleaseServer, status: int, tries: int
+) -> None:
+    release_server.put("stable-1.36.txt", "v1.36.5\n")
+    release_server.fail("stable-1.36.txt", Fault(status=status))
+    proc = e2e_dra("resolve", "1.36", "--base-url", release_server.url)
+    assert release_server.count("stable-1.36.txt") == tries
+    assert proc.returncode == (0 if tries > 1 else 5), proc.stderr
+
+
+def test_a_tarball_that_fails_its_content_checks_is_discarded(
+    release_server: ReleaseServer, tmp_path: Path
+) -> None:
+    broken = [m for m in release_members() if not m.name.endswith("/kubelet")]
+    release_server.add_release("v1.36.5", broken)
+    cache = tmp_path / "c"
+    args = ("download", "v1.36.5", "--base-url", release_server.url)
+    failed = e2e_dra(*args, cache=cache)
+    one_line(failed, 5, f"{release_server.url}/v1.36.5/{TARBALL}", "lacks kubelet", "removed")
+    assert not (cache / ".partial" / "v1.36.5").exists()
+
+    release_server.add_release("v1.36.5")  # the mirror is fixed
+    fixed = e2e_dra(*args, cache=cache)
+    assert fixed.returncode == 0, fixed.stderr
+    assert release_server.count(TARBALL) == 2
+
+
+@pytest.mark.parametrize(
+    ("member", "named"),
+    [
+        (Member("kubernetes/server/bin/kubelet", directory=True), "is a directory"),
+        (Member("kubernetes/server/bin/kubelet", link="kube-proxy"), "a symbolic link"),
+    ],
+)
+def test_a_member_that_is_no_file_is_called_what_it_is(
+    release_server: ReleaseServer, tmp_path: Path, member: Member, named: str
+) -> None:
+    members = [m for m in release_members() if not m.name.endswith("/kubelet")]
+    release_server.add_release("v1.36.5", [*members, member])
+    proc = e2e_dra("download", "v1.36.5", "--base-url", release_server.url, cache=tmp_path / "c")
+    line = one_line(proc, 5, f"{release_server.url}/v1.36.5/{TARBALL}", named)
+    assert ("link" in line) == ("link" in named)
+
+
+# -- issue 20: cache paths -------------------------------------------------------------------------
+
+
+def test_an_empty_cache_dir_flag_is_bad_input(
+    release_server: ReleaseServer, tmp_path: Path
+) -> None:
+    release_server.add_release("v1.36.5")
+    here = tmp_path / "cwd"
+    here.mkdir()
+    proc = e2e_dra(
+        "download", "v1.36.5", "--base-url", release_server.url, "--cache-dir", "", cwd=here
+    )
+    one_line(proc, 3, "--cache-dir ''")
+    assert list(here.iterdir()) == []
+
+
+def test_a_cache_dir_flag_expands_the_home_directory(
+    release_server: ReleaseServer, tmp_path: Path
+) -> None:
+    release_server.add_release("v1.36.5")
+    here = tmp_path / "cwd"
+    here.mkdir()
+    proc = e2e_dra(
+        "download",
+        "v1.36.5",
+        "--base-url",
+        release_server.url,
+        "--cache-dir",
+        "~/releases",
+        cwd=here,
+        env={"HOME": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == str(tmp_path / "releases" / "v1.36.5")
+    assert list(here.iterdir()) == []
+
+
+def test_a_cache_path_with_a_newline_is_bad_input(
+    release_server: ReleaseServer, tmp_path: Path
+) -> None:
+    release_server.add_release("v1.36.5")
+    odd = str(tmp_path / "a\nb")
+    args = ("download", "v1.36.5", "--base-url", release_server.url)
+    by_flag = e2e_dra(*args, "--cache-dir", odd)
+    one_line(by_flag, 3, "--cache-dir")
+    by_variable = e2e_dra(*args, env={"KUBERNETES_SERVER_CACHE_DIR": odd})
+    one_line(by_variable, 3, "KUBERNETES_SERVER_CACHE_DIR")
+    assert not (tmp_path / "a\nb").exists()
+
+
+# -- issue 20: durations, names and URLs -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("E2E_DRA_SLICE_REMOVAL_TIMEOUT", "-5"),
+        ("E2E_DRA_SLICE_REMOVAL_TIMEOUT", "nan"),
+        ("E2E_DRA_SLICE_REMOVAL_TIMEOUT", "inf"),
+        ("E2E_DRA_PROGRESS_EVERY", "-1s"),
+        ("E2E_DRA_DOWNLOAD_DEADLINE", "1h-5m"),
+    ],
+)
+def test_a_negative_or_endless_duration_is_bad_input(variable: str, value: str) -> None:
+    proc = e2e_dra("resolve", "1.36", "--base-url", "http://127.0.0.1:9", env={variable: value})
+    one_line(proc, 3, f"{variable}={value!r}")
+
+
+def test_durations_take_go_forms_and_plain_numbers(
+    release_server: ReleaseServer, tmp_path: Path
+) -> None:
+    release_server.add_release("v1.36.5")
+    proc = e2e_dra(
+        "download",
+        "v1.36.5",
+        "--base-url",
+        release_server.url,
+        "--deadline",
+        "1m30s",
+        cache=tmp_path / "c",
+        env={
+            "E2E_DRA_PROGRESS_EVERY": "1e9",
+            "E2E_DRA_SLICE_REMOVAL_TIMEOUT": "2m0.5s",
+            "E2E_DRA_DOWNLOAD_DEADLINE": "1h2m3.5s",
+        },
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("flag", ["--os", "--arch"])
+def test_an_empty_platform_flag_is_bad_input(flag: str, release_server: ReleaseServer) -> None:
+    proc = e2e_dra("download", "v1.36.5", "--base-url", release_server.url, flag, "")
+    one_line(proc, 3, f"{flag} ''")
+    assert release_server.targets == []
+
+
+@pytest.mark.parametrize("url", ["http://a b/release", "http://host/rel ease", "http://a\tb/"])
+def test_a_url_with_invalid_characters_is_refused_at_once(url: str) -> None:
+    started = time.monotonic()
+    proc = e2e_dra("resolve", "1.36", "--base-url", url)
+    one_line(proc, 3, "--base-url")
+    by_variable = e2e_dra("resolve", "1.36", env={"KUBERNETES_RELEASE_URL": url})
+    one_line(by_variable, 3, "KUBERNETES_RELEASE_URL")
+    assert time.monotonic() - started < 5

@@ -7,16 +7,13 @@ tests/real/test_gobuild_real.py.
 
 from __future__ import annotations
 
-import http.server
-import json
 import os
 import stat
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from environment import Environ
+from module_proxy import KUBERNETES_GO_MOD, ProxyTree
 
 from e2e_dra._cache import CacheEntry
 from e2e_dra._gotool import GoToolchain, go_version, run_go, toolchain_for
@@ -44,114 +41,6 @@ from e2e_dra.releases._goproxy import (
     proxy_url,
     served_substitutes,
 )
-
-KUBERNETES_GO_MOD = """\
-// This is a generated file. Do not edit directly.
-
-module k8s.io/kubernetes
-
-go 1.26.0
-
-godebug default=go1.26
-
-require (
-\tgithub.com/blang/semver/v4 v4.0.0
-\tk8s.io/api v0.0.0
-\tk8s.io/client-go v0.0.0
-)
-
-require github.com/google/cel-go v0.29.2 // indirect
-
-replace (
-\tk8s.io/api => ./staging/src/k8s.io/api
-\tk8s.io/client-go => ./staging/src/k8s.io/client-go // the client
-\tk8s.io/dynamic-resource-allocation => ./staging/src/k8s.io/dynamic-resource-allocation
-)
-
-replace github.com/example/forked v1.2.3 => github.com/example/fork v1.2.4
-"""
-
-
-class ProxyTree:
-    """A loopback Go module proxy holding ``@v/list`` plus the ``.info``/``.mod`` of releases."""
-
-    def __init__(self, listed: list[str], served: list[str]) -> None:
-        self.listed = listed
-        self.served = set(served) | set(listed)
-        self.requests: list[str] = []
-        self.status_for_missing = 404
-        self.overrides: dict[str, int] = {}
-        # other modules: module path -> {version: status of its zip}
-        self.module_zips: dict[str, dict[str, int]] = {}
-        tree = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_HEAD(self) -> None:
-                tree.requests.append(f"HEAD {self.path}")
-                module, _, name = self.path.lstrip("/").partition("/@v/")
-                version = name.removesuffix(".zip")
-                self.send_response(tree.module_zips.get(module, {}).get(version, 404))
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def do_GET(self) -> None:
-                tree.requests.append(self.path)
-                status, body = tree.answer(self.path)
-                data = body.encode()
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self.thread.start()
-
-    def answer(self, path: str) -> tuple[int, str]:
-        if path in self.overrides:
-            return self.overrides[path], "teapot"
-        module, _, name = path.lstrip("/").partition("/@v/")
-        if module in self.module_zips and name == "list":
-            return 200, "".join(f"{v}\n" for v in self.module_zips[module])
-        prefix = "/k8s.io/kubernetes/@v/"
-        if not path.startswith(prefix):
-            return 404, "not found"
-        name = path.removeprefix(prefix)
-        if name == "list":
-            return 200, "".join(f"{v}\n" for v in self.listed)
-        version, _, kind = name.rpartition(".")
-        if version not in self.served:
-            return self.status_for_missing, f"not found: {version}"
-        if kind == "info":
-            return 200, json.dumps({"Version": version, "Time": "2026-09-23T17:07:00Z"})
-        if kind == "mod":
-            return 200, KUBERNETES_GO_MOD
-        return 404, "not found"
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def proxy_tree() -> Iterator[ProxyTree]:
-    # what the real proxy looked like: the list lags behind, v1.38 only has a beta listed
-    tree = ProxyTree(
-        listed=["v1.35.4", "v1.36.1", "v1.36.3", "v1.37.2", "v1.38.0-beta.0", "v1.36.0-rc.1"],
-        served=[
-            *("v1.36.4", "v1.36.5"),
-            *("v1.38.0-beta.1", "v1.38.0-rc.0"),
-            *("v1.39.0-alpha.0", "v1.39.0-alpha.1"),
-        ],
-    )
-    yield tree
-    tree.stop()
 
 
 def _fill_fake_release(cache_dir: Path, key: str) -> Path:
@@ -296,8 +185,11 @@ def test_proxy_url_is_the_first_proxy_of_goproxy(environ: Environ):
     assert proxy_url() == "https://late.example"
     for setting in ("direct", "off,https://never.example"):
         environ.set("GOPROXY", setting)
-        with pytest.raises(ReleaseError, match="GOPROXY="):
+        with pytest.raises(InputError, match="GOPROXY="):  # bad input, not a failing server
             proxy_url()
+    environ.set("GOPROXY", "http://a b/go,direct")
+    with pytest.raises(InputError, match=r"GOPROXY='http://a b/go,direct'.* must be percent-enc"):
+        proxy_url()
 
 
 def test_module_paths_are_case_encoded():
@@ -586,15 +478,16 @@ def test_the_installed_go_builds_what_it_is_new_enough_for(environ: Environ):
         ("local", "", "GOTOOLCHAIN=local forbids fetching one"),
         ("", "off", "needs the checksum database, which GOSUMDB=off turns off"),
         ("go1.99.0", "off", "fetching Go toolchain go1.99.0 needs the checksum database"),
-        ("gone", "", "not a Go version: 'gone'"),
+        ("gone", "", "GOTOOLCHAIN='gone' is not a Go toolchain"),
+        ("local+path", "", "GOTOOLCHAIN=local\\+path forbids fetching one"),
     ],
 )
 def test_a_toolchain_that_cannot_be_had_is_one_clear_error(
     isolated_env: Path, environ: Environ, setting: str, sumdb: str, message: str
 ):
-    environ.set("GOTOOLCHAIN", setting)
-    environ.set("GOSUMDB", sumdb)
     with pytest.raises(E2EDRAError, match=message):
+        environ.set("GOSUMDB", sumdb)
+        environ.set("GOTOOLCHAIN", setting)  # a malformed one is refused as it is read
         toolchain_for("1.99.0")
 
 

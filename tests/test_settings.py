@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from e2e_dra.errors import InputError
-from e2e_dra.settings import Settings, settings, use
+from e2e_dra.settings import Settings, seconds, settings, use
 from localupcluster._hostlock import DEFAULT_PATH
 
 pytest_plugins = ("pytester",)
@@ -110,8 +110,13 @@ def test_an_empty_gosumdb_is_a_value_as_go_reads_it() -> None:
     [
         ("E2E_DRA_DOWNLOAD_DEADLINE", "soon", "is not a duration"),
         ("E2E_DRA_DOWNLOAD_MIN_SPEED", "-5k", "is not a rate in bytes/s"),
-        ("E2E_DRA_PROGRESS_EVERY", "10h", "is not a duration"),
-        ("E2E_DRA_SLICE_REMOVAL_TIMEOUT", "two minutes", "is not a number of seconds"),
+        ("E2E_DRA_PROGRESS_EVERY", "10x", "is not a duration"),
+        ("E2E_DRA_SLICE_REMOVAL_TIMEOUT", "two minutes", "is not a duration"),
+        ("E2E_DRA_SLICE_REMOVAL_TIMEOUT", "-5", "is negative"),
+        ("E2E_DRA_SLICE_REMOVAL_TIMEOUT", "nan", "is not a finite duration"),
+        ("E2E_DRA_DOWNLOAD_DEADLINE", "1e10", "is longer than 1000000000 seconds"),
+        ("GOTOOLCHAIN", "gofoo", "is not a Go toolchain"),
+        ("KUBERNETES_SERVER_CACHE_DIR", "/tmp/a\nb", "holds a control character"),
         ("E2E_DRA_RELEASE_SOURCE", "mirror", "is not one of download, build"),
         ("KUBERNETES_RELEASE_URL", "ftp://x", "is not an http(s) URL of a release tree"),
         ("E2E_DRA_CACHE_DIR", "~nosuchuser/x", "is not a usable directory"),
@@ -124,6 +129,35 @@ def test_a_bad_value_is_one_line_naming_the_variable(name: str, value: str, why:
     message = str(caught.value)
     assert message.startswith(f"{name}={value!r} {why}")
     assert "\n" not in message
+
+
+# -- issue 20: one grammar of durations, Go's forms as well as plain seconds -----------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("90", 90.0),
+        ("1e9", 1e9),
+        ("0", 0.0),
+        ("90s", 90.0),
+        ("1m30s", 90.0),
+        ("1h", 3600.0),
+        ("1h2m3.5s", 3723.5),
+        ("500ms", 0.5),
+        ("1500us", 0.0015),
+        ("15M", 900.0),
+        (".5s", 0.5),
+    ],
+)
+def test_a_duration_is_seconds_or_go_form(text: str, value: float) -> None:
+    assert seconds(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["-5", "-1s", "nan", "inf", "-inf", "1h-5m", "1d", "", "s"])
+def test_a_duration_that_cannot_be_waited_for_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="duration"):
+        seconds(text)
 
 
 def test_the_process_reads_its_environment_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -199,7 +233,7 @@ def test_the_command_line_stops_on_a_bad_variable_with_one_line() -> None:
     assert proc.returncode == 3, proc.stderr
     assert proc.stderr.splitlines() == [
         "e2e-dra: error: E2E_DRA_DOWNLOAD_DEADLINE='soon' is not a duration "
-        "(e.g. 1800, 90s or 30m; 0: none)"
+        "(e.g. 1800, 90s, 1m30s or 1h)"
     ]
 
 

@@ -268,3 +268,45 @@ def test_the_workspace_script_is_handed_the_same_version_file(tmp_path: Path) ->
     version_file = tmp_path / "version.env"
     version_file.write_text("KUBE_GIT_VERSION='v1.37.1-rc.0.5+0123abcd'\n")
     assert source_version(tree, None, version_file=version_file).text == "v1.37.1-rc.0.5+0123abcd"
+
+
+# -- issue 20: no number is read other than as written; a CI build keeps its name ------------------
+
+
+@pytest.mark.parametrize(
+    "text", ["v01.37.2", "v1.037.2", "v1.37.02", "v1.37.0-rc.01", "v1.37.0-rc.1.012+abcdef0"]
+)
+def test_a_leading_zero_is_refused_and_said(text: str) -> None:
+    with pytest.raises(VersionError, match="leading zero"):
+        parse_version(text)
+
+
+@pytest.mark.parametrize("text", ["01.36", "1.036", "v1.00"])
+def test_a_minor_with_a_leading_zero_is_refused_and_said(text: str) -> None:
+    with pytest.raises(VersionError, match="leading zero"):
+        parse_minor(text)
+
+
+@pytest.mark.parametrize(
+    "text", ["v0.1.0", "v1.0.0", "v1.36.10", "v1.37.0-rc.0", "v1.7.0-0+abcdef0", "1.0", "v0.30"]
+)
+def test_zero_itself_is_no_leading_zero(text: str) -> None:
+    parse = parse_minor if text.count(".") == 1 else parse_version
+    assert parse(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "ci"),
+    [
+        ("v1.38.0-alpha.0.812+0123abcd", "v1.38.0-alpha.0.812+0123abcd", True),
+        ("1.36.5-3+abcdef0", "v1.36.5-3+abcdef0", True),
+        ("v1.36.5", "v1.36.5", False),
+        ("1.36.5", "v1.36.5", False),
+        ("v1.36.5-3-gabcdef0", "v1.36.5-3-gabcdef0", False),
+        ("v1.36.5-3+abcdef0-dirty", "v1.36.5-3+abcdef0-dirty", False),
+    ],
+)
+def test_a_ci_build_is_published_under_its_whole_version(text: str, name: str, ci: bool) -> None:
+    version = parse_version(text)
+    assert version.is_ci_build is ci
+    assert version.published_name == name

@@ -6,7 +6,6 @@ The last stdout line is the binaries' directory, as with ``download``, so script
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 
@@ -26,9 +25,7 @@ def register(subparsers: Any) -> None:
     )
     build.add_argument("--proxy", help="Go module proxy URL (default: the first entry of GOPROXY)")
     build.add_argument(
-        "--cache-dir",
-        type=Path,
-        help="where built releases are kept (default: <e2e-dra cache>/kubernetes)",
+        "--cache-dir", help="where built releases are kept (default: <e2e-dra cache>/kubernetes)"
     )
     build.add_argument(
         "--source-dir",
@@ -51,8 +48,10 @@ def _build(args: argparse.Namespace) -> int:
         GoBuildSource,
         resolve_release,
     )
+    from e2e_dra.settings import directory, parsed
 
-    source = GoBuildSource(proxy_url=args.proxy, cache_dir=args.cache_dir)
+    cache_dir = None if args.cache_dir is None else parsed(directory, args.cache_dir, "--cache-dir")
+    source = GoBuildSource(proxy_url=args.proxy, cache_dir=cache_dir)
     commands = CONTROL_PLANE_COMMANDS if args.control_plane_only else BUILT_COMMANDS
     release = source.fetch(resolve_release(args.version, source), commands)
     if args.source_dir:

@@ -7,6 +7,7 @@ answer (the last line of ``download`` is the binaries' directory), progress goes
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,15 +49,15 @@ def register(subparsers: Any) -> None:
     download.add_argument("--base-url", help=_BASE_URL_HELP)
     download.add_argument(
         "--cache-dir",
-        type=Path,
-        help="cache root (default: $KUBERNETES_SERVER_CACHE_DIR, else the user cache dir)",
+        help="cache root, ~ expanded (default: $KUBERNETES_SERVER_CACHE_DIR, else the user cache "
+        "dir)",
     )
     download.add_argument("--os", dest="os_", metavar="OS", help="default: this machine's")
     download.add_argument("--arch", metavar="ARCH", help="default: this machine's")
     download.add_argument(
         "--deadline",
         metavar="SECONDS",
-        help="give up when the whole fetch takes longer (e.g. 1800, 30m; 0: never; default: "
+        help="give up when the whole fetch takes longer (e.g. 1800, 30m, 1h30m; 0: never; default: "
         "$E2E_DRA_DOWNLOAD_DEADLINE, else 1800)",
     )
     download.add_argument(
@@ -82,11 +83,9 @@ def register(subparsers: Any) -> None:
         "that minor resolves to, as the suites choose them. Nothing is fetched.",
     )
     versions.add_argument(
-        "--source-dir", type=Path, help="Kubernetes source tree (default: $KUBERNETES_SOURCE_DIR)"
+        "--source-dir", help="Kubernetes source tree (default: $KUBERNETES_SOURCE_DIR)"
     )
-    versions.add_argument(
-        "--bin-dir", type=Path, help="server binaries (default: $KUBERNETES_SERVER_BIN_DIR)"
-    )
+    versions.add_argument("--bin-dir", help="server binaries (default: $KUBERNETES_SERVER_BIN_DIR)")
     versions.add_argument(
         "--base-url", help="resolve with this release tree instead of the default source"
     )
@@ -109,10 +108,11 @@ def _resolve(args: argparse.Namespace) -> int:
 
 def _download(args: argparse.Namespace) -> int:
     from e2e_dra.releases import Budget, DownloadSource, resolve_release
+    from e2e_dra.settings import directory
 
     source = DownloadSource(
         base_url=args.base_url,
-        cache_dir=args.cache_dir,
+        cache_dir=_flag(directory, args.cache_dir, "--cache-dir"),
         os_=args.os_,
         arch=args.arch,
         budget=Budget.from_env(args.deadline, args.min_speed),
@@ -123,14 +123,25 @@ def _download(args: argparse.Namespace) -> int:
 
 def _versions(args: argparse.Namespace) -> int:
     from e2e_dra.releases import plan_versions
+    from e2e_dra.settings import path
 
     plan = plan_versions(
-        _release_source(args.base_url), source_dir=args.source_dir, bin_dir=args.bin_dir
+        _release_source(args.base_url),
+        source_dir=_flag(path, args.source_dir, "--source-dir"),
+        bin_dir=_flag(path, args.bin_dir, "--bin-dir"),
     )
     print(f"version under test: {plan.current}  ({plan.current_origin})")
     print(f"previous minor:     {plan.previous_minor}")
     print(f"previous release:   {plan.previous}  ({plan.source})")
     return 0
+
+
+def _flag(parse: Callable[[str], Path], text: str | None, flag: str) -> Path | None:
+    """A path flag parsed as its variable is (``~`` expanded, an empty one refused rather than
+    read as the current directory); None when not given."""
+    from e2e_dra.settings import parsed
+
+    return None if text is None else parsed(parse, text, flag)
 
 
 def _release_source(base_url: str | None) -> Any:

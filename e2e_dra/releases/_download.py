@@ -5,8 +5,14 @@ tarball is checked against the digest published next to it before anything is un
 transfer continues where it stopped (in this run or the next), and the cache entry appears only
 when it is whole (:class:`e2e_dra._cache.CacheEntry`). A tarball that passed verification is kept
 (with a stamp of what was verified) until it has been unpacked, so an unpack that fails (disk full,
-interrupted) costs a re-unpack, not a re-download. A version with neither a tarball nor a checksum
-is reported as "not found", not as a checksum problem.
+interrupted) costs a re-unpack, not a re-download. One whose contents fail their checks (a binary
+missing, a member that is no file) is removed at once: a later run must fetch what the mirror
+serves then, not resume from bytes known to be wrong. A version with neither a tarball nor a
+checksum is reported as "not found", not as a checksum problem.
+
+Markers (``stable-1.36.txt``, ``latest.txt``) name releases, or, in a CI tree such as
+``dl.k8s.io/ci``, builds between tags (``v1.38.0-alpha.0.812+0123abcd``); a marker's version is
+used as it is written, never cut down to the tag before it, which would be another build.
 """
 
 from __future__ import annotations
@@ -27,11 +33,13 @@ from e2e_dra._platform import host_platform
 from e2e_dra.errors import InputError, NotFoundError, ReleaseError, VersionError
 from e2e_dra.releases._extract import extract_binaries
 from e2e_dra.releases._http import (
+    RELEASE_URL_SETTING,
     Budget,
     check_base_url,
     get_small,
     new_client,
     status_error,
+    url_under,
     with_retries,
 )
 from e2e_dra.releases._release import SERVER_COMPONENTS, Release
@@ -68,11 +76,13 @@ class DownloadSource:
         budget: Budget | None = None,
     ) -> None:
         given = check_base_url(base_url, "--base-url") if base_url else settings().release_url
-        self.base_url = given.rstrip("/")
+        self.base_url = url_under(given)  # without a trailing slash, its query kept
         self.cache_dir = Path(cache_dir) if cache_dir is not None else server_cache_dir()
         native_os, native_arch = host_platform()
-        self.os = _go_name(os_, "--os", "linux") if os_ else native_os
-        self.arch = _go_name(arch, "--arch", "amd64") if arch else native_arch
+        # None: not given. An empty flag is refused, not read as "this machine".
+        self.os = _go_name(os_, "--os", "linux") if os_ is not None else native_os
+        self.arch = _go_name(arch, "--arch", "amd64") if arch is not None else native_arch
+        self.tarball_name = f"kubernetes-server-{self.os}-{self.arch}.tar.gz"
         self._native = (self.os, self.arch) == (native_os, native_arch)
         self._transport = transport
         self._budget = budget
@@ -90,18 +100,18 @@ class DownloadSource:
         """Newest stable release of ``minor`` (``stable-X.Y.txt``), else ``latest-X.Y.txt``."""
         line = parse_minor(minor)
         with new_client(self._transport) as client:
-            stable_url = f"{self.base_url}/stable-{line}.txt"
+            stable_url = url_under(self.base_url, f"stable-{line}.txt")
             response = get_small(client, stable_url, self.budget)
             if response.status_code == 404:
                 logger.info(
                     f"{stable_url} does not exist (no stable {line} yet): trying latest-{line}.txt"
                 )
-                latest_url = f"{self.base_url}/latest-{line}.txt"
+                latest_url = url_under(self.base_url, f"latest-{line}.txt")
                 latest = get_small(client, latest_url, self.budget)
                 if latest.status_code == 404:
                     raise NotFoundError(
                         f"no Kubernetes {line} release: neither {stable_url} nor {latest_url} "
-                        "exists (HTTP 404); check the version or the release URL"
+                        f"exists (HTTP 404); check the version or {RELEASE_URL_SETTING}"
                     )
                 return self._marker_version(latest_url, latest, line)
             return self._marker_version(stable_url, response, line)
@@ -118,7 +128,7 @@ class DownloadSource:
         return None
 
     def _top_marker(self, name: str) -> str:
-        url = f"{self.base_url}/{name}"
+        url = url_under(self.base_url, name)
         with new_client(self._transport) as client:
             return self._marker_version(url, get_small(client, url, self.budget), None)
 
@@ -130,16 +140,22 @@ class DownloadSource:
         try:
             version = parse_version(text)
         except VersionError:
-            raise ReleaseError(f"{url} holds {text[:80]!r}, not a Kubernetes version") from None
+            raise ReleaseError(
+                f"{url} holds {text[:80]!r}, not a Kubernetes version; check {RELEASE_URL_SETTING}"
+            ) from None
+        if not (version.is_release or version.is_ci_build):
+            raise ReleaseError(
+                f"{url} names {text}, a local build that no release tree publishes; check "
+                f"{RELEASE_URL_SETTING}"
+            )
         if line is not None and version.release_line != line:
             raise ReleaseError(f"{url} names {text}, which is not a {line} release")
-        return version.tag
+        return version.published_name
 
     # -- fetching -----------------------------------------------------------------------------
 
     def tarball_url(self, version: str) -> str:
-        tag = _release_tag(version)
-        return f"{self.base_url}/{tag}/kubernetes-server-{self.os}-{self.arch}.tar.gz"
+        return url_under(self.base_url, _release_tag(version), self.tarball_name)
 
     def cache_entry(self, version: str) -> CacheEntry:
         tag = _release_tag(version)
@@ -163,11 +179,11 @@ class DownloadSource:
     def _populate(self, tag: str, entry: CacheEntry, target: Path) -> dict[str, object]:
         url = self.tarball_url(tag)
         partial_dir = self.cache_dir / ".partial" / entry.key
-        part = partial_dir / (url.rsplit("/", 1)[1] + ".part")
+        part = partial_dir / (self.tarball_name + ".part")
         stamp = part.with_name(part.name + VERIFIED_SUFFIX)
         started = time.monotonic()
         with new_client(self._transport) as client:
-            algorithm, expected = self._published_digest(client, url)
+            algorithm, expected = self._published_digest(client, tag)
             partial_dir.mkdir(parents=True, exist_ok=True)
             digests = _verified_before(part, stamp, algorithm, expected)
             resumed = False
@@ -185,13 +201,20 @@ class DownloadSource:
                 )
             _write_stamp(part, stamp, digests)
             logger.info(
-                f"verified {algorithm} of {url.rsplit('/', 1)[1]}; unpacking the server binaries"
+                f"verified {algorithm} of {self.tarball_name}; unpacking the server binaries"
             )
         else:
             logger.info(f"{part.name} was verified by an earlier run; unpacking it (no download)")
-        binaries = extract_binaries(
-            part, target, required=SERVER_COMPONENTS, optional=OPTIONAL_BINARIES
-        )
+        try:
+            binaries = extract_binaries(
+                part, target, required=SERVER_COMPONENTS, optional=OPTIONAL_BINARIES
+            )
+        except ReleaseError as exc:  # its contents are wrong: resuming from it would be too
+            shutil.rmtree(partial_dir, ignore_errors=True)
+            raise ReleaseError(
+                f"{url}: {exc}, though it matches its published {algorithm}; it was removed. The "
+                f"mirror serves a broken release: fix it or use another, {RELEASE_URL_SETTING}"
+            ) from None
         size = part.stat().st_size
         shutil.rmtree(partial_dir, ignore_errors=True)
         logger.info(f"{tag}: {len(binaries)} binaries in {time.monotonic() - started:.1f}s")
@@ -206,10 +229,11 @@ class DownloadSource:
             "binaries": sorted(binaries),
         }
 
-    def _published_digest(self, client: httpx.Client, url: str) -> tuple[str, str]:
+    def _published_digest(self, client: httpx.Client, tag: str) -> tuple[str, str]:
         """The digest published next to the tarball: ``.sha512``, else ``.sha256``."""
+        url = self.tarball_url(tag)
         for algorithm in CHECKSUM_ALGORITHMS:
-            sidecar = f"{url}.{algorithm}"
+            sidecar = url_under(self.base_url, tag, f"{self.tarball_name}.{algorithm}")
             response = get_small(client, sidecar, self.budget)
             if response.status_code == 404:
                 continue
@@ -217,14 +241,14 @@ class DownloadSource:
                 raise status_error(sidecar, response)
             return algorithm, _parse_digest(sidecar, response.text, algorithm)
         if self._tarball_status(client, url) == 404:
-            version = url.rsplit("/", 2)[-2]
             raise NotFoundError(
-                f"Kubernetes {version} not found: {url} does not exist (HTTP 404); check the "
+                f"Kubernetes {tag} not found: {url} does not exist (HTTP 404); check the "
                 f"version (`e2e-dra resolve MAJOR.MINOR` prints a minor's newest release)"
             )
         raise ReleaseError(
             f"no checksum is published for {url} (.sha512 and .sha256 are both missing); "
-            "refusing to use an unverified release"
+            f"refusing to use an unverified release: publish one or use another mirror, "
+            f"{RELEASE_URL_SETTING}"
         )
 
     def _tarball_status(self, client: httpx.Client, url: str) -> int:
@@ -266,12 +290,14 @@ def _write_stamp(part: Path, stamp: Path, digests: dict[str, str]) -> None:
 
 
 def _release_tag(version: str) -> str:
+    """The name ``version`` is published under: a release's tag, or a CI build as written."""
     parsed = parse_version(version)
-    if not parsed.is_release:
+    if not (parsed.is_release or parsed.is_ci_build):
         raise InputError(
-            f"{version!r} is a build between releases; only released versions can be downloaded"
+            f"{version!r} is a local build; only releases and CI builds (as a marker names "
+            "them) can be downloaded"
         )
-    return parsed.tag
+    return parsed.published_name
 
 
 def _parse_digest(url: str, text: str, algorithm: str) -> str:
@@ -280,7 +306,10 @@ def _parse_digest(url: str, text: str, algorithm: str) -> str:
     length = hashlib.new(algorithm).digest_size * 2
     digest = words[0].lower() if words else ""
     if len(digest) != length or not all(c in "0123456789abcdef" for c in digest):
-        raise ReleaseError(f"{url} holds no {algorithm} digest: {text.strip()[:80]!r}")
+        raise ReleaseError(
+            f"{url} holds no {algorithm} digest: {text.strip()[:80]!r}; the mirror serves a broken "
+            f"checksum file: fix it or use another, {RELEASE_URL_SETTING}"
+        )
     return digest
 
 

@@ -2,8 +2,10 @@
 
 A server tarball holds images, licenses and a dozen binaries; we want five of them (and kubectl).
 Reading the gzip stream once and copying only those members keeps time and disk small. A member
-with an absolute path, a ``..`` component, or a link where a binary should be is refused: a real
-release never has one, so it is a sign of a broken or hostile mirror.
+with an absolute path, a ``..`` component, or anything but a regular file where a binary should be
+(a link, a directory) is refused: a real release never has one, so it is a sign of a broken or
+hostile mirror. Messages say what is wrong with the archive's contents; the caller names where the
+archive came from.
 """
 
 from __future__ import annotations
@@ -32,35 +34,44 @@ def extract_binaries(
     try:
         with tarfile.open(tarball, mode="r|gz") as archive:
             for member in archive:
-                _refuse_unsafe(tarball, member)
+                _refuse_unsafe(member)
                 name = PurePosixPath(member.name).name
                 if name not in wanted:
                     continue
                 if not member.isreg():
                     raise ReleaseError(
-                        f"{tarball.name}: member {member.name!r} is a link, not a file; refusing it"
+                        f"member {member.name!r} is {_kind(member)}, not a file; refusing it"
                     )
                 if name in found:
-                    raise ReleaseError(f"{tarball.name}: holds {name} twice ({member.name!r})")
+                    raise ReleaseError(f"it holds {name} twice ({member.name!r})")
                 source = archive.extractfile(member)
                 if source is None:  # pragma: no cover - isreg() members always have data
-                    raise ReleaseError(f"{tarball.name}: cannot read member {member.name!r}")
+                    raise ReleaseError(f"cannot read member {member.name!r}")
                 _write_binary(source, target / name)
                 found.append(name)
     except (tarfile.TarError, EOFError, zlib.error) as exc:
-        raise ReleaseError(f"{tarball.name} is not a readable .tar.gz: {exc}") from None
+        raise ReleaseError(f"it is not a readable .tar.gz ({exc})") from None
     missing = [name for name in required if name not in found]
     if missing:
-        raise ReleaseError(f"{tarball.name} lacks {', '.join(missing)}")
+        raise ReleaseError(f"it lacks {', '.join(missing)}")
     return found
 
 
-def _refuse_unsafe(tarball: Path, member: tarfile.TarInfo) -> None:
+def _kind(member: tarfile.TarInfo) -> str:
+    """What a member that is not a regular file is, in words."""
+    if member.issym():
+        return f"a symbolic link to {member.linkname!r}"
+    if member.islnk():
+        return f"a hard link to {member.linkname!r}"
+    if member.isdir():
+        return "a directory"
+    return "a device, FIFO or other special file"
+
+
+def _refuse_unsafe(member: tarfile.TarInfo) -> None:
     path = PurePosixPath(member.name)
     if path.is_absolute() or ".." in path.parts:
-        raise ReleaseError(
-            f"{tarball.name}: member {member.name!r} would land outside the target; refusing it"
-        )
+        raise ReleaseError(f"member {member.name!r} would land outside the target; refusing it")
 
 
 def _write_binary(source: IO[bytes], destination: Path) -> None:

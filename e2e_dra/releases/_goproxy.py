@@ -15,15 +15,22 @@ import subprocess
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
+from typing import Any
 
 import httpx
 from packaging.version import InvalidVersion, Version
 
-from e2e_dra._gotool import go_binary
-from e2e_dra.errors import ReleaseError, VersionError
+from e2e_dra._gotool import go_binary, go_env
+from e2e_dra.errors import InputError, NotFoundError, ReleaseError, VersionError
 from e2e_dra.releases._gomodule import Substitute
-from e2e_dra.releases._http import get_small, new_client, status_error, with_retries
-from e2e_dra.settings import settings
+from e2e_dra.releases._http import (
+    GOPROXY_SETTING,
+    get_small,
+    new_client,
+    status_error,
+    with_retries,
+)
+from e2e_dra.settings import module_proxy_url, parsed, settings
 from e2e_dra.versions import KubeVersion, Minor, parse_minor, parse_version
 
 _MISSING = {403, 404, 410}
@@ -47,28 +54,53 @@ def _release_tag(line: str) -> KubeVersion | None:
 
 
 def proxy_url() -> str:
-    """The first proxy of ``GOPROXY`` (environment, else ``go env``), as Go itself would ask."""
+    """The first proxy of ``GOPROXY`` (environment, else ``go env``), as Go itself would ask.
+
+    ``off`` and ``direct`` name no proxy: that is the setting's fault (bad input), not a
+    failing server's.
+    """
     setting = settings().goproxy or _go_env_goproxy()
     for entry in re.split(r"[,|]", setting):
         entry = entry.strip()
         if entry.startswith(("http://", "https://")):
-            return entry.rstrip("/")
+            return parsed(module_proxy_url, entry, f"GOPROXY={setting!r}: its entry").rstrip("/")
         if entry == "off":
             break
-    raise ReleaseError(
+    raise InputError(
         f"GOPROXY={setting!r} names no module proxy URL; set GOPROXY=https://proxy.golang.org "
         "(or your mirror) to build Kubernetes from the Go module proxy"
     )
 
 
 def _go_env_goproxy() -> str:
+    """``go env GOPROXY``: the user's ``go env -w`` setting or Go's default. Asked in our Go
+    environment, which has ``GOTOOLCHAIN=local``: reading a setting must not fetch a toolchain."""
     try:
         out = subprocess.run(
-            [go_binary(), "env", "GOPROXY"], capture_output=True, text=True, check=True, timeout=30
+            [go_binary(), "env", "GOPROXY"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+            env=go_env(),
         )
     except (OSError, subprocess.SubprocessError) as exc:
         raise ReleaseError(f"could not read GOPROXY from `go env`: {exc}") from exc
     return out.stdout.strip()
+
+
+def _module_info(body: str) -> dict[str, Any] | None:
+    """A ``.info`` answer as the go command reads it (a JSON object: ``Version`` a string,
+    ``Time`` a string and ``Origin`` an object where present); None for anything else."""
+    try:
+        info = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(info, dict) or not isinstance(info.get("Version"), str):
+        return None
+    if not isinstance(info.get("Time", ""), str) or not isinstance(info.get("Origin", {}), dict):
+        return None
+    return info
 
 
 def escape_module_path(path: str) -> str:
@@ -119,7 +151,8 @@ class ModuleProxy:
         client: httpx.Client | None = None,
     ) -> None:
         self.module = module
-        self.base_url = (base_url or proxy_url()).rstrip("/")
+        given = parsed(module_proxy_url, base_url, "--proxy") if base_url else proxy_url()
+        self.base_url = given.rstrip("/")
         self._client = client or new_client(transport)
         self._exists: dict[str, bool] = {}
 
@@ -129,7 +162,7 @@ class ModuleProxy:
     def _ok(self, name: str) -> str | None:
         """The body of ``@v/<name>``, or None when the proxy does not have it."""
         url = self.url(name)
-        response = get_small(self._client, url)
+        response = get_small(self._client, url, setting=GOPROXY_SETTING)
         if response.status_code in _MISSING:
             return None
         if response.status_code != 200:
@@ -150,7 +183,7 @@ class ModuleProxy:
     def serves(self, version: str) -> bool:
         """Whether the proxy hands out ``version``'s module zip (its .mod alone is not enough)."""
         url = self.url(f"{version}.zip")
-        response = with_retries(url, lambda: self._client.head(url))
+        response = with_retries(url, lambda: self._client.head(url), setting=GOPROXY_SETTING)
         if response.status_code in _MISSING:
             return False
         if response.status_code not in {200, 405}:  # 405: no HEAD here; let the build tell
@@ -175,16 +208,26 @@ class ModuleProxy:
                 return candidate
         return None
 
-    def info(self, version: str) -> dict:
+    def info(self, version: str) -> dict[str, Any]:
         """The ``.info`` of ``version`` (``Version``, ``Time``, maybe ``Origin``)."""
+        url = self.url(f"{version}.info")
         body = self._ok(f"{version}.info")
         if body is None:
+            raise NotFoundError(
+                f"Kubernetes {version} is not on the Go module proxy {self.base_url} ({url} is "
+                f"missing); check the version (`e2e-dra resolve MAJOR.MINOR` prints a minor's "
+                f"newest release) or {GOPROXY_SETTING}"
+            )
+        info = _module_info(body)
+        if info is None:
+            shown = " ".join(body.split())[:60]
             raise ReleaseError(
-                f"Kubernetes {version} is not on the Go module proxy {self.base_url} "
-                f"({self.url(version + '.info')} is missing)"
+                f"{url} answered {shown!r}, not a Go module proxy's JSON version info; check "
+                f"{GOPROXY_SETTING}: it must name a Go module proxy (a login page or a web "
+                "server's index is not one)"
             )
         self._exists[version] = True
-        return json.loads(body)
+        return info
 
     def go_mod(self, version: str) -> str:
         body = self._ok(f"{version}.mod")
@@ -235,8 +278,9 @@ class ModuleProxy:
         line = parse_minor(minor)
         found = self.newest_stable_of(line) or self.newest_pre_release_of(line)
         if found is None:
-            raise ReleaseError(
-                f"no release of Kubernetes {line} on the Go module proxy {self.base_url}"
+            raise NotFoundError(
+                f"no release of Kubernetes {line} on the Go module proxy {self.base_url}; check "
+                f"the version or {GOPROXY_SETTING}"
             )
         return found.tag
 

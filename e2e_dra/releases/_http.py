@@ -6,18 +6,31 @@ speak, a redirect loop are not: they fail at once, as one line naming the URL. E
 against one :class:`Budget` (an overall deadline and a minimum speed), so a mirror that trickles
 ends the run with a reason instead of holding it for hours.
 
-Small files (markers, checksums) are read raw and decoded by us: a mirror that labels a plain body
-``Content-Encoding: gzip`` (a misconfiguration seen in the wild) still gives its text.
+Small files (markers, checksums, a module proxy's answers) are read raw and decoded by us: a mirror
+that labels a plain body ``Content-Encoding: gzip`` (a misconfiguration seen in the wild) still
+gives its text. They are bounded before and after decompression, so neither a huge body nor a
+small one that inflates to gigabytes is held in memory.
+
+A server that says when to come back (``Retry-After`` on a 429 or 503) is asked again then, within
+reason (:data:`MAX_RETRY_AFTER`, and never past the deadline), not after our own short backoff.
+
+The same client serves two kinds of server, set by different settings: release trees
+(``KUBERNETES_RELEASE_URL`` / ``--base-url``) and Go module proxies (``GOPROXY`` / ``--proxy``).
+Every message that tells the user what to check names the one in use (``setting``).
 """
 
 from __future__ import annotations
 
-import gzip
+import email.utils
+import re
 import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import PurePosixPath
 from typing import TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import tenacity
@@ -28,9 +41,14 @@ from e2e_dra.settings import Settings, parsed, rate, release_tree_url, seconds, 
 
 T = TypeVar("T")
 
-TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+# "Later": timeouts, too early, too many requests, and the 5xx a busy or restarting server sends.
+# Every other 4xx is the request's fault and fails at once.
+TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 ATTEMPTS = 6
-SMALL_FILE_LIMIT = 1 << 20  # markers and checksums are a few bytes; more is not one of them
+SMALL_FILE_LIMIT = 1 << 20  # markers, checksums, go.mod files are kilobytes; more is not one
+MAX_RETRY_AFTER = 60.0  # seconds: a server asking for more is asked again after this long
+RELEASE_URL_SETTING = "the release URL (KUBERNETES_RELEASE_URL or --base-url)"
+GOPROXY_SETTING = "the Go module proxy (GOPROXY or --proxy)"
 
 DEADLINE_ENV = "E2E_DRA_DOWNLOAD_DEADLINE"
 MIN_SPEED_ENV = "E2E_DRA_DOWNLOAD_MIN_SPEED"
@@ -47,10 +65,45 @@ class TransientStatus(Exception):
         self.url = url
         self.status_code = response.status_code
         self.reason = response.reason_phrase
+        self.retry_after = retry_after_seconds(response.headers.get("Retry-After"))
+
+
+def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:
+    """The wait a ``Retry-After`` header asks for (seconds, or an HTTP date), at most
+    :data:`MAX_RETRY_AFTER`; None when there is none or it cannot be read."""
+    text = (value or "").strip()
+    if re.fullmatch(r"[0-9]+", text):
+        wait = float(text)  # float: no digit limit, a huge value is simply large
+    else:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        wait = (when - (now or datetime.now(UTC))).total_seconds()
+    return max(0.0, min(wait, MAX_RETRY_AFTER))
+
+
+def url_under(base: str, *segments: str) -> str:
+    """``base`` with ``segments`` appended to its path, its query kept.
+
+    Plain string concatenation would put the segments into the query of a base such as
+    ``https://mirror/release?token=...`` (and the server would answer 404 for the base itself);
+    a query on a release tree's URL is meant for every file in it, so each request carries it.
+    """
+    parts = urlsplit(base)
+    path = "/".join([parts.path.rstrip("/"), *segments])
+    return urlunsplit(parts._replace(path=path))
+
+
+def file_name(url: str) -> str:
+    """The last path segment of ``url``: the name of the file it serves."""
+    return PurePosixPath(urlsplit(url).path).name
 
 
 def parse_seconds(text: str, what: str) -> float:
-    """``90`` or ``90s`` or ``15m`` -> seconds; ``0`` means no limit."""
+    """``90``, ``90s``, ``1m30s`` -> seconds (:func:`e2e_dra.settings.seconds`)."""
     return parsed(seconds, text, what)
 
 
@@ -79,9 +132,15 @@ class Budget:
         defaults."""
         given = settings()
         return cls(
-            deadline=parse_seconds(deadline, "deadline") if deadline else given.download_deadline,
+            deadline=(
+                parse_seconds(deadline, "--deadline")
+                if deadline is not None
+                else given.download_deadline
+            ),
             min_speed=(
-                parse_rate(min_speed, "minimum speed") if min_speed else given.download_min_speed
+                parse_rate(min_speed, "--min-speed")
+                if min_speed is not None
+                else given.download_min_speed
             ),
         )
 
@@ -133,50 +192,91 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, httpx.TransportError) and not isinstance(exc, permanent)
 
 
-def with_retries(what: str, operation: Callable[[], T], budget: Budget | None = None) -> T:
+_BACKOFF = tenacity.wait_exponential(multiplier=0.25, max=8.0)
+
+
+def _wait(state: tenacity.RetryCallState) -> float:
+    """The server's ``Retry-After`` when it gave one, else our exponential backoff."""
+    failure = state.outcome.exception() if state.outcome is not None else None
+    asked = failure.retry_after if isinstance(failure, TransientStatus) else None
+    return _BACKOFF(state) if asked is None else asked
+
+
+def with_retries(
+    what: str,
+    operation: Callable[[], T],
+    budget: Budget | None = None,
+    *,
+    setting: str = RELEASE_URL_SETTING,
+) -> T:
     """Run ``operation``, again after transport errors and transient statuses, with backoff.
 
-    Errors that another try cannot fix fail at once; no try starts after the budget's deadline.
+    Errors that another try cannot fix fail at once; no try starts after the budget's deadline,
+    and none is waited for that would start after it. ``setting`` is what the user set to point
+    us at this server, named in the advice of every failure.
     """
     budget = budget or Budget(deadline=0)
 
     def stop(state: tenacity.RetryCallState) -> bool:
-        return state.attempt_number >= ATTEMPTS or budget.remaining() <= 0
+        if state.attempt_number >= ATTEMPTS or budget.remaining() <= 0:
+            return True
+        return _wait(state) >= budget.remaining()  # the next try would start past the deadline
 
     retrying = tenacity.Retrying(
         retry=tenacity.retry_if_exception(_retryable),
         stop=stop,
-        wait=tenacity.wait_exponential(multiplier=0.25, max=8.0),
+        wait=_wait,
         reraise=True,
     )
+
+    def attempts() -> str:
+        count = retrying.statistics.get("attempt_number", ATTEMPTS)
+        return f"{count} attempt{'s' if count != 1 else ''}"
+
     try:
         return retrying(operation)
     except TransientStatus as exc:
         budget.check(exc.url)
+        advice = f"the server is failing, try again later or use another one: {setting}"
+        if exc.retry_after is not None and exc.retry_after >= budget.remaining():
+            advice = (
+                f"it asks to be asked again in {exc.retry_after:.0f}s (Retry-After), after the "
+                f"deadline; try again later or raise {DEADLINE_ENV} / --deadline"
+            )
         raise ReleaseError(
-            f"getting {exc.url} failed after {ATTEMPTS} attempts: {exc}; the mirror is failing, "
-            "try again later or use another one (KUBERNETES_RELEASE_URL)"
+            f"getting {exc.url} failed after {attempts()}: {exc}; {advice}"
         ) from None
     except httpx.TooManyRedirects:
         raise ReleaseError(
-            f"getting {what} failed: the server redirects in a loop; check the release URL"
+            f"getting {what} failed: the server redirects in a loop; check {setting}"
         ) from None
     except httpx.InvalidURL as exc:
-        raise InputError(f"{what} is not a usable URL ({exc}); check the release URL") from None
+        raise InputError(f"{what} is not a usable URL ({exc}); check {setting}") from None
     except (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.ProxyError) as exc:
-        raise ReleaseError(f"getting {what} failed: {exc}; check the release URL") from None
+        raise ReleaseError(f"getting {what} failed: {exc}; check {setting}") from None
     except httpx.TransportError as exc:
         budget.check(what)
         raise ReleaseError(
-            f"getting {what} failed after {ATTEMPTS} attempts: {type(exc).__name__}: "
-            f"{exc or 'no details'}; check the network or the mirror (KUBERNETES_RELEASE_URL)"
+            f"getting {what} failed after {attempts()}: {type(exc).__name__}: "
+            f"{exc or 'no details'}; check the network and {setting}"
         ) from None
     except httpx.DecodingError as exc:
         raise ReleaseError(f"getting {what} failed: the body cannot be decoded ({exc})") from None
 
 
-def get_small(client: httpx.Client, url: str, budget: Budget | None = None) -> httpx.Response:
-    """GET a small file (marker, checksum) with retries; the caller judges the final status."""
+def get_small(
+    client: httpx.Client,
+    url: str,
+    budget: Budget | None = None,
+    *,
+    setting: str = RELEASE_URL_SETTING,
+) -> httpx.Response:
+    """GET a small file (marker, checksum, module proxy answer) with retries, at most
+    :data:`SMALL_FILE_LIMIT` bytes as sent and as decoded; the caller judges the final status."""
+    too_large = ReleaseError(
+        f"{url} sent more than {SMALL_FILE_LIMIT} bytes, more than any marker, checksum or "
+        f"module file holds; check {setting}"
+    )
 
     def attempt() -> httpx.Response:
         if budget is not None:
@@ -187,7 +287,7 @@ def get_small(client: httpx.Client, url: str, budget: Budget | None = None) -> h
             for chunk in response.iter_raw():
                 raw += chunk
                 if len(raw) > SMALL_FILE_LIMIT:
-                    raise ReleaseError(f"{url} is over {SMALL_FILE_LIMIT} bytes: not a marker")
+                    raise too_large
         if response.status_code in TRANSIENT_STATUS:
             raise TransientStatus(url, response)
         headers = [
@@ -196,24 +296,32 @@ def get_small(client: httpx.Client, url: str, budget: Budget | None = None) -> h
             if k.lower() not in {"content-encoding", "content-length", "transfer-encoding"}
         ]
         body = _decode(response.headers.get("Content-Encoding", ""), bytes(raw))
+        if len(body) > SMALL_FILE_LIMIT:
+            raise too_large
         return httpx.Response(
             response.status_code, headers=headers, content=body, request=response.request
         )
 
-    return with_retries(url, attempt, budget)
+    return with_retries(url, attempt, budget, setting=setting)
+
+
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
 
 def _decode(encoding: str, raw: bytes) -> bytes:
-    """The body as its encoding says, or as it is when the label does not fit the bytes."""
-    encoding = encoding.strip().lower()
+    """The body as its encoding says (at most one byte more than :data:`SMALL_FILE_LIMIT`: enough
+    to tell it is too large), or as it is when the label does not fit the bytes."""
+    wbits = _WBITS.get(encoding.strip().lower())
+    if wbits is None:
+        return raw
+    inflater = zlib.decompressobj(wbits)
     try:
-        if encoding in {"gzip", "x-gzip"}:
-            return gzip.decompress(raw)
-        if encoding == "deflate":
-            return zlib.decompress(raw)
-    except (OSError, EOFError, zlib.error):
-        pass  # labelled compressed, sent plain
-    return raw
+        body = inflater.decompress(raw, SMALL_FILE_LIMIT + 1)
+    except zlib.error:
+        return raw  # labelled compressed, sent plain
+    if len(body) <= SMALL_FILE_LIMIT and not inflater.eof:
+        return raw  # not a whole compressed stream: the label is wrong
+    return body
 
 
 def status_error(url: str, response: httpx.Response) -> ReleaseError:

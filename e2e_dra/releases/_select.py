@@ -16,9 +16,10 @@ from pathlib import Path
 import httpx
 
 from e2e_dra._platform import host_platform
-from e2e_dra.errors import E2EDRAError, ReleaseError, VersionError
+from e2e_dra.errors import E2EDRAError, InputError, ReleaseError, VersionError
 from e2e_dra.releases._download import DownloadSource
 from e2e_dra.releases._gobuild import BUILT_COMMANDS, GoBuildSource
+from e2e_dra.releases._http import url_under
 from e2e_dra.releases._release import Release, ReleaseSource
 from e2e_dra.settings import RELEASE_SOURCES, settings
 from e2e_dra.versions import is_minor, parse_version, previous_minor, source_version
@@ -61,19 +62,21 @@ def release_source(kind: str | None = None) -> ReleaseSource:
 
 
 def download_reachable() -> bool:
-    return _answers(f"{settings().release_url.rstrip('/')}/stable.txt")
+    return _answers(url_under(settings().release_url, "stable.txt"))
 
 
 @functools.cache
 def _answers(url: str) -> bool:
     """Asked once per process: every later choice would be the same."""
     try:
-        response = httpx.get(url, timeout=PROBE_TIMEOUT, follow_redirects=True)
+        # only the status matters: the body is not read, whatever its size
+        with httpx.stream("GET", url, timeout=PROBE_TIMEOUT, follow_redirects=True) as response:
+            status = response.status_code
     except httpx.HTTPError as exc:
         logger.info(f"{url} does not answer ({type(exc).__name__}): building releases from source")
         return False
-    if response.status_code != 200:
-        logger.info(f"{url} answers {response.status_code}: building releases from source")
+    if status != 200:
+        logger.info(f"{url} answers {status}: building releases from source")
         return False
     return True
 
@@ -224,46 +227,93 @@ def _current_and_choice(source: ReleaseSource, commands: tuple[str, ...]) -> tup
     return release, current.origin
 
 
+_BINARIES = "the directory holding the server binaries (kube-apiserver, kubelet, ...)"
+_MAKE_HINT = (
+    'make WHAT="cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler cmd/kubelet '
+    'cmd/kube-proxy cmd/kubectl" puts them in _output/local/bin/linux/<arch>'
+)
+
+
+@dataclass(frozen=True)
+class _GivenDir:
+    """A directory the user gave, and how: ``--bin-dir /x`` or ``KUBERNETES_SERVER_BIN_DIR=/x``.
+
+    Messages name it the way it was given, so that the user fixes the flag they typed, not a
+    variable they never set."""
+
+    path: Path
+    named: str
+    by_flag: bool
+
+    def fix(self, what: str) -> str:
+        """The next step when this directory is not ``what``."""
+        if self.by_flag:
+            return f"give {what}"
+        return f"point it at {what} or unset it"
+
+
+def _given_dir(
+    flag: str, from_flag: Path | None, variable: str, from_variable: Path | None, what: str
+) -> _GivenDir | None:
+    """The directory the flag, else the variable, named; it must exist."""
+    if from_flag is not None:
+        given = _GivenDir(from_flag, f"{flag} {from_flag}", by_flag=True)
+    elif from_variable is not None:
+        given = _GivenDir(from_variable, f"{variable}={from_variable}", by_flag=False)
+    else:
+        return None
+    if not given.path.is_dir():
+        raise InputError(f"{given.named} is not a directory; {given.fix(what)}")
+    return dataclasses.replace(given, path=given.path.resolve())
+
+
 def _local_dirs(
     source_dir: Path | None = None, bin_dir: Path | None = None
-) -> tuple[Path | None, Path | None]:
-    """``KUBERNETES_SOURCE_DIR`` and the binaries under test, as upstream takes them."""
+) -> tuple[Path | None, Path | None, str]:
+    """``KUBERNETES_SOURCE_DIR`` and the binaries under test, as upstream takes them, and how
+    the one that decides the version was given (for messages); ``--source-dir`` and
+    ``--bin-dir`` (``source_dir``, ``bin_dir``) win over the variables."""
     given = settings()
-    source_dir = source_dir.resolve() if source_dir else _env_dir(SOURCE_DIR_ENV, given.source_dir)
-    bin_dir = bin_dir.resolve() if bin_dir else _env_dir(BIN_DIR_ENV, given.server_bin_dir)
-    if source_dir is None and bin_dir is None:
-        return None, None
-    if source_dir is not None and not (source_dir / "hack" / "local-up-cluster.sh").is_file():
-        raise E2EDRAError(
-            f"{SOURCE_DIR_ENV}={source_dir} is not a Kubernetes source tree "
-            "(no hack/local-up-cluster.sh)"
+    source = _given_dir(
+        "--source-dir", source_dir, SOURCE_DIR_ENV, given.source_dir, "a Kubernetes checkout"
+    )
+    binaries = _given_dir("--bin-dir", bin_dir, BIN_DIR_ENV, given.server_bin_dir, _BINARIES)
+    if source is None and binaries is None:
+        return None, None, ""
+    if source is not None and not (source.path / "hack" / "local-up-cluster.sh").is_file():
+        raise InputError(
+            f"{source.named} is not a Kubernetes source tree (no hack/local-up-cluster.sh); "
+            f"{source.fix('a Kubernetes checkout')}"
         )
-    if bin_dir is None:
-        assert source_dir is not None
-        bin_dir = source_dir / "_output" / "local" / "bin" / "linux" / host_platform()[1]
-        if not (bin_dir / "kube-apiserver").is_file():
-            raise E2EDRAError(
-                f"{SOURCE_DIR_ENV}={source_dir} has no build in {bin_dir}: build it "
-                f"(make WHAT=cmd/...) or set {BIN_DIR_ENV}"
+    if binaries is None:
+        assert source is not None
+        built = source.path / "_output" / "local" / "bin" / "linux" / host_platform()[1]
+        if not (built / "kube-apiserver").is_file():
+            bin_setting = "--bin-dir" if source.by_flag else BIN_DIR_ENV
+            raise InputError(
+                f"{source.named} has no build in {built}: build it ({_MAKE_HINT}) or give the "
+                f"binaries with {bin_setting}"
             )
-    elif not (bin_dir / "kube-apiserver").is_file():
-        raise E2EDRAError(f"{BIN_DIR_ENV}={bin_dir} holds no kube-apiserver")
-    return source_dir, bin_dir
+        return source.path, built, source.named
+    if not (binaries.path / "kube-apiserver").is_file():
+        raise InputError(
+            f"{binaries.named} holds no kube-apiserver; {binaries.fix(_BINARIES)}: {_MAKE_HINT}"
+        )
+    return (source.path if source else None), binaries.path, (source or binaries).named
 
 
 def _local_version(
     source_dir: Path | None = None, bin_dir: Path | None = None
 ) -> tuple[str, str] | None:
     """The version of a local build and where it came from, or None without one."""
-    source_dir, bin_dir = _local_dirs(source_dir, bin_dir)
+    source_dir, bin_dir, named = _local_dirs(source_dir, bin_dir)
     if bin_dir is None:
         return None
     version = str(source_version(source_dir, bin_dir, version_file=settings().version_file))
     pinned = settings().kubernetes_version
     if pinned and not _pin_allows(pinned, version):
-        given = SOURCE_DIR_ENV if source_dir else BIN_DIR_ENV
         raise E2EDRAError(
-            f"{PIN_ENV}={pinned} contradicts {given} (which is {version}): unset one of them"
+            f"{PIN_ENV}={pinned} contradicts {named} (which is {version}): unset one of them"
         )
     return version, f"local: {source_dir or bin_dir}"
 
@@ -286,7 +336,7 @@ def _pin_allows(pinned: str, version: str) -> bool:
 
 
 def _local_current(version: str) -> Release:
-    source_dir, bin_dir = _local_dirs()
+    source_dir, bin_dir, _ = _local_dirs()
     assert bin_dir is not None
     if source_dir is None:
         source_dir = _module_source_tree(version)
@@ -301,12 +351,3 @@ def _module_source_tree(version: str) -> Path:
             f"no source tree for Kubernetes {version} (hack/local-up-cluster.sh): {exc}; "
             f"set {SOURCE_DIR_ENV} to a checkout of it"
         ) from None
-
-
-def _env_dir(name: str, path: Path | None) -> Path | None:
-    """The directory a variable named, checked: it must exist."""
-    if path is None:
-        return None
-    if not path.is_dir():
-        raise E2EDRAError(f"{name}={path} is not a directory")
-    return path.resolve()

@@ -30,6 +30,7 @@ from e2e_dra.releases._http import (
     Budget,
     TooSlow,
     TransientStatus,
+    file_name,
     status_error,
     with_retries,
 )
@@ -45,7 +46,7 @@ _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
 def download(client: httpx.Client, url: str, part: Path, budget: Budget | None = None) -> None:
     """Stream ``url`` into ``part``, continuing what is there with a Range request."""
-    name = url.rsplit("/", 1)[1]
+    name = file_name(url)
     budget = budget or Budget()
     with _progress(name) as meter:
 

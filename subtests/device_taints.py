@@ -103,4 +103,7 @@ SUBTEST = Subtest(
     requires=(RULE_VERSION,),
     # kube-scheduler 1.36.0 to 1.36.2 panics while a DeviceTaintRule exists.
     releases=">=1.36.3",
+    # Taints are the scheduler's and the controller-manager's business; any kubelet with DRA v1
+    # (GA in 1.34) serves the pods.
+    kubelet_releases=">=1.34",
 )

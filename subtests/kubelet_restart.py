@@ -29,7 +29,9 @@ process restarts in a reboot too; ours keeps no checkpoint), and SIGKILLs the po
 container through containerd (their metadata stays, as after a real reboot). The restarted
 kubelet cannot tell this from a reboot: no sandbox, claim not prepared in its memory. Then a new
 NodePrepareResources must succeed, exactly once, the spec file must be back, and the pod must run
-again in a new container with the claim's env, its device still checkpointed once. Only this
+again in a new container with the claim's env, its device still checkpointed once (a kubelet
+older than 1.36 lists it twice, kubernetes#140471 unfixed there: pinned, see
+``DUPLICATING_KUBELETS`` and docs/kubernetes-findings.md). Only this
 pod's processes die: the node is shared with the other subtests. The pod restarts with
 ``restartPolicy: Always`` (a pod with ``Never`` is not started again after a reboot at all). A
 suite whose downgrade leaves the kubelet running (control-plane-first) has no reboot to simulate:
@@ -51,6 +53,7 @@ from e2e_dra.driver import CLIENT_GONE, GRPCCall
 from e2e_dra.kube import path
 from e2e_dra.provision import running_ctr
 from e2e_dra.subtest import Context, Phase, Subtest
+from e2e_dra.versions import matches
 from e2e_dra.waits import eventually
 from subtests._pools import devices_per_node
 
@@ -65,6 +68,12 @@ CRI_NAMESPACE = "k8s.io"
 SANDBOX_LABEL = 'labels."io.cri-containerd.kind"==sandbox'
 # The kubelet notices the dead sandbox at its next relist (1 s), then prepares and starts anew.
 POD_BACK_TIMEOUT = 120.0
+# Kubelets that append a re-prepared claim's devices to those its checkpoint already holds
+# (kubernetes#140471; 1.36 resets them first, ClaimInfo.resetDevices; v1.35.8 does not). Their
+# checkpoint lists the device once more after the reboot's prepare. A release that stops doing it
+# fails the phase too: narrow this specifier then.
+DUPLICATING_KUBELETS = "<1.36.0-alpha.0"
+KNOWN_BUG = "kubernetes#140471: a re-prepared claim's devices are checkpointed again"
 
 
 class _PrepareBlock:
@@ -239,8 +248,14 @@ def _reboot(ctx: Context, pod_name: str, uid: str) -> None:
             f"want {specs}"
         )
         ctx.builder.test_pod(ctx.builder.read_pod(pod_name))
-    with ctx.step("the checkpoint holds the claim's device once after the reboot"):
-        _expect_one_device(ctx, uid)
+    kubelet = _kubelet_version(ctx)
+    if matches(DUPLICATING_KUBELETS, kubelet):
+        with ctx.step(f"the checkpoint holds the claim's device twice ({kubelet}: {KNOWN_BUG})"):
+            _expect_devices(ctx, uid, 2)
+            ctx.facts["known_bug/after-reboot"] = f"{kubelet}: {KNOWN_BUG}"
+    else:
+        with ctx.step("the checkpoint holds the claim's device once after the reboot"):
+            _expect_one_device(ctx, uid)
 
 
 def _kubelet_version(ctx: Context) -> str:
@@ -334,11 +349,23 @@ def _checkpointed_devices(ctx: Context, uid: str) -> list[dict] | None:
 
 
 def _expect_one_device(ctx: Context, uid: str) -> None:
+    _expect_devices(ctx, uid, 1)
+
+
+def _expect_devices(ctx: Context, uid: str, count: int) -> None:
+    """The checkpoint lists the claim's one device ``count`` times (more than once: the known
+    bug, each entry the same device)."""
     devices = _checkpointed_devices(ctx, uid)
     ctx.log(f"{ctx.phase}: checkpointed devices of claim {uid}: {devices}")
     assert devices is not None, f"claim {uid} is not in the kubelet's checkpoint"
     names = [(d.get("PoolName"), d.get("DeviceName"), d.get("RequestNames")) for d in devices]
-    assert len(names) == 1, f"claim {uid}: want one checkpointed device, got {names}"
+    if count == 1:
+        assert len(names) == 1, f"claim {uid}: want one checkpointed device, got {names}"
+        return
+    assert len(names) == count and len(set(map(str, names))) == 1, (
+        f"claim {uid}: this kubelet was known to list its device {count} times ({KNOWN_BUG}), "
+        f"got {names}; if the kubelet is fixed, narrow DUPLICATING_KUBELETS"
+    )
 
 
 SUBTEST = Subtest(

@@ -998,3 +998,15 @@ def test_kubelet_restart_kills_the_pods_sandbox_first_and_nothing_else(
     with pytest.raises(AssertionError, match="want a running sandbox and container"):
         kubelet_restart._kill_pod_processes("p2")
     assert "kill" not in (tmp_path / "calls").read_text()
+
+
+def test_kubelet_restart_pins_the_duplicated_checkpoint_to_kubelets_without_the_fix() -> None:
+    from e2e_dra.versions import matches
+    from subtests import kubelet_restart
+
+    buggy = [
+        v
+        for v in ("v1.35.8", "v1.36.5", "v1.37.2", "v1.38.0-beta.0")
+        if matches(kubelet_restart.DUPLICATING_KUBELETS, v)
+    ]
+    assert buggy == ["v1.35.8"]  # 1.36 resets a claim's devices before it adds them again

@@ -47,6 +47,7 @@ class ProxyTree:
         self.served = set(served) | set(listed)
         self.requests: list[str] = []
         self.status_for_missing = 404
+        self.go_mod = KUBERNETES_GO_MOD  # what every release's .mod says
         self.overrides: dict[str, int] = {}
         # path -> (status, body, headers): a proxy that answers something else than it should
         self.answers: dict[str, tuple[int, bytes, dict[str, str]]] = {}
@@ -106,7 +107,7 @@ class ProxyTree:
         if kind == "info":
             return 200, json.dumps({"Version": version, "Time": "2026-09-23T17:07:00Z"})
         if kind == "mod":
-            return 200, KUBERNETES_GO_MOD
+            return 200, self.go_mod
         return 404, "not found"
 
     def stop(self) -> None:

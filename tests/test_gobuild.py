@@ -850,6 +850,13 @@ def test_whether_a_release_can_be_built_is_asked_of_the_proxy_before_any_downloa
 
     assert source.unobtainable("v1.37.2") is None
     assert source.downloaded == []
+    # a refused staging module that only tests and examples use needs no look at the source
+    proxy_tree.go_mod = proxy_tree.go_mod.replace(
+        "replace (\n", "replace (\n\tk8s.io/ktesting => ./staging/src/k8s.io/ktesting\n"
+    )
+    assert source.unobtainable("v1.37.2") is None
+    assert "HEAD /k8s.io/ktesting/@v/v0.37.2.zip" in proxy_tree.requests
+    assert source.downloaded == []
 
     proxy_tree.module_zips["github.com/google/cel-go"] = {"v0.29.2": 403}
     why = source.unobtainable("v1.37.2")

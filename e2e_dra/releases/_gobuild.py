@@ -68,6 +68,20 @@ VERSION_PACKAGES = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/versi
 VERSION_DEFS_FILE = ".kube-version-defs"
 """In ``src/``: what ``KUBE_GIT_VERSION_FILE`` may point at, as the tree has no git history."""
 
+UNLINKED_STAGING = frozenset(
+    {
+        "k8s.io/ktesting",
+        "k8s.io/sample-apiserver",
+        "k8s.io/sample-cli-plugin",
+        "k8s.io/sample-controller",
+    }
+)
+"""Staging modules that are examples or test helpers: no command links them, so a proxy that
+refuses them (this one refuses all but sample-apiserver at v0.38.0-beta.0) does not make a
+release unobtainable, and asking needs no download of its source. Only that quick answer trusts
+this list: a build still checks every refused module's importers in the source it compiles, and
+names the module if one of them is linked after all."""
+
 _SOURCE_SUFFIX = "-source"
 SOURCE_DIR_HINT = "KUBERNETES_SOURCE_DIR, see README: Testing your own Kubernetes checkout"
 
@@ -311,6 +325,7 @@ class GoBuildSource:
             if partial.is_complete():
                 return None
         _, unserved = self._refused(tag)
+        unserved = [(m, v) for m, v in unserved if m not in UNLINKED_STAGING]
         if not unserved:
             return None
         logger.info(

@@ -47,7 +47,7 @@ class _OneLineErrorParser(argparse.ArgumentParser):
     """Usage mistakes as one line, like every other error of ours."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {shortened(message)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -139,8 +139,22 @@ class _GuardedStdout:
         return getattr(self._stream, name)
 
 
-def _fail(status: int, message: str) -> int:
+MAX_LINE = 1000
+"""Characters of an error line: a value pasted by mistake (a 128 kB argument) is cut in the middle,
+so that the line keeps what it names first and the advice it ends with."""
+
+
+def shortened(message: str) -> str:
+    """``message`` as one line of at most :data:`MAX_LINE` characters."""
     line = " ".join(message.split())  # one line, whatever the message held
+    if len(line) <= MAX_LINE:
+        return line
+    head, tail = line[: MAX_LINE // 2], line[-(MAX_LINE // 2 - 60) :]
+    return f"{head} ...[{len(line) - len(head) - len(tail)} characters left out]... {tail}"
+
+
+def _fail(status: int, message: str) -> int:
+    line = shortened(message)
     with contextlib.suppress(OSError):
         print(f"{PROG}: error: {line}", file=sys.stderr, flush=True)
     return status

@@ -284,7 +284,14 @@ def source_version(
             return parse_version(_workspace_git_version(Path(source_dir), script, env))
         tried.append(f"{script} in a git checkout")
     if version_file is not None:
-        return parse_version(_version_file_git_version(version_file))
+        named = _version_file_git_version(version_file)
+        try:
+            return parse_version(named)
+        except VersionError as exc:
+            raise VersionError(
+                f"KUBE_GIT_VERSION_FILE {version_file} names no version we can use: {exc}; "
+                "write it as KUBE_GIT_VERSION='v1.37.0' or unset KUBE_GIT_VERSION_FILE"
+            ) from None
     tried.append("KUBE_GIT_VERSION_FILE")
     if bin_dir is not None:
         apiserver = Path(bin_dir) / "kube-apiserver"

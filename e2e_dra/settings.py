@@ -95,9 +95,12 @@ def seconds(text: str) -> float:
     if not math.isfinite(number):
         raise ValueError("is not a finite duration (e.g. 1800, 90s, 1m30s or 1h)")
     if number < 0:
-        raise ValueError("is negative; a duration is 0 or more")
+        raise ValueError("is negative; a duration is 0 or more: give one such as 1800 or 90s")
     if number > MAX_DURATION:
-        raise ValueError(f"is longer than {MAX_DURATION:.0f} seconds (about 31 years)")
+        raise ValueError(
+            f"is longer than {MAX_DURATION:.0f} seconds (about 31 years); give a shorter one "
+            "(0: none)"
+        )
     return number
 
 
@@ -124,7 +127,8 @@ def _http_url(text: str, kind: str, example: str) -> str:
     """
     if _undecodable(text):
         raise ValueError(
-            "holds bytes that are not UTF-8 (shown as \\x..), which no URL can carry; retype it"
+            "holds bytes that are not UTF-8, which no URL can carry; give it as text, "
+            "percent-encoding any other byte (%FF)"
         )
     if found := _NOT_IN_URLS.search(text):
         raise ValueError(

@@ -1029,3 +1029,51 @@ def test_a_module_zip_the_proxy_does_not_serve_is_a_module_proxy_failure(
         timeout=120,
     )
     one_line(proc, 5, "k8s.io/kubernetes@v1.36.5", "GOPROXY")
+
+
+def _says_what_to_do(line: str) -> bool:
+    return any(word in line for word in ("give", "check", "point", "unset"))
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        (("resolve", "1.36"), {"E2E_DRA_DOWNLOAD_DEADLINE": "-1"}),
+        (("resolve", "1.36"), {"E2E_DRA_PROGRESS_EVERY": "1e10"}),
+        (("previous-minor", "v1.0.0"), {}),
+        (("versions",), {"KUBE_GIT_VERSION_FILE": "/nonexistent/version"}),
+        (("versions",), {"KUBE_GIT_VERSION_FILE": "/dev/zero"}),
+    ],
+)
+def test_a_refused_value_says_what_to_do(
+    args: tuple[str, ...], env: dict[str, str], release_server: ReleaseServer
+) -> None:
+    release_server.put("stable-1.36.txt", "v1.36.5\n")
+    proc = e2e_dra(*args, env={"KUBERNETES_RELEASE_URL": release_server.url, **env})
+    line = one_line(proc, 3)
+    assert _says_what_to_do(line), line
+
+
+@pytest.mark.parametrize(
+    "script", ["echo garbage", "echo oops >&2; exit 1", "head -c 5000000 /dev/zero"]
+)
+def test_a_bin_dir_whose_apiserver_gives_no_version_says_what_to_do(
+    release_server: ReleaseServer, tmp_path: Path, script: str
+) -> None:
+    bin_dir = _bin_dir_whose_apiserver_runs(tmp_path, script)
+    proc = e2e_dra(
+        "versions",
+        "--base-url",
+        release_server.url,
+        env={"KUBERNETES_SERVER_BIN_DIR": str(bin_dir)},
+    )
+    line = one_line(proc, 3, "kube-apiserver")
+    assert _says_what_to_do(line), line
+
+
+def test_a_module_proxy_listing_no_stable_release_says_what_to_check(
+    proxy_tree: ProxyTree,
+) -> None:
+    proxy_tree.answers["/k8s.io/kubernetes/@v/list"] = (200, b"", {})
+    proc = e2e_dra("resolve", "stable", env=_build_source_env(proxy_tree.url))
+    one_line(proc, 5, "lists no stable release", "GOPROXY")

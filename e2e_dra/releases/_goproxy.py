@@ -299,7 +299,8 @@ class ModuleProxy:
         stable = [v for v in self.listed if v.is_stable]
         if not stable:
             raise ReleaseError(
-                f"the Go module proxy {self.base_url} lists no stable release of {self.module}"
+                f"the Go module proxy {self.base_url} lists no stable release of {self.module}; "
+                f"check {GOPROXY_SETTING}"
             )
         line = stable[-1].release_line
         while self.has(_release(line.major, line.minor + 1, 0).tag):

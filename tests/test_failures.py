@@ -1077,3 +1077,35 @@ def test_a_module_proxy_listing_no_stable_release_says_what_to_check(
     proxy_tree.answers["/k8s.io/kubernetes/@v/list"] = (200, b"", {})
     proc = e2e_dra("resolve", "stable", env=_build_source_env(proxy_tree.url))
     one_line(proc, 5, "lists no stable release", "GOPROXY")
+
+
+_INTERRUPTED_IMPORT = """\
+import os, signal, sys, time
+
+class Interrupting:
+    def find_spec(self, name, path=None, target=None):
+        if name == "e2e_dra.commands.build":
+            if sys.argv[1] == "SIGTERM":
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(1)
+            raise KeyboardInterrupt
+        return None
+
+sys.meta_path.insert(0, Interrupting())
+from e2e_dra.cli import main
+sys.exit(main(["previous-minor", "v1.36.3"]))
+"""
+
+
+@pytest.mark.parametrize(("signal_name", "status"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_while_the_program_starts_is_one_line(signal_name: str, status: int) -> None:
+    """Ctrl-C or SIGTERM while the commands are still being imported (the first tenths of a
+    second): one line and the status of its kind, as later, not a traceback of importlib."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_IMPORT, signal_name],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    one_line(proc, status, "interrupted" if status == 130 else "terminated")

@@ -40,6 +40,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterator
@@ -224,10 +225,16 @@ def _first_difference(root: Path, recorded: Any, *, deep: bool) -> str | None:
             return f"{relative} is missing"
         except (OSError, ValueError, TypeError):
             return f"{relative} cannot be checked"
+        if not stat.S_ISREG(info.st_mode):  # a directory or link in its place: never hashed
+            return f"{relative} is not a regular file"
         if info.st_size != size:
             return f"{relative} has {info.st_size} bytes, {size} were written"
-        if (deep or info.st_mtime_ns != mtime_ns) and _sha256(path) != digest:
-            return f"{relative} does not hold what was written (sha256 differs)"
+        if deep or info.st_mtime_ns != mtime_ns:
+            try:
+                if _sha256(path) != digest:
+                    return f"{relative} does not hold what was written (sha256 differs)"
+            except OSError as exc:
+                return f"{relative} cannot be read ({exc.strerror or exc})"
     return None
 
 

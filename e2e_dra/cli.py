@@ -1,174 +1,54 @@
-"""``e2e-dra``: the command line of every area, assembled from :mod:`e2e_dra.commands`.
+"""``e2e-dra``: the entry point (``python -m e2e_dra.cli``, the ``e2e-dra`` script).
 
-Start-up stays fast because only argparse-level modules are imported before a command runs; the
-handlers import what they need. Progress lines are log records; while a command runs, one handler
-shows them on stderr (:func:`e2e_dra._console.showing_progress`). Every failure ends as one line
-on stderr and an exit status of its kind (:mod:`e2e_dra.errors`): a user's mistake or a machine's
-fault names the input and what to do; a bug of ours still prints one line, and the traceback goes
-to a file that line names, so a user never has to read one to know what happened. SIGTERM is
-handled like Ctrl-C, so what a command was writing (a cache entry's temp dir) is removed on the
-way out.
+It imports nothing heavy itself: the commands (:mod:`e2e_dra.commands._main`) take a few tenths of
+a second to import, and a Ctrl-C or SIGTERM in that time ends as every other does, one line and
+130 or 143, not a traceback of importlib. A signal that arrives after the command has decided its
+exit status (while the interpreter shuts down) is ignored: the status stands.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import os
 import signal
 import sys
-import tempfile
-import traceback
 from collections.abc import Sequence
-from types import FrameType, ModuleType
-from typing import NoReturn, TextIO
-
-from e2e_dra import __version__
-from e2e_dra._console import showing_progress
-from e2e_dra.commands import build, cluster, driver, provision, releases
-from e2e_dra.errors import (
-    EXIT_INTERNAL,
-    EXIT_INTERRUPTED,
-    EXIT_LOCAL,
-    EXIT_STATUS_HELP,
-    EXIT_TERMINATED,
-    E2EDRAError,
-    describe_os_error,
-)
-from localupcluster import ClusterError
+from types import FrameType
 
 PROG = "e2e-dra"
-
-# One module per area, in the order --help lists them; each has ``register(subparsers) -> None``.
-COMMAND_MODULES: tuple[ModuleType, ...] = (releases, build, provision, driver, cluster)
-
-
-class _OneLineErrorParser(argparse.ArgumentParser):
-    """Usage mistakes as one line, like every other error of ours."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+_EXIT_INTERRUPTED = 130  # e2e_dra.errors.EXIT_INTERRUPTED, not imported: start-up stays light
+_EXIT_TERMINATED = 143  # e2e_dra.errors.EXIT_TERMINATED
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineErrorParser(
-        prog=PROG,
-        description="Kubernetes DRA upgrade/downgrade test harness: versions, releases, clusters.",
-        epilog=EXIT_STATUS_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    subparsers = parser.add_subparsers(
-        title="commands", metavar="COMMAND", required=True, parser_class=_OneLineErrorParser
-    )
-    for module in COMMAND_MODULES:
-        module.register(subparsers)
-    return parser
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the program is so that it unwinds exactly as after Ctrl-C."""
+class _TerminatedEarly(KeyboardInterrupt):
+    """SIGTERM while the commands are imported."""
 
 
 def _raise_terminated(signum: int, frame: FrameType | None) -> None:
-    raise Terminated(signal.Signals(signum).name)
+    raise _TerminatedEarly(signal.Signals(signum).name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``e2e-dra`` with ``argv`` (None: the command line, as the program itself)."""
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    stdout = sys.stdout
-    sys.stdout = _GuardedStdout(stdout)  # type: ignore[assignment]
     try:
-        return _run(argv)
+        from e2e_dra.commands._main import main as run
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, _TerminatedEarly)
+        what = "terminated (SIGTERM)" if terminated else "interrupted"
+        with contextlib.suppress(OSError):
+            print(f"{PROG}: error: {what}", file=sys.stderr, flush=True)
+        return _decided(argv, _EXIT_TERMINATED if terminated else _EXIT_INTERRUPTED)
     finally:
-        sys.stdout = stdout
         signal.signal(signal.SIGTERM, previous)
+    return _decided(argv, run(argv))
 
 
-def _run(argv: Sequence[str] | None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-        with showing_progress():
-            status = int(args.handler(args) or 0)
-    except (E2EDRAError, ClusterError) as exc:
-        return _fail(exc.exit_status, str(exc))
-    except Terminated:
-        return _fail(EXIT_TERMINATED, "terminated (SIGTERM); what was half-written was removed")
-    except KeyboardInterrupt:
-        return _fail(EXIT_INTERRUPTED, "interrupted")
-    except _StdoutError as exc:
-        _silence_stdout()
-        return _fail(EXIT_LOCAL, f"cannot write the result to stdout: {exc}")
-    except OSError as exc:
-        return _fail(EXIT_LOCAL, describe_os_error(exc))
-    except (SystemExit, GeneratorExit):
-        raise
-    except BaseException as exc:  # a bug: one line here, the traceback in a file
-        return _fail(EXIT_INTERNAL, _internal_error(exc))
-    try:
-        sys.stdout.flush()  # the answer is the interface: failing to write it is a failure
-    except _StdoutError as exc:
-        _silence_stdout()
-        return _fail(EXIT_LOCAL, f"cannot write the result to stdout: {exc}")
+def _decided(argv: Sequence[str] | None, status: int) -> int:
+    """``status``; as the program (``argv`` None), a signal from now on must not replace it."""
+    if argv is None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     return status
-
-
-class _StdoutError(Exception):
-    """Writing the answer to stdout failed (a full disk, /dev/full, a closed pipe)."""
-
-
-class _GuardedStdout:
-    """``sys.stdout`` whose write failures are told apart from every other OSError."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        try:
-            return self._stream.write(text)
-        except OSError as exc:
-            raise _StdoutError(exc.strerror or str(exc)) from None
-
-    def flush(self) -> None:
-        try:
-            self._stream.flush()
-        except OSError as exc:
-            raise _StdoutError(exc.strerror or str(exc)) from None
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._stream, name)
-
-
-def _fail(status: int, message: str) -> int:
-    line = " ".join(message.split())  # one line, whatever the message held
-    with contextlib.suppress(OSError):
-        print(f"{PROG}: error: {line}", file=sys.stderr, flush=True)
-    return status
-
-
-def _internal_error(exc: BaseException) -> str:
-    text = "".join(traceback.format_exception(exc))
-    try:
-        fd, path = tempfile.mkstemp(prefix=f"{PROG}-crash-", suffix=".txt")
-        with os.fdopen(fd, "w") as out:
-            out.write(f"{PROG} {__version__}\nargv: {sys.argv!r}\n\n{text}")
-    except OSError:
-        path = "(could not be written; it follows on stderr)"
-        print(text, file=sys.stderr)
-    return (
-        f"internal error {type(exc).__name__}: {exc} -- a bug in {PROG}; the traceback is in "
-        f"{path}, please attach it to a bug report"
-    )
-
-
-def _silence_stdout() -> None:
-    """Point fd 1 at /dev/null so that the interpreter's own flush at exit does not fail again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):
-        pass
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ disk) is raised as an :class:`E2EDRAError` whose message is a single line naming
 thing that failed and what to do. The CLI prints that line and exits with the class's
 ``exit_status``, so a script can tell "you typed it wrong" from "the mirror is down" from "the disk
 is full" without parsing text; tracebacks are for our bugs only (and go to a file, see
-:mod:`e2e_dra.cli`).
+:mod:`e2e_dra.commands._main`).
 """
 
 from __future__ import annotations

@@ -95,9 +95,12 @@ def seconds(text: str) -> float:
     if not math.isfinite(number):
         raise ValueError("is not a finite duration (e.g. 1800, 90s, 1m30s or 1h)")
     if number < 0:
-        raise ValueError("is negative; a duration is 0 or more")
+        raise ValueError("is negative; a duration is 0 or more: give one such as 1800 or 90s")
     if number > MAX_DURATION:
-        raise ValueError(f"is longer than {MAX_DURATION:.0f} seconds (about 31 years)")
+        raise ValueError(
+            f"is longer than {MAX_DURATION:.0f} seconds (about 31 years); give a shorter one "
+            "(0: none)"
+        )
     return number
 
 
@@ -122,6 +125,11 @@ def _http_url(text: str, kind: str, example: str) -> str:
     fragment is refused, because it is never sent to a server, so it cannot mean what its writer
     meant.
     """
+    if _undecodable(text):
+        raise ValueError(
+            "holds bytes that are not UTF-8, which no URL can carry; give it as text, "
+            "percent-encoding any other byte (%FF)"
+        )
     if found := _NOT_IN_URLS.search(text):
         raise ValueError(
             f"is not a usable URL: it holds {found[0]!r}, which must be percent-encoded "
@@ -152,14 +160,41 @@ def module_proxy_url(text: str) -> str:
     return _http_url(text, "Go module proxy", "https://proxy.golang.org")
 
 
+def _undecodable(text: str) -> bool:
+    """Whether ``text`` came from bytes that are not UTF-8 (Python keeps them as surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+PATH_MAX = 4096  # bytes, Linux's: no longer path can be opened
+NAME_MAX = 255  # bytes of one component
+
+
+def _too_long(candidate: Path) -> str | None:
+    """Why no file system can hold ``candidate`` (a value pasted by mistake), or None."""
+    encoded = os.fsencode(candidate)
+    if len(encoded) >= PATH_MAX:
+        return f"is {len(encoded)} bytes long, longer than any path ({PATH_MAX - 1})"
+    longest = max((len(os.fsencode(part)) for part in candidate.parts), default=0)
+    if longest > NAME_MAX:
+        return f"has a component of {longest} bytes, longer than any file name ({NAME_MAX})"
+    return None
+
+
 def path(text: str) -> Path:
-    """A path, ``~`` expanded."""
+    """A path, ``~`` expanded; one that no file system can hold is refused."""
     if not text:
         raise ValueError("is empty; give a path")
     try:
-        return Path(text).expanduser()
+        expanded = Path(text).expanduser()
     except RuntimeError as exc:  # ~nosuchuser
         raise ValueError(f"is not a usable path ({exc}); give an absolute path") from None
+    if why := _too_long(expanded):
+        raise ValueError(f"{why}; give a shorter path")
+    return expanded
 
 
 def directory(text: str) -> Path:
@@ -177,7 +212,13 @@ def directory(text: str) -> Path:
             "line of stdout cannot carry; choose another directory"
         )
     try:
-        return Path(text).expanduser().resolve()
+        expanded = Path(text).expanduser()
+    except RuntimeError as exc:  # ~nosuchuser
+        raise ValueError(f"is not a usable directory ({exc}); give an absolute path") from None
+    if why := _too_long(expanded):
+        raise ValueError(f"{why}; give a shorter directory")
+    try:
+        return expanded.resolve()
     except (RuntimeError, OSError, ValueError) as exc:
         raise ValueError(f"is not a usable directory ({exc}); give an absolute path") from None
 

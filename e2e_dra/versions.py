@@ -257,7 +257,10 @@ def previous_minor(version: str | KubeVersion) -> Minor:
     back = 2 if (parsed.pre, parsed.pre_number) == ("alpha", 0) else 1
     minor = parsed.minor - back
     if minor < 0:
-        raise VersionError(f"{text!r} has no previous minor release to upgrade from")
+        raise VersionError(
+            f"{text!r} has no previous minor release to upgrade from; give a version of a later "
+            "minor"
+        )
     return Minor(parsed.major, minor)
 
 
@@ -284,12 +287,24 @@ def source_version(
             return parse_version(_workspace_git_version(Path(source_dir), script, env))
         tried.append(f"{script} in a git checkout")
     if version_file is not None:
-        return parse_version(_version_file_git_version(version_file))
+        named = _version_file_git_version(version_file)
+        try:
+            return parse_version(named)
+        except VersionError as exc:
+            raise VersionError(
+                f"KUBE_GIT_VERSION_FILE {version_file} names no version we can use: {exc}; "
+                "write it as KUBE_GIT_VERSION='v1.37.0' or unset KUBE_GIT_VERSION_FILE"
+            ) from None
     tried.append("KUBE_GIT_VERSION_FILE")
     if bin_dir is not None:
         apiserver = Path(bin_dir) / "kube-apiserver"
         if apiserver.is_file():
-            return parse_version(_binary_version(apiserver))
+            try:
+                return parse_version(_binary_version(apiserver))
+            except VersionError as exc:
+                raise VersionError(
+                    f"{exc}; check that {bin_dir} holds a working Kubernetes build"
+                ) from None
         tried.append(str(apiserver))
     raise VersionError(
         "cannot tell the Kubernetes version under test: found none of " + ", ".join(tried)
@@ -328,17 +343,20 @@ def _read_version_file(path: Path) -> str:
     """The version file's text: a regular file of at most ``VERSION_FILE_LIMIT`` bytes (a FIFO
     would hang the read, ``/dev/zero`` would never end)."""
     what = f"KUBE_GIT_VERSION_FILE {path}"
+    fix = "; point KUBE_GIT_VERSION_FILE at the version file of a build or unset it"
     try:
         if not stat.S_ISREG(path.stat().st_mode):
-            raise VersionError(f"{what} is not a regular file")
+            raise VersionError(f"{what} is not a regular file{fix}")
         with open(path, "rb") as handle:
             data = handle.read(VERSION_FILE_LIMIT + 1)
     except OSError as exc:
-        raise VersionError(f"cannot read {what}: {exc.strerror}") from None
+        raise VersionError(f"cannot read {what}: {exc.strerror}{fix}") from None
     if len(data) > VERSION_FILE_LIMIT:
-        raise VersionError(f"{what} is larger than {VERSION_FILE_LIMIT} bytes: not a version file")
+        raise VersionError(
+            f"{what} is larger than {VERSION_FILE_LIMIT} bytes: not a version file{fix}"
+        )
     if b"\0" in data:
-        raise VersionError(f"{what} is not a text file")
+        raise VersionError(f"{what} is not a text file{fix}")
     return data.decode(errors="replace")
 
 

@@ -889,3 +889,223 @@ def test_a_url_with_invalid_characters_is_refused_at_once(url: str) -> None:
     by_variable = e2e_dra("resolve", "1.36", env={"KUBERNETES_RELEASE_URL": url})
     one_line(by_variable, 3, "KUBERNETES_RELEASE_URL")
     assert time.monotonic() - started < 5
+
+
+# -- the sweep (tests/sweep/bad_inputs.py): what it found ------------------------------------------
+
+
+@pytest.mark.parametrize("verify", [False, True])
+def test_a_cached_binary_replaced_by_a_directory_is_damage_not_a_machine_error(
+    release_server: ReleaseServer, tmp_path: Path, verify: bool
+) -> None:
+    cache = tmp_path / "c"
+    args, bin_dir = _downloaded(release_server, cache)
+    kubelet = bin_dir / "kubelet"
+    os.chmod(kubelet, 0o755)
+    kubelet.unlink()
+    kubelet.mkdir()  # 4096 bytes, as the fake kubelet: only the kind tells them apart
+
+    again = e2e_dra(*args, *(["--verify"] if verify else []), cache=cache)
+
+    assert again.returncode == 0, again.stderr
+    assert "is damaged (kubelet is not a regular file)" in again.stderr
+    assert kubelet.is_file() and kubelet.stat().st_size == 4096
+
+
+@pytest.mark.parametrize(
+    ("setting", "args"),
+    [
+        ("KUBERNETES_RELEASE_URL", ("resolve", "1.36")),
+        ("--base-url", ("resolve", "1.36", "--base-url")),
+        ("GOPROXY", ("resolve", "1.36")),
+        ("--proxy", ("build", "v1.36.5", "--proxy")),
+    ],
+)
+def test_a_url_with_bytes_that_are_not_utf8_is_bad_input(
+    setting: str, args: tuple[str, ...], tmp_path: Path
+) -> None:
+    url = b"http://127.0.0.1:9/\xff"
+    env = {"E2E_DRA_RELEASE_SOURCE": "build"} if "build" in args or "GOPROXY" in setting else {}
+    argv: list[str | bytes] = [*args]
+    if setting.startswith("--"):
+        argv.append(url)
+    else:
+        env[setting] = url  # type: ignore[assignment]
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "E2E_DRA", "GO"))}
+    proc = subprocess.run(
+        [sys.executable, "-m", "e2e_dra.cli", *argv],
+        capture_output=True,
+        text=True,
+        errors="backslashreplace",
+        env={**base, "E2E_DRA_CACHE_DIR": str(tmp_path), **env},
+        timeout=60,
+        check=False,
+    )
+    one_line(proc, 3, setting, "UTF-8")
+
+
+@pytest.mark.parametrize(
+    ("variable", "args"),
+    [
+        ("E2E_DRA_DOWNLOAD_DEADLINE", ("resolve", "1.36")),
+        ("KUBERNETES_SERVER_CACHE_DIR", ("download", "v1.36.5")),
+        ("KUBERNETES_SERVER_BIN_DIR", ("versions",)),
+        ("KUBERNETES_RELEASE_URL", ("resolve", "1.36")),
+    ],
+)
+def test_a_huge_value_is_named_in_a_short_line(
+    variable: str, args: tuple[str, ...], tmp_path: Path
+) -> None:
+    huge = "/tmp/" + "9" * 100_000 if "DIR" in variable else "9" * 100_000
+    if "URL" in variable:
+        huge = "http://127.0.0.1:9/" + "a" * 100_000
+    env = {variable: huge}
+    if variable != "KUBERNETES_RELEASE_URL":
+        env["KUBERNETES_RELEASE_URL"] = "http://127.0.0.1:9/release"
+    proc = e2e_dra(*args, cache=tmp_path / "c", env=env)
+    assert proc.returncode == 3, proc.stderr[-500:]
+    line = one_line(proc, 3, variable)
+    assert len(line) < 1000
+
+
+def test_a_huge_unknown_option_is_a_short_usage_line() -> None:
+    proc = e2e_dra("resolve", "1.36", "--" + "x" * 100_000)
+    assert proc.returncode == 2
+    assert len(proc.stderr) < 1100
+    assert "unrecognized arguments" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "named"),
+    [
+        (b"KUBE_GIT_VERSION='v01.37.2'\n", "leading zero"),
+        (b"KUBE_GIT_VERSION='v1.37.2\xff'\n", "not a Kubernetes version"),
+    ],
+)
+def test_a_version_file_naming_no_version_names_the_file(
+    content: bytes, named: str, release_server: ReleaseServer, tmp_path: Path
+) -> None:
+    version_file = tmp_path / "version"
+    version_file.write_bytes(content)
+    proc = e2e_dra(
+        "versions",
+        "--base-url",
+        release_server.url,
+        env={"KUBE_GIT_VERSION_FILE": str(version_file)},
+    )
+    one_line(proc, 3, f"KUBE_GIT_VERSION_FILE {version_file}", named)
+
+
+@pytest.mark.parametrize("status", [401, 403, 410, 418])
+def test_a_refusing_mirror_says_what_to_check(release_server: ReleaseServer, status: int) -> None:
+    release_server.put("stable-1.36.txt", "v1.36.5\n")
+    release_server.fail("stable-1.36.txt", Fault(status=status))
+    proc = e2e_dra("resolve", "1.36", "--base-url", release_server.url)
+    one_line(proc, 5, f"HTTP {status}", "stable-1.36.txt", "KUBERNETES_RELEASE_URL or --base-url")
+
+
+@pytest.mark.parametrize(
+    "go_mod", [b"<!DOCTYPE html><html></html>", b"", b"module k8s.io/kubernetes\n\ngo banana\n"]
+)
+def test_a_go_mod_that_is_not_one_is_a_module_proxy_failure(
+    proxy_tree: ProxyTree, tmp_path: Path, go_mod: bytes
+) -> None:
+    mod = "/k8s.io/kubernetes/@v/v1.36.5.mod"
+    proxy_tree.answers[mod] = (200, go_mod, {})
+    proc = e2e_dra("build", "v1.36.5", "--proxy", proxy_tree.url, cache=tmp_path / "c")
+    one_line(proc, 5, proxy_tree.url + mod, "GOPROXY")
+
+
+def test_a_module_zip_the_proxy_does_not_serve_is_a_module_proxy_failure(
+    proxy_tree: ProxyTree, tmp_path: Path
+) -> None:
+    proc = e2e_dra(
+        "build",
+        "v1.36.5",
+        "--proxy",
+        proxy_tree.url,
+        cache=tmp_path / "c",
+        env={"GOTOOLCHAIN": "local", "GOFLAGS": ""},
+        timeout=120,
+    )
+    one_line(proc, 5, "k8s.io/kubernetes@v1.36.5", "GOPROXY")
+
+
+def _says_what_to_do(line: str) -> bool:
+    return any(word in line for word in ("give", "check", "point", "unset"))
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        (("resolve", "1.36"), {"E2E_DRA_DOWNLOAD_DEADLINE": "-1"}),
+        (("resolve", "1.36"), {"E2E_DRA_PROGRESS_EVERY": "1e10"}),
+        (("previous-minor", "v1.0.0"), {}),
+        (("versions",), {"KUBE_GIT_VERSION_FILE": "/nonexistent/version"}),
+        (("versions",), {"KUBE_GIT_VERSION_FILE": "/dev/zero"}),
+    ],
+)
+def test_a_refused_value_says_what_to_do(
+    args: tuple[str, ...], env: dict[str, str], release_server: ReleaseServer
+) -> None:
+    release_server.put("stable-1.36.txt", "v1.36.5\n")
+    proc = e2e_dra(*args, env={"KUBERNETES_RELEASE_URL": release_server.url, **env})
+    line = one_line(proc, 3)
+    assert _says_what_to_do(line), line
+
+
+@pytest.mark.parametrize(
+    "script", ["echo garbage", "echo oops >&2; exit 1", "head -c 5000000 /dev/zero"]
+)
+def test_a_bin_dir_whose_apiserver_gives_no_version_says_what_to_do(
+    release_server: ReleaseServer, tmp_path: Path, script: str
+) -> None:
+    bin_dir = _bin_dir_whose_apiserver_runs(tmp_path, script)
+    proc = e2e_dra(
+        "versions",
+        "--base-url",
+        release_server.url,
+        env={"KUBERNETES_SERVER_BIN_DIR": str(bin_dir)},
+    )
+    line = one_line(proc, 3, "kube-apiserver")
+    assert _says_what_to_do(line), line
+
+
+def test_a_module_proxy_listing_no_stable_release_says_what_to_check(
+    proxy_tree: ProxyTree,
+) -> None:
+    proxy_tree.answers["/k8s.io/kubernetes/@v/list"] = (200, b"", {})
+    proc = e2e_dra("resolve", "stable", env=_build_source_env(proxy_tree.url))
+    one_line(proc, 5, "lists no stable release", "GOPROXY")
+
+
+_INTERRUPTED_IMPORT = """\
+import os, signal, sys, time
+
+class Interrupting:
+    def find_spec(self, name, path=None, target=None):
+        if name == "e2e_dra.commands.build":
+            if sys.argv[1] == "SIGTERM":
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(1)
+            raise KeyboardInterrupt
+        return None
+
+sys.meta_path.insert(0, Interrupting())
+from e2e_dra.cli import main
+sys.exit(main(["previous-minor", "v1.36.3"]))
+"""
+
+
+@pytest.mark.parametrize(("signal_name", "status"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_while_the_program_starts_is_one_line(signal_name: str, status: int) -> None:
+    """Ctrl-C or SIGTERM while the commands are still being imported (the first tenths of a
+    second): one line and the status of its kind, as later, not a traceback of importlib."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_IMPORT, signal_name],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    one_line(proc, status, "interrupted" if status == 130 else "terminated")

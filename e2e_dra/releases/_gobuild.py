@@ -28,7 +28,7 @@ from e2e_dra._console import console, fancy
 from e2e_dra._gotool import GoToolchain, go_env, run_go, toolchain_for
 from e2e_dra._paths import cache_root
 from e2e_dra._platform import host_platform
-from e2e_dra.errors import ReleaseError, UnbuildableRelease
+from e2e_dra.errors import ProvisionError, ReleaseError, UnbuildableRelease
 from e2e_dra.releases._gomodule import (
     KUBERNETES_MODULE,
     Substitute,
@@ -39,7 +39,12 @@ from e2e_dra.releases._gomodule import (
     staging_version,
     toolchain_directive,
 )
-from e2e_dra.releases._goproxy import ModuleProxy, escape_module_path, served_substitutes
+from e2e_dra.releases._goproxy import (
+    ModuleProxy,
+    escape_module_path,
+    served_substitutes,
+)
+from e2e_dra.releases._http import GOPROXY_SETTING
 from e2e_dra.releases._release import SERVER_COMPONENTS, Release
 from e2e_dra.releases._standins import (
     KNOWN_MOVES,
@@ -248,14 +253,21 @@ class GoBuildSource:
         module = f"{module_path}@{version}"
         scratch = Path(env["GOMODCACHE"]).parent / "scratch"
         scratch.mkdir(parents=True, exist_ok=True)
-        run_go(
-            ["mod", "download", module],
-            cwd=scratch,
-            what=f"downloading {module}",
-            log=log,
-            env=dict(env, GOFLAGS="", GO111MODULE="on"),
-            toolchain=toolchain,
-        )
+        try:
+            run_go(
+                ["mod", "download", module],
+                cwd=scratch,
+                what=f"downloading {module}",
+                log=log,
+                env=dict(env, GOFLAGS="", GO111MODULE="on"),
+                toolchain=toolchain,
+            )
+        except ProvisionError as exc:
+            if f"reading {self.proxy.base_url}/" not in str(exc):
+                raise  # not the proxy's answer: this machine's (a full disk, no Go)
+            raise ReleaseError(  # go names the proxy's answer: the proxy is at fault
+                f"{exc}; check {GOPROXY_SETTING}: it must serve the module's zip"
+            ) from None
         return Path(env["GOMODCACHE"]) / f"{escape_module_path(module_path)}@{version}"
 
     def _download_kubernetes(self, version: str, log: Path, toolchain: GoToolchain) -> Path:

@@ -20,9 +20,9 @@ from typing import Any
 import httpx
 from packaging.version import InvalidVersion, Version
 
-from e2e_dra._gotool import go_binary, go_env
-from e2e_dra.errors import InputError, NotFoundError, ReleaseError, VersionError
-from e2e_dra.releases._gomodule import Substitute
+from e2e_dra._gotool import go_binary, go_env, go_version_key
+from e2e_dra.errors import InputError, NotFoundError, ProvisionError, ReleaseError, VersionError
+from e2e_dra.releases._gomodule import Substitute, go_directive
 from e2e_dra.releases._http import (
     GOPROXY_SETTING,
     get_small,
@@ -166,7 +166,7 @@ class ModuleProxy:
         if response.status_code in _MISSING:
             return None
         if response.status_code != 200:
-            raise status_error(url, response)
+            raise status_error(url, response, GOPROXY_SETTING)
         return response.text
 
     @cached_property
@@ -187,7 +187,7 @@ class ModuleProxy:
         if response.status_code in _MISSING:
             return False
         if response.status_code not in {200, 405}:  # 405: no HEAD here; let the build tell
-            raise status_error(url, response)
+            raise status_error(url, response, GOPROXY_SETTING)
         return True
 
     def newest_served_below(self, version: str) -> str | None:
@@ -230,9 +230,19 @@ class ModuleProxy:
         return info
 
     def go_mod(self, version: str) -> str:
+        """The ``.mod`` of ``version``: a go.mod with a ``go`` line, or the proxy is at fault."""
+        url = self.url(f"{version}.mod")
         body = self._ok(f"{version}.mod")
         if body is None:
-            raise ReleaseError(f"{self.url(version + '.mod')} is missing on the Go module proxy")
+            raise ReleaseError(f"{url} is missing on the Go module proxy; check {GOPROXY_SETTING}")
+        try:
+            go_version_key(go_directive(body))
+        except (ReleaseError, ProvisionError) as exc:
+            shown = " ".join(body.split())[:60]
+            raise ReleaseError(
+                f"{url} answered {shown!r}, not a go.mod ({exc}); check {GOPROXY_SETTING}: it "
+                "must name a Go module proxy"
+            ) from None
         return body
 
     # --- markers: what stable-X.Y.txt / latest-X.Y.txt / stable.txt would say -----------------
@@ -289,7 +299,8 @@ class ModuleProxy:
         stable = [v for v in self.listed if v.is_stable]
         if not stable:
             raise ReleaseError(
-                f"the Go module proxy {self.base_url} lists no stable release of {self.module}"
+                f"the Go module proxy {self.base_url} lists no stable release of {self.module}; "
+                f"check {GOPROXY_SETTING}"
             )
         line = stable[-1].release_line
         while self.has(_release(line.major, line.minor + 1, 0).tag):

@@ -324,8 +324,10 @@ def _decode(encoding: str, raw: bytes) -> bytes:
     return body
 
 
-def status_error(url: str, response: httpx.Response) -> ReleaseError:
-    message = f"getting {url} failed: HTTP {response.status_code} {response.reason_phrase}"
+def status_error(
+    url: str, response: httpx.Response, setting: str = RELEASE_URL_SETTING
+) -> ReleaseError:
+    message = f"getting {url} failed: HTTP {response.status_code} {response.reason_phrase}".rstrip()
     if response.status_code == 404:
-        return NotFoundError(message.rstrip() + " (not found)")
-    return ReleaseError(message.rstrip())
+        return NotFoundError(f"{message} (not found); check the version or {setting}")
+    return ReleaseError(f"{message}; check {setting} (it refuses this file)")

@@ -1,0 +1,2274 @@
+"""A sweep of bad inputs and faults against the ``e2e-dra`` command line.
+
+Run it from a clone, with its virtualenv::
+
+    .venv/bin/python tests/sweep/bad_inputs.py [--jobs 2] [--only SUBSTRING] [--kind KIND]
+
+It proves the promise of the README's "Command line" section, case by case: every failure ends as
+one line on stderr (``e2e-dra: error: ...``, the last line, naming the input), an exit status of
+its kind, never a traceback (exit 70), a hang or unbounded memory, and nothing corrupt left in the
+cache (a damaged entry is never served).
+
+Everything it talks to is on 127.0.0.1: the loopback release tree (``tests/release_server.py``),
+the loopback Go module proxy (``tests/module_proxy.py``) and a few raw TCP servers made here for
+faults those two cannot play (a server that never answers, one that answers garbage). Every case
+gets its own temporary directory, its own servers, its own caches and its own ``HOME``, so the
+real ``~/.cache/e2e-dra`` is never touched.
+
+Each case is data (:class:`Case`: one or more :class:`Step` s), run by one runner (:func:`run_step`:
+a subprocess under a 2 GiB address-space limit set by a tiny launcher that execs ``python -m
+e2e_dra.cli``, with a timeout) and judged by one judge (:func:`judge`). The script prints a table of
+kinds x (cases, passed, failed), the failures with their command, environment, exit status and
+last stderr lines, and exits 1 if any case failed.
+
+Limits of the machine, not of the product: Linux refuses a single argument or environment string
+longer than 128 KiB (``MAX_ARG_STRLEN``), so "huge" values given on the command line or in the
+environment are 128 KiB less a little (:data:`HUGE`); huge *files* (markers, checksum files, proxy
+answers, version files) are 1 MiB and more. This runs as root, so a mode of 000 does not make a
+directory unreadable; read-only directories are made with ``chattr +i`` where it works (else those
+cases are skipped and said to be).
+
+Signals are sent once the command has visibly started (the loopback server saw its request), or
+0.6 s after it was started: a signal in the first tenths of a second lands in the interpreter's
+own start-up (``site``, the editable install's finder), before any code of ours can handle it,
+and ends as Python's traceback or death by SIGINT, which no Python program can prevent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gzip
+import hashlib
+import io
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TESTS = HERE.parent
+sys.path.insert(0, str(TESTS))
+
+from module_proxy import ProxyTree  # noqa: E402
+from release_server import (  # noqa: E402
+    CLUSTER_BINARIES,
+    Fault,
+    Member,
+    ReleaseServer,
+    fake_binary,
+    release_members,
+    server_tarball,
+)
+
+TARBALL = "kubernetes-server-linux-amd64.tar.gz"
+MARKER = ".e2e-dra-complete.json"
+WANTED = (*CLUSTER_BINARIES, "kubectl")
+MEMORY_LIMIT = 2 << 30  # bytes of address space
+HUGE = 128 * 1024 - 64  # the longest argument or environment string Linux passes on
+MB = 1 << 20
+LAUNCHER = (  # SIGINT as on a terminal: a shell that starts the sweep in the background ignores it
+    "import os, resource, signal, sys; limit = int(sys.argv[1]); "
+    "resource.setrlimit(resource.RLIMIT_AS, (limit, limit)); "
+    "signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, '-m', 'e2e_dra.cli', *sys.argv[2:]])"
+)
+ERROR_PREFIX = "e2e-dra: error:"
+# an error line says what to do: one of these words (or it is an interruption, which needs none)
+ADVICE = (
+    "check",
+    "try",
+    "use",
+    "give",
+    "set",
+    "unset",
+    "run again",
+    "remove",
+    "fix",
+    "choose",
+    "point",
+    "make",
+    "raise",
+    "lower",
+    "free",
+    "build",
+    "publish",
+    "see ",
+    "attach",
+    "write it",
+    "expected",
+    "e.g.",
+    "is not a",
+    "must",
+)
+
+# --- cases as data --------------------------------------------------------------------------------
+
+Expect = int | tuple[int, ...]  # 0: success (and, for download, a verified result)
+
+
+@dataclass
+class Step:
+    """One run of ``e2e-dra ARGS`` and what it must end as."""
+
+    args: Sequence[str | bytes]
+    expect: Expect = 0
+    named: tuple[str, ...] = ()  # the error line must hold each (placeholders: see Ctx.fmt)
+    env: dict[str, str | bytes | None] = field(default_factory=dict)  # None: unset it
+    before: Callable[[Ctx], None] | None = None  # e.g. damage the cache, fix the mirror
+    signal: int | None = None  # sent once ``when`` holds
+    when: Callable[[Ctx], bool] | None = None
+    timeout: float = 30.0
+    served: bool = True  # on success of a download, the printed bin dir must hold the published
+    may_serve_damage: bool = False  # documented: a stat-only check cannot see this damage
+    advice: bool = True  # the error line must say what to do
+    stdin_devnull: bool = True
+
+
+@dataclass
+class Case:
+    id: str
+    kind: str
+    steps: list[Step]
+    setup: Callable[[Ctx], None] | None = None
+    env: dict[str, str | bytes | None] = field(default_factory=dict)
+    proxy: bool = False  # start a loopback Go module proxy
+    skip: Callable[[], str | None] | None = None  # a reason to skip it on this machine
+
+
+@dataclass
+class Outcome:
+    case: Case
+    problems: list[str]
+    records: list[dict[str, object]]
+    skipped: str | None = None
+
+
+# --- the context of one case: its dir, its servers ------------------------------------------------
+
+
+class Ctx:
+    def __init__(self, case: Case, root: Path) -> None:
+        self.case = case
+        self.tmp = root
+        self.server = ReleaseServer().start()
+        self.proxy: ProxyTree | None = None
+        if case.proxy:
+            self.proxy = ProxyTree(listed=["v1.36.4", "v1.36.5", "v1.37.2"], served=[])
+        self.published: dict[str, dict[str, bytes]] = {}
+        self.raw: list[RawServer] = []
+        self.immutable: list[Path] = []
+        (root / "home").mkdir()
+        (root / "cwd").mkdir()
+        (root / "afile").write_text("a file, not a directory\n")
+        os.mkfifo(root / "fifo")
+        self.standard_tree()
+
+    # -- the loopback release tree --
+
+    def standard_tree(self) -> None:
+        s = self.server
+        s.put("stable.txt", "v1.37.2\n")
+        s.put("latest.txt", "v1.37.2\n")
+        s.put("stable-1.37.txt", "v1.37.2\n")
+        s.put("stable-1.36.txt", "v1.36.5\n")
+        s.put("stable-1.35.txt", "v1.35.8\n")
+        self.publish("v1.36.5")
+        self.publish("v1.37.2")
+
+    def publish(self, version: str, members: list[Member] | None = None, **kw: object) -> bytes:
+        members = members if members is not None else release_members()
+        tarball = self.server.add_release(version, members, **kw)  # type: ignore[arg-type]
+        self.published[version] = {
+            Path(m.name).name: m.data
+            for m in members
+            if m.link is None and not m.directory and Path(m.name).name in WANTED
+        }
+        return tarball
+
+    def put_tarball(self, version: str, data: bytes, *, sidecar: bool = True) -> None:
+        """Serve ``data`` as the tarball, with a matching sha512 (the mirror vouches for it)."""
+        self.server.put(f"{version}/{TARBALL}", data)
+        if sidecar:
+            self.server.put(f"{version}/{TARBALL}.sha512", hashlib.sha512(data).hexdigest())
+        self.published.pop(version, None)
+
+    @property
+    def cache(self) -> Path:
+        return self.tmp / "cache"
+
+    def entry(self, version: str = "v1.36.5") -> Path:
+        return self.cache / version
+
+    def fmt(self, text: str) -> str:
+        values = {
+            "url": self.server.url,
+            "tmp": str(self.tmp),
+            "cache": str(self.cache),
+            "proxy": self.proxy.url if self.proxy else "http://127.0.0.1:9",
+            "raw": self.raw[0].url if self.raw else "http://127.0.0.1:9",
+            "port": str(self.server.url.split(":")[2].split("/")[0]),
+        }
+        for key, value in values.items():
+            text = text.replace("{" + key + "}", value)
+        return text
+
+    def close(self) -> None:
+        for path in self.immutable:
+            subprocess.run(["chattr", "-i", str(path)], capture_output=True, check=False)
+        self.server.stop()
+        if self.proxy:
+            self.proxy.stop()
+        for raw in self.raw:
+            raw.stop()
+
+
+class RawServer:
+    """A TCP server on 127.0.0.1 that plays one fault no HTTP server would: ``silent`` accepts
+    and never answers; ``garbage`` answers bytes that are not HTTP; ``endless`` sends a 200 with
+    no length and a body that never ends; ``liar`` promises 10 bytes and sends a gigabyte."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/release"
+        self.stopped = threading.Event()
+        self.conns: list[socket.socket] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            conn.recv(65536)
+            if self.mode == "garbage":
+                conn.sendall(b"\x00\xffHELLO THIS IS NOT HTTP\r\n\r\n" * 10)
+                conn.close()
+            elif self.mode in {"endless", "liar"}:
+                head = b"HTTP/1.1 200 OK\r\n"
+                head += b"Content-Length: 10\r\n" if self.mode == "liar" else b""
+                conn.sendall(head + b"Connection: close\r\n\r\n")
+                block = b"v" * 65536
+                while not self.stopped.is_set():
+                    conn.sendall(block)
+            else:  # silent
+                self.stopped.wait()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        for conn in self.conns:
+            with contextlib.suppress(OSError):
+                conn.close()
+
+
+# --- running and judging --------------------------------------------------------------------------
+
+
+def base_env(ctx: Ctx) -> dict[str, str | bytes]:
+    drop = ("KUBE", "E2E_DRA", "GO", "XDG_", "PYTHON")
+    others = {"CI", "ARTIFACTS", "KUBECONFIG", "RUNTIME_CONFIG", "EVICTION_HARD", "HOME"}
+    env: dict[str, str | bytes] = {
+        k: v for k, v in os.environ.items() if not k.startswith(drop) and k not in others
+    }
+    env.update(
+        HOME=str(ctx.tmp / "home"),
+        KUBERNETES_SERVER_CACHE_DIR=str(ctx.cache),
+        E2E_DRA_CACHE_DIR=str(ctx.tmp / "root"),
+        E2E_DRA_RELEASE_SOURCE="download",
+        KUBERNETES_RELEASE_URL=ctx.server.url,
+        ARTIFACTS=str(ctx.tmp / "artifacts"),
+        E2E_DRA_HOST_LOCK=str(ctx.tmp / "host.lock"),
+        E2E_DRA_NODE_DIR=str(ctx.tmp / "node"),
+        GOTOOLCHAIN="local",
+        GOENV=str(ctx.tmp / "goenv"),
+        GOPROXY=ctx.proxy.url if ctx.proxy else "off",
+        GOSUMDB="off",
+        E2E_DRA_PROGRESS_EVERY="5",
+    )
+    return env
+
+
+def step_env(ctx: Ctx, step: Step) -> dict[str | bytes, str | bytes]:
+    env: dict[str | bytes, str | bytes] = dict(base_env(ctx))
+    for key, value in {**ctx.case.env, **step.env}.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = ctx.fmt(value) if isinstance(value, str) else value
+    return env
+
+
+def run_step(ctx: Ctx, step: Step) -> dict[str, object]:
+    """Run one step; what happened, for the judge."""
+    if step.before is not None:
+        step.before(ctx)
+    args = [ctx.fmt(a) if isinstance(a, str) else a for a in step.args]
+    env = step_env(ctx, step)
+    cmd = [sys.executable, "-c", LAUNCHER, str(MEMORY_LIMIT), *args]
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=ctx.tmp / "cwd",
+        start_new_session=True,
+    )
+    signalled = None
+    timed_out = False
+    try:
+        if step.signal is not None:
+            deadline = time.monotonic() + min(step.timeout, 20)
+            while time.monotonic() < deadline and proc.poll() is None:
+                if step.when is None or step.when(ctx):
+                    time.sleep(0.2)
+                    proc.send_signal(step.signal)
+                    signalled = step.signal
+                    break
+                time.sleep(0.02)
+        out, err = proc.communicate(timeout=max(1.0, step.timeout - (time.monotonic() - started)))
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+    with contextlib.suppress(ProcessLookupError):  # whatever it left behind
+        os.killpg(proc.pid, signal.SIGKILL)
+    return {
+        "args": [a if isinstance(a, str) else a.decode("utf-8", "backslashreplace") for a in args],
+        "env": {
+            (k if isinstance(k, str) else k.decode()): _shown(v)
+            for k, v in {**ctx.case.env, **step.env}.items()
+        },
+        "status": proc.returncode,
+        "stdout": os.fsdecode(out),  # a path printed as bytes that are not UTF-8 stays that path
+        "stderr": err.decode("utf-8", "backslashreplace"),
+        "seconds": round(time.monotonic() - started, 2),
+        "timed_out": timed_out,
+        "signalled": signalled,
+    }
+
+
+def _shown(value: object) -> object:
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "backslashreplace")
+    if isinstance(value, str) and len(value) > 120:
+        return f"{value[:60]}...<{len(value)} chars>"
+    return value
+
+
+def judge(ctx: Ctx, step: Step, got: dict[str, object]) -> list[str]:
+    """What is wrong with this step's outcome (nothing: it passed)."""
+    problems: list[str] = []
+    status = got["status"]
+    stderr = str(got["stderr"])
+    lines = stderr.splitlines()
+    expected = step.expect if isinstance(step.expect, tuple) else (step.expect,)
+    if got["timed_out"]:
+        return [f"hung: no end within {step.timeout:.0f}s"]
+    if not isinstance(status, int) or status < 0:
+        return [f"killed by signal {-int(status)} (memory limit or crash?)"]  # type: ignore[arg-type]
+    if "Traceback" in stderr:
+        problems.append("a traceback on stderr")
+    if "MemoryError" in stderr:
+        problems.append("MemoryError")
+    if status == 70:
+        problems.append("exit 70: an internal error (a bug)")
+    if status not in expected:
+        problems.append(f"exit {status}, expected {'/'.join(map(str, expected))}")
+    if status != 0:
+        errors = [line for line in lines if line.startswith(ERROR_PREFIX)]
+        if status == 2 and not errors:
+            errors = [line for line in lines if "error:" in line]
+        if len(errors) != 1:
+            problems.append(f"{len(errors)} error lines, expected exactly one")
+        elif lines[-1] != errors[0]:
+            problems.append("the error line is not the last line of stderr")
+        else:
+            line = errors[0]
+            for text in step.named:
+                want = ctx.fmt(text)
+                if want not in line:
+                    problems.append(f"the error line does not name {want[:80]!r}")
+            if step.advice and status not in {130, 143} and not any(w in line for w in ADVICE):
+                problems.append("the error line does not say what to do")
+            if len(line) > 2000:
+                problems.append(f"the error line is {len(line)} characters long")
+    elif step.served and "download" in got["args"] and "--help" not in got["args"]:  # type: ignore[operator]
+        problems += served_problems(ctx, str(got["stdout"]), step)
+    if not step.may_serve_damage:
+        problems += cache_problems(ctx)
+    return problems
+
+
+def served_problems(ctx: Ctx, stdout: str, step: Step) -> list[str]:
+    """The bin dir a successful download printed must hold exactly what the mirror published."""
+    lines = stdout.splitlines()
+    if not lines:
+        return ["success, but no bin dir on stdout"]
+    bin_dir = Path(lines[-1])
+    version = bin_dir.name
+    published = ctx.published.get(version)
+    if published is None:
+        return [f"success, but {version} was not published as a good release"]
+    if not str(bin_dir).startswith(str(ctx.tmp)):
+        return [f"served {bin_dir}, outside this case's directory (the real cache?)"]
+    problems = []
+    for name, data in published.items():
+        try:
+            if (bin_dir / name).read_bytes() != data and not step.may_serve_damage:
+                problems.append(f"served a damaged {name} from {bin_dir}")
+        except OSError as exc:
+            problems.append(f"served {bin_dir} without a readable {name} ({exc.strerror})")
+    return problems
+
+
+def cache_problems(ctx: Ctx) -> list[str]:
+    """Nothing left in the download cache that a later run would serve damaged, and no temp dir."""
+    root = ctx.cache
+    if not root.is_dir():
+        return []
+    problems = []
+    for entry in root.iterdir():
+        if entry.name.startswith(".tmp-"):
+            problems.append(f"a temp dir was left behind: {entry.name}")
+        if entry.name.startswith(".") or not entry.is_dir():
+            continue
+        try:
+            record = json.loads((entry / MARKER).read_text())
+            files = record.get("files") if isinstance(record, dict) else None
+        except (OSError, ValueError):
+            continue  # not complete: never served, rebuilt by the next run
+        if not isinstance(files, dict):
+            continue
+        published = ctx.published.get(entry.name, {})
+        for name, data in published.items():
+            path = entry / name
+            ok = path.is_file() and not path.is_symlink() and path.read_bytes() == data
+            recorded = files.get(name)
+            if not ok and recorded is not None:
+                # recorded and marked complete, but not what was published: served if the
+                # stat check misses it
+                info = path.stat() if path.exists() else None
+                looks_recorded = isinstance(recorded, list) and len(recorded) == 3
+                if (
+                    info is not None
+                    and looks_recorded
+                    and [info.st_size, info.st_mtime_ns] == recorded[:2]
+                ):
+                    problems.append(f"entry {entry.name} holds a damaged {name} it would serve")
+    return problems
+
+
+def run_case(case: Case) -> Outcome:
+    if case.skip is not None and (reason := case.skip()):
+        return Outcome(case, [], [], skipped=reason)
+    root = Path(tempfile.mkdtemp(prefix=f"sweep-{case.id[:40].replace('/', '_')}-"))
+    ctx = Ctx(case, root)
+    problems: list[str] = []
+    records: list[dict[str, object]] = []
+    try:
+        if case.setup is not None:
+            case.setup(ctx)
+        for index, step in enumerate(case.steps):
+            got = run_step(ctx, step)
+            records.append(got)
+            found = judge(ctx, step, got)
+            problems += [f"step {index + 1}: {p}" for p in found]
+            if found:
+                break
+    except Exception as exc:  # the sweep's own bug: the case fails, the sweep goes on
+        problems.append(f"the sweep itself failed: {type(exc).__name__}: {exc}")
+    finally:
+        ctx.close()
+        shutil.rmtree(root, ignore_errors=True)
+    return Outcome(case, problems, records)
+
+
+# --- case builders --------------------------------------------------------------------------------
+
+CASES: list[Case] = []
+
+
+def case(
+    id: str,
+    kind: str,
+    args: Sequence[str | bytes],
+    expect: Expect = 0,
+    named: tuple[str, ...] = (),
+    **kw: object,
+) -> Case:
+    step_kw = {k: kw.pop(k) for k in list(kw) if k in Step.__dataclass_fields__}
+    made = Case(id, kind, [Step(args, expect, named, **step_kw)], **kw)  # type: ignore[arg-type]
+    CASES.append(made)
+    return made
+
+
+def download(*extra: str) -> list[str]:
+    return ["download", "v1.36.5", *extra]
+
+
+def chattr_works() -> str | None:
+    probe = Path(tempfile.mkdtemp(prefix="sweep-chattr-"))
+    try:
+        ok = subprocess.run(["chattr", "+i", str(probe)], capture_output=True).returncode == 0
+        subprocess.run(["chattr", "-i", str(probe)], capture_output=True)
+    except OSError:
+        ok = False
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+    return None if ok else "chattr +i is not supported here"
+
+
+def make_readonly(ctx: Ctx) -> None:
+    path = ctx.tmp / "ro"
+    path.mkdir()
+    subprocess.run(["chattr", "+i", str(path)], check=True, capture_output=True)
+    ctx.immutable.append(path)
+
+
+# -- 1. environment variables ----------------------------------------------------------------------
+
+GARBAGE_STRINGS: list[tuple[str, str | bytes]] = [
+    ("empty", ""),
+    ("blank", "   "),
+    ("huge", "x" * HUGE),
+    ("control", "a\x01b\x1b[31mc"),
+    ("newline", "a\nb"),
+    ("non-utf8", b"\xff\xfe\xc3("),
+]
+DURATION_VARS = (
+    "E2E_DRA_DOWNLOAD_DEADLINE",
+    "E2E_DRA_PROGRESS_EVERY",
+    "E2E_DRA_SLICE_REMOVAL_TIMEOUT",
+)
+DURATION_VALUES: list[tuple[str, str | bytes, Expect]] = [
+    ("empty", "", 0),
+    ("blank", " \t ", 0),
+    ("huge-number", "9" * HUGE, 3),
+    ("huge-text", "x" * HUGE, 3),
+    ("control", "1\x01", 3),
+    ("newline", "1\n2", 3),
+    ("non-utf8", b"1\xff", 3),
+    ("negative", "-1", 3),
+    ("negative-go", "-1s", (2, 3)),  # as a flag value argparse takes it for an option
+    ("nan", "nan", 3),
+    ("inf", "inf", 3),
+    ("minus-inf", "-inf", (2, 3)),
+    ("overflow", "1e400", 3),
+    ("centuries", "1e10", 3),
+    ("leading-zeros", "0030", 0),
+    ("arabic-digits", "\u0661\u0668\u0660\u0660", (0, 3)),
+    ("fullwidth-digits", "\uff11\uff18\uff10\uff10", (0, 3)),
+    ("underscores", "1_000", (0, 3)),
+    ("mixed-signs", "1h-5m", 3),
+    ("space-inside", "5 s", 3),
+    ("two-dots", "1.5.5", 3),
+    ("hex", "0x10", 3),
+    ("go-form", "1m30s", 0),
+    ("micro", "1\u00b5s", (0, 5)),  # a deadline of 1 microsecond passes at once
+    ("huge-go-hours", "99999999999h", 3),
+    ("zero", "0", 0),
+    ("minus-zero", "-0", 0),
+    ("plus", "+30", 0),
+]
+RATE_VALUES: list[tuple[str, str | bytes, Expect]] = [
+    ("empty", "", 0),
+    ("blank", "  ", 0),
+    ("huge-number", "9" * HUGE, 3),
+    ("huge-text", "k" * HUGE, 3),
+    ("control", "5\x01k", 3),
+    ("non-utf8", b"5\xffk", 3),
+    ("negative", "-1", 3),
+    ("nan", "nan", 3),
+    ("inf", "inf", 3),
+    ("too-fast", "1e12", 3),
+    ("tera", "1T", 3),
+    ("unit-only", "k", 3),
+    ("hex", "0x10", 3),
+    ("leading-zeros", "0050k", 0),
+    ("arabic-digits", "\u0665\u0660k", (0, 3)),
+    ("with-unit", "50kb/s", 0),
+    ("mega", "1M", 0),
+    ("zero", "0", 0),
+]
+URL_VALUES: list[tuple[str, str | bytes, Expect]] = [
+    ("ftp", "ftp://x/release", 3),
+    ("words", "not a url", 3),
+    ("no-host", "http://", 3),
+    ("open-bracket", "http://[::1", 3),
+    ("space-in-host", "http://a b/release", 3),
+    ("fragment", "{url}#top", 3),
+    ("port-too-big", "http://127.0.0.1:99999/release", 3),
+    ("port-letters", "http://127.0.0.1:abc/release", 3),
+    ("control", "http://127.0.0.1\x01/release", 3),
+    ("non-utf8", b"http://127.0.0.1/\xff", 3),
+    ("huge", "http://127.0.0.1/" + "a" * HUGE, 3),
+    ("file-scheme", "file:///etc/passwd", 3),
+    ("javascript", "javascript:alert(1)", 3),
+    ("scheme-relative", "//127.0.0.1/release", 3),
+    ("userinfo-only", "http://user@/release", 3),
+    ("nothing-listens", "http://127.0.0.1:9/release", 5),
+    ("tls-to-plain", "https://127.0.0.1:{port}/release", 5),
+    ("wrong-path", "http://127.0.0.1:{port}/nothing-here", 4),
+    ("ipv6-loopback-closed", "http://[::1]:9/release", 5),
+    ("upper-scheme", "HTTP://127.0.0.1:{port}/release", 0),
+    ("trailing-slash", "{url}/", 0),
+    ("query", "{url}?token=x", 0),
+]
+DIR_VALUES: list[tuple[str, str | bytes, Expect, Callable[[], str | None] | None]] = [
+    ("tilde-unknown-user", "~nosuchuser/x", 3, None),
+    ("newline", "{tmp}/a\nb", 3, None),
+    ("control", "{tmp}/a\x1bb", 3, None),
+    ("tab", "{tmp}/a\tb", 3, None),
+    ("huge", "/tmp/" + "a" * HUGE, 3, None),
+    ("long-component", "{tmp}/" + "a" * 300, 3, None),
+    ("is-a-file", "{tmp}/afile", 6, None),
+    ("under-a-file", "{tmp}/afile/sub", 6, None),
+    ("is-a-fifo", "{tmp}/fifo", 6, None),
+    ("dev-zero", "/dev/zero", 6, None),
+    ("under-dev-null", "/dev/null/x", 6, None),
+    ("proc", "/proc/self/sweep-cache", 6, None),
+    ("read-only", "{tmp}/ro", 6, chattr_works),
+    ("relative", "relcache", 0, None),
+    ("tilde-home", "~/c", 0, None),
+    ("non-utf8", b"", (0, 3), None),  # filled in per case: <tmp>/c\xff
+    ("dot-dot", "{tmp}/x/../c", 0, None),
+    ("symlink-loop", "{tmp}/loop/c", (3, 6), None),
+]
+PATH_VALUES: list[tuple[str, str | bytes, Expect]] = [
+    ("tilde-unknown-user", "~nosuchuser/x", 3),
+    ("huge", "/tmp/" + "a" * HUGE, 3),  # no file system holds it
+    ("control", "a\x01b", 0),
+    ("dev-zero", "/dev/zero", 0),
+    ("non-utf8", b"/tmp/\xff", 0),
+    ("empty", "", 0),
+]
+
+
+def env_cases() -> None:
+    probe_resolve = ["resolve", "1.36"]
+    for var in DURATION_VARS:
+        for label, value, expect in DURATION_VALUES:
+            args = download() if var == "E2E_DRA_DOWNLOAD_DEADLINE" else probe_resolve
+            case(f"env/{var}/{label}", "env: durations", args, expect, (var,), env={var: value})
+    case(
+        "env/E2E_DRA_DOWNLOAD_DEADLINE/1ms",
+        "env: durations",
+        download(),
+        5,
+        ("E2E_DRA_DOWNLOAD_DEADLINE", "deadline"),
+        env={"E2E_DRA_DOWNLOAD_DEADLINE": "1ms"},
+    )
+    var = "E2E_DRA_DOWNLOAD_MIN_SPEED"
+    for label, value, expect in RATE_VALUES:
+        case(f"env/{var}/{label}", "env: rates", download(), expect, (var,), env={var: value})
+    var = "KUBERNETES_RELEASE_URL"
+    for label, value, expect in URL_VALUES:
+        named = (var,) if expect == 3 else ()
+        case(
+            f"env/{var}/{label}",
+            "env: URLs",
+            probe_resolve,
+            expect,
+            named,
+            env={var: value, "E2E_DRA_DOWNLOAD_DEADLINE": "4"},
+        )
+    for label in ("empty", "blank"):  # blank is unset: the default; the flag keeps it on loopback
+        case(
+            f"env/{var}/{label}",
+            "env: URLs",
+            [*probe_resolve, "--base-url", "{url}"],
+            0,
+            env={var: "" if label == "empty" else "  "},
+        )
+    var = "E2E_DRA_RELEASE_SOURCE"
+    for label, value, expect in [
+        ("unknown", "bogus", 3),
+        ("capitalised", "Download", 3),
+        ("padded", " download ", 0),
+        ("huge", "d" * HUGE, 3),
+        ("control", "down\x01load", 3),
+        ("non-utf8", b"download\xff", 3),
+        ("empty-auto", "", 0),  # auto: the loopback tree answers, so download
+        ("both", "download,build", 3),
+    ]:
+        named = (var,) if expect == 3 else ()
+        case(
+            f"env/{var}/{label}",
+            "env: release source",
+            probe_resolve,
+            expect,
+            named,
+            env={var: value},
+        )
+    # cache directories: the download cache and the root (whose releases/ is the default)
+    for var in ("KUBERNETES_SERVER_CACHE_DIR", "E2E_DRA_CACHE_DIR"):
+        for label, value, expect, skip in DIR_VALUES:
+            env: dict[str, str | bytes | None] = {var: value}
+            if var == "E2E_DRA_CACHE_DIR":
+                env["KUBERNETES_SERVER_CACHE_DIR"] = None
+            setup = None
+            if label == "read-only":
+                setup = make_readonly
+            elif label == "non-utf8":
+                env[var] = b"%s/c\xff" % b"{tmp}"
+            elif label == "symlink-loop":
+
+                def setup(ctx: Ctx) -> None:
+                    (ctx.tmp / "loop").symlink_to(ctx.tmp / "loop")
+
+            named = (var,) if expect != 0 else ()
+            made = case(
+                f"env/{var}/{label}",
+                "env: cache dirs",
+                download(),
+                expect,
+                named,
+                env=env,
+                setup=setup,
+                skip=skip,
+            )
+            if label == "non-utf8":
+                made.setup = _fill_bytes_env(var)
+    for label, value in [("empty", ""), ("blank", "  ")]:
+        case(
+            f"env/E2E_DRA_CACHE_DIR/{label}-uses-home",
+            "env: cache dirs",
+            download(),
+            0,
+            env={"E2E_DRA_CACHE_DIR": value, "KUBERNETES_SERVER_CACHE_DIR": None},
+        )
+    var = "E2E_DRA_NODE_DIR"
+    for label, value, expect in [
+        ("newline", "/tmp/a\nb", 3),
+        ("tilde-unknown-user", "~nosuchuser/x", 3),
+        ("is-a-file", "{tmp}/afile", 0),
+        ("huge", "/tmp/" + "a" * HUGE, 3),
+        ("non-utf8", b"/tmp/\xff", 0),
+    ]:
+        named = (var,) if expect == 3 else ()
+        case(f"env/{var}/{label}", "env: paths", probe_resolve, expect, named, env={var: value})
+    for var in ("ARTIFACTS", "E2E_DRA_HOST_LOCK", "KUBECONFIG"):
+        for label, value, expect in PATH_VALUES:
+            named = (var,) if expect == 3 else ()
+            case(f"env/{var}/{label}", "env: paths", probe_resolve, expect, named, env={var: value})
+    # strings passed on as they are: nothing in these commands may trip over them
+    for var in (
+        "E2E_DRA_KUBELET_VERSION",
+        "EVICTION_HARD",
+        "E2E_DRA_CONTAINERD_VERSION",
+        "E2E_DRA_ETCD_VERSION",
+        "E2E_DRA_CFSSL_VERSION",
+        "RUNTIME_CONFIG",
+        "GOSUMDB",
+        "CI",
+    ):
+        for label, value in GARBAGE_STRINGS:
+            case(f"env/{var}/{label}", "env: passed-on strings", ["versions"], 0, env={var: value})
+    var = "E2E_DRA_KUBERNETES_VERSION"
+    for label, value, expect in [
+        ("leading-zero", "v01.37.2", 3),
+        ("four-parts", "1.37.2.3", 3),
+        ("latest-ish", "latest-ish", 3),
+        ("ci-build", "v1.38.0-alpha.0.812+0123abcd", 3),
+        ("dirty", "v1.37.2-dirty", 3),
+        ("unknown-minor", "1.99", 4),
+        ("unknown-release", "v1.99.0", 4),
+        ("stable", "stable", 0),
+        ("latest", "latest", 0),
+        ("minor", "1.37", 0),
+        ("v-minor", "v1.37", 0),
+        ("minor-leading-zero", "1.037", 3),
+        ("upper-case", "STABLE", 3),
+        ("huge", "1" * HUGE, 3),
+        ("control", "1.37\x01", 3),
+        ("non-utf8", b"1.37\xff", 3),
+        ("arabic-digits", "\u0661.\u0663\u0667", 3),
+        ("empty", "", 0),
+        ("minor-zero", "1.0", (0, 3, 4)),
+    ]:
+        named = (var,) if expect == 3 else ("1.9",) if expect == 4 else ()
+        case(f"env/{var}/{label}", "env: versions", ["versions"], expect, named, env={var: value})
+    var = "KUBE_GIT_VERSION_FILE"
+    files: list[tuple[str, bytes | None, str, Expect]] = [
+        ("missing", None, "{tmp}/nope", 3),
+        ("is-a-dir", None, "{tmp}", 3),
+        ("dev-zero", None, "/dev/zero", 3),
+        ("fifo", None, "{tmp}/fifo", 3),
+        ("tilde-unknown-user", None, "~nosuchuser/v", 3),
+        ("empty-file", b"", "{tmp}/v", 3),
+        ("garbage", b"\x00\xff\xfe garbage", "{tmp}/v", 3),
+        ("non-utf8", b"KUBE_GIT_VERSION='v1.37.2\xff'\n", "{tmp}/v", 3),
+        ("huge", b"KUBE_GIT_VERSION='v1.37.2'\n" + b"#" * MB, "{tmp}/v", 3),
+        ("unclosed-quote", b"KUBE_GIT_VERSION='v1.37.2\n", "{tmp}/v", 3),
+        ("leading-zero", b"KUBE_GIT_VERSION='v01.37.2'\n", "{tmp}/v", 3),
+        ("ci-build", b"KUBE_GIT_VERSION='v1.38.0-alpha.0.812+0123abcd'\n", "{tmp}/v", 3),
+        ("unknown-release", b"KUBE_GIT_VERSION='v1.99.0'\n", "{tmp}/v", 4),
+        ("good", b"KUBE_GIT_VERSION='v1.37.2'\n", "{tmp}/v", 0),
+        ("no-version", b"KUBE_GIT_COMMIT=abc\n", "{tmp}/v", 3),
+        ("symlink-loop", None, "{tmp}/loop", 3),
+    ]
+    for label, content, where, expect in files:
+
+        def setup(ctx: Ctx, content: bytes | None = content, label: str = label) -> None:
+            if content is not None:
+                (ctx.tmp / "v").write_bytes(content)
+            if label == "symlink-loop":
+                (ctx.tmp / "loop").symlink_to(ctx.tmp / "loop")
+
+        named = (var,) if expect == 3 else ()
+        case(
+            f"env/{var}/{label}",
+            "env: version file",
+            ["versions"],
+            expect,
+            named,
+            env={var: where},
+            setup=setup,
+        )
+    for var in ("KUBERNETES_SERVER_BIN_DIR", "KUBERNETES_SOURCE_DIR"):
+        for label, where, expect in [
+            ("missing", "{tmp}/nope", 3),
+            ("is-a-file", "{tmp}/afile", 3),
+            ("fifo", "{tmp}/fifo", 3),
+            ("dev-zero", "/dev/zero", 3),
+            ("empty-dir", "{tmp}/cwd", 3),
+            ("tilde-unknown-user", "~nosuchuser/x", 3),
+            ("huge", "/tmp/" + "a" * HUGE, 3),
+            ("control", "{tmp}/a\x01b", 3),
+            ("non-utf8", b"/tmp/\xff\xfe", 3),
+            ("symlink-loop", "{tmp}/loop", 3),
+        ]:
+
+            def setup(ctx: Ctx, label: str = label) -> None:
+                if label == "symlink-loop":
+                    (ctx.tmp / "loop").symlink_to(ctx.tmp / "loop")
+
+            case(
+                f"env/{var}/{label}",
+                "env: local build dirs",
+                ["versions"],
+                expect,
+                (var,),
+                env={var: where},
+                setup=setup,
+            )
+    for label, script, expect, timeout in [
+        ("good", "echo 'Kubernetes v1.37.2'", 0, 30.0),
+        ("garbage", "echo garbage", 3, 30.0),
+        ("non-utf8", "printf 'Kubernetes v1.37.2\\377'", 3, 30.0),
+        ("fails", "echo oops >&2; exit 1", 3, 30.0),
+        ("huge", "head -c 5000000 /dev/zero", 3, 30.0),
+        ("killed", "kill -9 $$", 3, 30.0),
+        ("hangs", "exec sleep 600", 3, 75.0),
+    ]:
+
+        def setup(ctx: Ctx, script: str = script, label: str = label) -> None:
+            bin_dir = ctx.tmp / "bin"
+            bin_dir.mkdir()
+            (bin_dir / "kube-apiserver").write_text(f"#!/bin/sh\n{script}\n")
+            (bin_dir / "kube-apiserver").chmod(0o755)
+
+        case(
+            f"env/KUBERNETES_SERVER_BIN_DIR/apiserver-{label}",
+            "env: local build dirs",
+            ["versions"],
+            expect,
+            ("kube-apiserver",) if expect else (),
+            env={"KUBERNETES_SERVER_BIN_DIR": "{tmp}/bin"},
+            setup=setup,
+            timeout=timeout,
+        )
+    for label, setup_kind, expect in [
+        ("apiserver-is-a-dir", "dir", 3),
+        ("apiserver-not-executable", "noexec", 3),
+    ]:
+
+        def setup(ctx: Ctx, kind: str = setup_kind) -> None:
+            bin_dir = ctx.tmp / "bin"
+            bin_dir.mkdir()
+            if kind == "dir":
+                (bin_dir / "kube-apiserver").mkdir()
+            else:
+                (bin_dir / "kube-apiserver").write_text("#!/bin/sh\necho 'Kubernetes v1.37.2'\n")
+                (bin_dir / "kube-apiserver").chmod(0o644)
+
+        case(
+            f"env/KUBERNETES_SERVER_BIN_DIR/{label}",
+            "env: local build dirs",
+            ["versions"],
+            expect,
+            ("kube-apiserver",),
+            env={"KUBERNETES_SERVER_BIN_DIR": "{tmp}/bin"},
+            setup=setup,
+        )
+    # the Go side
+    var = "GOPROXY"
+    for label, value, expect in [
+        ("off", "off", 3),
+        ("direct", "direct", 3),
+        ("garbage", "garbage", 3),
+        ("space", "http://a b", 3),
+        ("ftp", "ftp://x", 3),
+        ("off-first", "off,{proxy}", 3),
+        ("huge", "http://" + "a" * HUGE, 3),
+        ("control", "http://127.0.0.1:\x01", 3),
+        ("non-utf8", b"http://127.0.0.1/\xff", 3),
+        ("fragment", "{proxy}#x", 3),
+        ("nothing-listens", "http://127.0.0.1:9", 5),
+        ("proxy-then-direct", "{proxy},direct", 0),
+        ("pipe-list", "{proxy}|https://127.0.0.1:9", 0),
+        ("empty-reads-go-env", "", 0),
+    ]:
+
+        def setup(ctx: Ctx) -> None:  # `go env GOPROXY` answers the loopback proxy
+            assert ctx.proxy is not None
+            (ctx.tmp / "goenv").write_text(f"GOPROXY={ctx.proxy.url}\n")
+
+        named = (var,) if expect in (3, 5) else ()
+        case(
+            f"env/{var}/{label}",
+            "env: Go",
+            probe_resolve,
+            expect,
+            named,
+            env={var: value, "E2E_DRA_RELEASE_SOURCE": "build"},
+            proxy=True,
+            setup=setup,
+            timeout=45.0,
+        )
+    var = "GOTOOLCHAIN"
+    for label, value, expect in [
+        ("word", "gofoo", 3),
+        ("bad-minor", "go1.x", 3),
+        ("leading-zero", "go1.027", 3),
+        ("huge", "go1." + "1" * HUGE, (0, 3)),  # a well-formed name; only a fetch would fail
+        ("control", "go1.27\x01", 3),
+        ("non-utf8", b"go1.27\xff", 3),
+        ("local", "local", 0),
+        ("auto", "go1.27.3+auto", 0),
+        ("path", "path", 0),
+        ("empty", "", 0),
+    ]:
+        named = (var,) if expect == 3 else ()
+        case(
+            f"env/{var}/{label}",
+            "env: Go",
+            probe_resolve,
+            expect,
+            named,
+            env={var: value, "E2E_DRA_RELEASE_SOURCE": "build"},
+            proxy=True,
+        )
+
+
+def _fill_bytes_env(var: str) -> Callable[[Ctx], None]:
+    def setup(ctx: Ctx) -> None:
+        ctx.case.steps[0].env[var] = os.fsencode(str(ctx.tmp)) + b"/c\xff"
+
+    return setup
+
+
+# -- 2. command-line flags -------------------------------------------------------------------------
+
+
+def flag_cases() -> None:
+    for flag in ("--deadline", "--min-speed"):
+        values = DURATION_VALUES if flag == "--deadline" else RATE_VALUES
+        for label, value, expect in values:
+            if label in {"empty", "blank"}:
+                expect = 3  # a flag given empty is not "unset"
+            case(
+                f"flag/{flag}/{label}",
+                "flags: numbers",
+                [*download(), flag, value],
+                expect,
+                (flag,),
+            )
+    case(
+        "flag/--deadline/1ms",
+        "flags: numbers",
+        [*download(), "--deadline", "1ms"],
+        5,
+        ("deadline",),
+    )
+    for flag in ("--os", "--arch"):
+        for label, value, expect in [
+            ("empty", "", 3),
+            ("slash", "a/b", 3),
+            ("dot-dot", "../x", 3),
+            ("upper", "LINUX", 3),
+            ("long", "x" * 40, 3),
+            ("newline", "linux\n", 3),
+            ("non-utf8", b"linux\xff", 3),
+            ("fullwidth", "\uff4c\uff49\uff4e\uff55\uff58", 3),
+            ("huge", "a" * HUGE, 3),
+            ("unpublished", "darwin" if flag == "--os" else "arm64", 4),
+        ]:
+            named = (flag,) if expect == 3 else ("v1.36.5",)
+            case(
+                f"flag/{flag}/{label}", "flags: platform", [*download(), flag, value], expect, named
+            )
+    for label, value, expect, skip in DIR_VALUES:
+        args: list[str | bytes] = [*download(), "--cache-dir", value]
+        if label == "non-utf8":
+            args = []  # filled in below
+        named = ("--cache-dir",) if expect != 0 else ()
+        setup = make_readonly if label == "read-only" else None
+        if label == "symlink-loop":
+
+            def setup(ctx: Ctx) -> None:
+                (ctx.tmp / "loop").symlink_to(ctx.tmp / "loop")
+
+        made = case(
+            f"flag/--cache-dir/{label}", "flags: paths", args, expect, named, setup=setup, skip=skip
+        )
+        if label == "non-utf8":
+
+            def fill(ctx: Ctx, made: Case = made) -> None:
+                made.steps[0].args = [
+                    *download(),
+                    "--cache-dir",
+                    os.fsencode(str(ctx.tmp)) + b"/c\xff",
+                ]
+
+            made.setup = fill
+    case(
+        "flag/--cache-dir/empty",
+        "flags: paths",
+        [*download(), "--cache-dir", ""],
+        3,
+        ("--cache-dir",),
+    )
+    for label, value, expect in URL_VALUES:
+        named = ("--base-url",) if expect == 3 else ()
+        case(
+            f"flag/--base-url/{label}",
+            "flags: URLs",
+            ["resolve", "1.36", "--base-url", value],
+            expect,
+            named,
+            env={"E2E_DRA_DOWNLOAD_DEADLINE": "4"},
+        )
+    case("flag/--base-url/empty", "flags: URLs", ["resolve", "1.36", "--base-url", ""], (0, 3), ())
+    for flag in ("--bin-dir", "--source-dir"):
+        for label, value in [
+            ("empty", ""),
+            ("missing", "{tmp}/nope"),
+            ("is-a-file", "{tmp}/afile"),
+            ("fifo", "{tmp}/fifo"),
+            ("dev-zero", "/dev/zero"),
+            ("empty-dir", "{tmp}/cwd"),
+            ("tilde-unknown-user", "~nosuchuser/x"),
+            ("huge", "/tmp/" + "a" * HUGE),
+            ("non-utf8", b"/tmp/\xff"),
+        ]:
+            case(f"flag/{flag}/{label}", "flags: paths", ["versions", flag, value], 3, (flag,))
+    for label, value, expect in [
+        ("empty", "", (3, 5)),  # empty: GOPROXY's proxy, whose zip is missing
+        ("ftp", "ftp://x", 3),
+        ("words", "not a url", 3),
+        ("space", "http://a b", 3),
+        ("huge", "http://" + "a" * HUGE, 3),
+        ("non-utf8", b"http://127.0.0.1/\xff", 3),
+        ("nothing-listens", "http://127.0.0.1:9", 5),
+    ]:
+        named = ("--proxy",) if expect == 3 else ()
+        case(
+            f"flag/build--proxy/{label}",
+            "flags: URLs",
+            ["build", "v1.36.5", "--proxy", value],
+            expect,
+            named,
+            env={"E2E_DRA_RELEASE_SOURCE": "build"},
+            proxy=True,
+            timeout=45.0,
+        )
+    for label, value, expect in [
+        ("empty", "", 3),
+        ("newline", "{tmp}/a\nb", 3),
+        ("is-a-file", "{tmp}/afile", 6),
+        ("under-a-file", "{tmp}/afile/x", 6),
+        ("tilde-unknown-user", "~nosuchuser/x", 3),
+    ]:
+        case(
+            f"flag/build--cache-dir/{label}",
+            "flags: paths",
+            ["build", "v1.36.5", "--proxy", "{proxy}", "--cache-dir", value],
+            expect,
+            ("--cache-dir",),
+            env={"E2E_DRA_RELEASE_SOURCE": "build"},
+            proxy=True,
+        )
+    # usage
+    for label, args, expect in [
+        ("no-command", [], 2),
+        ("unknown-command", ["frobnicate"], 2),
+        ("empty-command", [""], 2),
+        ("non-utf8-command", [b"\xff"], 2),
+        ("unknown-option", ["resolve", "1.36", "--frob"], 2),
+        ("missing-argument", ["download"], 2),
+        ("missing-value", [*download(), "--deadline"], 2),
+        ("extra-argument", ["resolve", "1.36", "1.37"], 2),
+        ("help", ["--help"], 0),
+        ("short-help", ["-h"], 0),
+        ("download-help", ["download", "--help"], 0),
+        ("build-help", ["build", "--help"], 0),
+        ("version", ["--version"], 0),
+        ("huge-option", ["resolve", "1.36", "--" + "x" * HUGE], 2),
+    ]:
+        case(f"usage/{label}", "usage", args, expect, (), advice=expect == 2)
+
+
+# -- 3. version specs ------------------------------------------------------------------------------
+
+
+def version_cases() -> None:
+    for label, spec, expect in [
+        ("leading-zero-major", "v01.37.2", 3),
+        ("leading-zero-minor", "v1.037.2", 3),
+        ("leading-zero-patch", "v1.36.05", 3),
+        ("four-parts", "1.37.2.3", 3),
+        ("latest-ish", "latest-ish", 3),
+        ("stable-ish", "stable-1.36", 3),
+        ("upper-stable", "STABLE", 3),
+        ("upper-v", "V1.36.5", 3),
+        ("ci-build", "v1.38.0-alpha.0.812+0123abcd", 3),
+        ("describe", "v1.37.0-alpha.0.812-g0123abcd", 3),
+        ("dirty", "v1.36.5-dirty", 3),
+        ("empty", "", 3),
+        ("blank", "   ", 3),
+        ("huge", "1" * HUGE, 3),
+        ("control", "v1.36\x01", 3),
+        ("non-utf8", b"v1.36.5\xff", 3),
+        ("arabic-digits", "\u0661.\u0663\u0666", 3),
+        ("fullwidth", "\uff11.\uff13\uff16", 3),
+        ("minor-10-digits", "1.9999999999", 3),
+        ("unknown-minor", "1.99", 4),
+        ("minor-nine-digits", "1.999999999", 4),
+        ("unknown-release", "v1.36.99", 4),  # resolve prints an exact version as it is
+        ("no-v", "1.36.5", 0),
+        ("padded", " 1.36 ", 0),
+        ("v-minor", "v1.36", 0),
+        ("stable", "stable", 0),
+        ("latest", "latest", 0),
+        ("rc-leading-zero", "v1.37.0-rc.01", 3),
+        ("pre-kind", "v1.37.0-gamma.1", 3),
+    ]:
+        named = (
+            (repr(spec)[1:-1][:40],)
+            if expect == 3 and isinstance(spec, str) and spec.strip() and len(spec) < 100
+            else ()
+        )
+        case(f"version/download/{label}", "version specs", ["download", spec], expect, named)
+        if expect != 0 or label in {"no-v", "padded"}:
+            resolved = 0 if label == "unknown-release" else expect
+            case(f"version/resolve/{label}", "version specs", ["resolve", spec], resolved, named)
+    for label, spec, expect in [
+        ("ci-build", "v1.37.0-alpha.0.812+0123abcd", 0),
+        ("alpha0", "v1.37.0-alpha.0", 0),
+        ("describe", "v1.37.0-alpha.0.812-g0123abcd", 0),
+        ("dirty", "v1.37.2-dirty", 0),
+        ("minor", "1.36", 0),
+        ("first-minor", "v1.0.0", 3),
+        ("zero-zero", "v0.0.1", 3),
+        ("alpha0-of-1.1", "v1.1.0-alpha.0", 3),
+        ("major-2", "v2.0.0", 3),
+        ("huge-major", "v" + "9" * 100 + ".1.1", (0, 3)),
+        ("too-long", "v1.36." + "9" * 200, 3),
+        ("empty", "", 3),
+        ("leading-zero", "v01.37.2", 3),
+        ("four-parts", "1.37.2.3", 3),
+        ("latest", "latest", 3),
+        ("non-utf8", b"v1.37\xff", 3),
+        ("newline", "v1.37.2\nv1.36.1", 3),
+    ]:
+        case(
+            f"version/previous-minor/{label}", "version specs", ["previous-minor", spec], expect, ()
+        )
+    # markers that name odd things (the tree, not the user, says the version)
+    for label, marker, content, spec, expect in [
+        ("ci-build", "latest.txt", "v1.38.0-alpha.0.812+0123abcd\n", "latest", 0),
+        ("dirty", "latest.txt", "v1.38.0-alpha.0.812+0123abcd-dirty\n", "latest", 5),
+        ("other-line", "stable-1.36.txt", "v1.35.8\n", "1.36", 5),
+        ("two-versions", "stable.txt", "v1.36.5\nv1.37.2\n", "stable", 5),
+        ("bom", "stable.txt", "\ufeffv1.37.2\n", "stable", (0, 5)),
+        ("crlf", "stable.txt", "v1.37.2\r\n", "stable", 0),
+        ("leading-zero", "stable.txt", "v01.37.2\n", "stable", 5),
+    ]:
+
+        def setup(ctx: Ctx, marker: str = marker, content: str = content) -> None:
+            ctx.server.put(marker, content)
+            if "812+0123abcd" in content and "dirty" not in content:
+                ctx.publish(content.strip())
+
+        named = (marker,) if expect == 5 else ()
+        case(
+            f"version/marker/{label}",
+            "version specs",
+            ["download", spec],
+            expect,
+            named,
+            setup=setup,
+        )
+
+
+# -- 4. release-tree faults ------------------------------------------------------------------------
+
+
+def _tar(members: list[tarfile.TarInfo | tuple[tarfile.TarInfo, bytes]]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for item in members:
+            if isinstance(item, tuple):
+                archive.addfile(item[0], io.BytesIO(item[1]))
+            else:
+                archive.addfile(item)
+    return buffer.getvalue()
+
+
+def _info(
+    name: str, kind: bytes = tarfile.REGTYPE, size: int = 0, link: str = ""
+) -> tarfile.TarInfo:
+    info = tarfile.TarInfo("kubernetes/server/bin/" + name if "/" not in name else name)
+    info.type, info.size, info.linkname, info.mode, info.mtime = (
+        kind,
+        size,
+        link,
+        0o755,
+        1_700_000_000,
+    )
+    return info
+
+
+def _with_member(
+    special: tarfile.TarInfo | tuple[tarfile.TarInfo, bytes], drop: str = "kubelet"
+) -> bytes:
+    items: list[tarfile.TarInfo | tuple[tarfile.TarInfo, bytes]] = []
+    for m in release_members():
+        if Path(m.name).name == drop:
+            continue
+        info = tarfile.TarInfo(m.name)
+        info.size, info.mode, info.mtime = len(m.data), 0o755, 1_700_000_000
+        items.append((info, m.data))
+    items.append(special)
+    return _tar(items)
+
+
+def release_cases() -> None:
+    tb = f"v1.36.5/{TARBALL}"
+    sha = f"{tb}.sha512"
+
+    def fault(path: str, **kw: object) -> Callable[[Ctx], None]:
+        def setup(ctx: Ctx) -> None:
+            ctx.server.fail(path, Fault(**kw))  # type: ignore[arg-type]
+
+        return setup
+
+    # statuses
+    for where, path, spec in [
+        ("tarball", tb, "v1.36.5"),
+        ("sha512", sha, "v1.36.5"),
+        ("marker", "stable-1.36.txt", "1.36"),
+    ]:
+        name = Path(path).name
+        for status, expect, times in [
+            (403, 5, 1),
+            (401, 5, 1),
+            (410, (4, 5), 1),
+            (500, 5, 10),
+            (502, 0, 1),
+            (418, 5, 1),
+        ]:
+            case(
+                f"release/{where}/http-{status}{'-always' if times > 1 else '-once'}",
+                "release tree",
+                ["download", spec],
+                expect,
+                (name,) if expect else (),
+                setup=fault(path, status=status, times=times),
+                timeout=45.0,
+            )
+        case(
+            f"release/{where}/429-retry-after-1",
+            "release tree",
+            ["download", spec],
+            0,
+            setup=fault(path, status=429, headers={"Retry-After": "1"}),
+        )
+        case(
+            f"release/{where}/429-retry-after-past-deadline",
+            "release tree",
+            ["download", spec, "--deadline", "5"],
+            5,
+            (name, "Retry-After"),
+            setup=fault(path, status=429, headers={"Retry-After": "3600"}, times=10),
+        )
+        case(
+            f"release/{where}/429-retry-after-garbage",
+            "release tree",
+            ["download", spec],
+            0,
+            setup=fault(path, status=429, headers={"Retry-After": "soon\x7f"}, times=2),
+        )
+        case(
+            f"release/{where}/503-retry-after-date",
+            "release tree",
+            ["download", spec],
+            0,
+            setup=fault(path, status=503, headers={"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}),
+        )
+        case(
+            f"release/{where}/redirect-loop",
+            "release tree",
+            ["download", spec],
+            5,
+            (name, "loop"),
+            setup=fault(path, redirect_to_self=True, times=1000),
+        )
+        case(
+            f"release/{where}/mislabelled-gzip",
+            "release tree",
+            ["download", spec],
+            0,
+            setup=lambda ctx, p=path: ctx.server.mislabel(p),
+        )
+        case(
+            f"release/{where}/stalls",
+            "release tree",
+            ["download", spec, "--deadline", "4"],
+            5,
+            (name, "deadline"),
+            setup=fault(path, stall_after=2, times=100),
+        )
+    case(
+        "release/tarball/404",
+        "release tree",
+        ["download", "v1.36.5"],
+        (4, 5),
+        (TARBALL,),
+        setup=lambda ctx: ctx.server.files.pop(f"/release/{tb}"),
+    )
+    case("release/unknown-version", "release tree", ["download", "v1.36.9"], 4, ("v1.36.9",))
+    case("release/marker/both-404", "release tree", ["download", "1.34"], 4, ("1.34",))
+    case(
+        "release/marker/latest-fallback",
+        "release tree",
+        ["download", "1.38"],
+        0,
+        setup=lambda ctx: (
+            ctx.server.put("latest-1.38.txt", "v1.38.0-beta.0\n"),
+            ctx.publish("v1.38.0-beta.0"),
+        ),
+    )
+    # bodies
+    case(
+        "release/tarball/truncated-always",
+        "release tree",
+        download(),
+        5,
+        (TARBALL,),
+        setup=fault(tb, drop_after=1000, times=100),
+        timeout=45.0,
+    )
+    case(
+        "release/tarball/truncated-once",
+        "release tree",
+        download(),
+        0,
+        setup=fault(tb, drop_after=5000),
+    )
+    case(
+        "release/tarball/range-ignored-after-drop",
+        "release tree",
+        download(),
+        0,
+        setup=lambda ctx: (
+            ctx.server.fail(tb, Fault(drop_after=5000)),
+            setattr(ctx.server, "ignore_range", True),
+        ),
+    )
+    case(
+        "release/tarball/trickle-past-deadline",
+        "release tree",
+        [*download(), "--deadline", "3"],
+        5,
+        (TARBALL, "deadline"),
+        setup=fault(tb, trickle=2000, times=100),
+    )
+
+    def wrong_sum(ctx: Ctx) -> None:
+        ctx.server.put(sha, hashlib.sha512(b"something else").hexdigest())
+
+    case(
+        "release/sha512/wrong",
+        "release tree",
+        download(),
+        5,
+        (TARBALL, "mismatch"),
+        setup=wrong_sum,
+    )
+    made = case(
+        "release/sha512/wrong-then-fixed",
+        "release tree",
+        download(),
+        5,
+        (TARBALL,),
+        setup=wrong_sum,
+    )
+    made.steps.append(Step(download(), 0, before=lambda ctx: ctx.publish("v1.36.5")))
+    for label, body in [
+        ("garbage", "not a digest at all"),
+        ("empty", ""),
+        ("html", "<html><body>404 Not Found</body></html>"),
+        ("short-hex", "abcdef"),
+        ("non-hex", "z" * 128),
+        ("binary", b"\x00\xff" * 64),
+        ("huge", "a" * (2 * MB)),
+        ("sha256-length", "a" * 64),
+    ]:
+        case(
+            f"release/sha512/{label}",
+            "release tree",
+            download(),
+            5,
+            (f"{TARBALL}.sha512",),
+            setup=lambda ctx, b=body: ctx.server.put(sha, b),
+        )
+    case(
+        "release/sha512/with-file-name",
+        "release tree",
+        download(),
+        0,
+        setup=lambda ctx: ctx.publish("v1.36.5", sidecar_format="named"),
+    )
+    case(
+        "release/sha512/upper-case",
+        "release tree",
+        download(),
+        0,
+        setup=lambda ctx: ctx.server.put(sha, ctx.server.files[f"/release/{sha}"].upper()),
+    )
+    case(
+        "release/sha512/missing-sha256-present",
+        "release tree",
+        download(),
+        0,
+        setup=lambda ctx: ctx.publish("v1.36.5", sidecars=("sha256",)),
+    )
+    case(
+        "release/sha512/none-published",
+        "release tree",
+        download(),
+        5,
+        (TARBALL, "checksum"),
+        setup=lambda ctx: ctx.server.files.pop(f"/release/{sha}"),
+    )
+    # tarballs that match their checksum and are broken inside
+    bad_tarballs: list[tuple[str, Callable[[], bytes], str]] = [
+        ("garbage", lambda: os.urandom(5000), "readable"),
+        ("empty", lambda: b"", "readable"),
+        ("plain-tar", lambda: gzip.decompress(server_tarball(release_members())), "readable"),
+        ("gzip-of-garbage", lambda: gzip.compress(os.urandom(5000)), "readable"),
+        ("truncated-gzip", lambda: server_tarball(release_members())[:20000], "readable"),
+        ("html", lambda: b"<html><body>Login</body></html>", "readable"),
+        (
+            "missing-kubelet",
+            lambda: server_tarball(
+                [m for m in release_members() if not m.name.endswith("/kubelet")]
+            ),
+            "kubelet",
+        ),
+        ("no-binaries", lambda: server_tarball([Member("kubernetes/README", b"x")]), "lacks"),
+        ("kubelet-directory", lambda: _with_member(_info("kubelet", tarfile.DIRTYPE)), "kubelet"),
+        (
+            "kubelet-symlink",
+            lambda: _with_member(_info("kubelet", tarfile.SYMTYPE, link="/etc/passwd")),
+            "kubelet",
+        ),
+        (
+            "kubelet-hardlink",
+            lambda: _with_member(
+                _info("kubelet", tarfile.LNKTYPE, link="kubernetes/server/bin/kube-proxy")
+            ),
+            "kubelet",
+        ),
+        ("kubelet-char-device", lambda: _with_member(_info("kubelet", tarfile.CHRTYPE)), "kubelet"),
+        (
+            "kubelet-block-device",
+            lambda: _with_member(_info("kubelet", tarfile.BLKTYPE)),
+            "kubelet",
+        ),
+        ("kubelet-fifo", lambda: _with_member(_info("kubelet", tarfile.FIFOTYPE)), "kubelet"),
+        ("absolute-member", lambda: _with_member((_info("/kubelet", size=3), b"abc")), "kubelet"),
+        (
+            "dot-dot-member",
+            lambda: _with_member((_info("../../kubelet", size=3), b"abc")),
+            "kubelet",
+        ),
+        (
+            "kubelet-twice",
+            lambda: _with_member((_info("kubelet", size=3), b"abc"), drop="none"),
+            "kubelet",
+        ),
+        ("size-lie", lambda: server_tarball(release_members())[:-300], "readable"),
+    ]
+    for label, make, said in bad_tarballs:
+        case(
+            f"release/tarball/{label}",
+            "release tree",
+            download(),
+            5,
+            (TARBALL, said),
+            setup=lambda ctx, mk=make: ctx.put_tarball("v1.36.5", mk()),
+        )
+
+    def escape(ctx: Ctx) -> None:  # binaries are copied by name: a linked dir leads nowhere
+        link = _info("kubernetes/server/bin", tarfile.SYMTYPE, link="/tmp")
+        ctx.put_tarball("v1.36.5", _with_member(link, drop="none"))
+        ctx.published["v1.36.5"] = {
+            Path(m.name).name: m.data for m in release_members() if Path(m.name).name in WANTED
+        }
+
+    case("release/tarball/symlink-dir-escape", "release tree", download(), 0, setup=escape)
+    case(
+        "release/tarball/gzip-bomb-32M-binary",
+        "release tree",
+        download(),
+        0,
+        setup=lambda ctx: ctx.publish(
+            "v1.36.5",
+            [
+                Member(m.name, b"\0" * (32 * MB) if m.name.endswith("/kubelet") else m.data)
+                for m in release_members()
+            ],
+        ),
+    )
+    case(
+        "release/tarball/without-kubectl",
+        "release tree",
+        download(),
+        0,
+        setup=lambda ctx: ctx.publish("v1.36.5", release_members(kubectl=False)),
+    )
+    case(
+        "release/tarball/mislabelled-and-checksum",
+        "release tree",
+        download(),
+        0,
+        setup=lambda ctx: (ctx.server.mislabel(tb), ctx.server.mislabel(sha)),
+    )
+    # markers
+    for label, body, expect in [
+        ("html", "<!DOCTYPE html><html><body>Sign in</body></html>", 5),
+        ("empty", "", 5),
+        ("huge", "v" * (2 * MB), 5),
+        ("exactly-1MiB", "v1.36.5" + " " * (MB - 7), 0),
+        ("binary", b"\x00\xff\xfe\x01" * 8, 5),
+        ("gzipped-unlabelled", gzip.compress(b"v1.36.5\n"), 5),
+        ("json", '{"version": "v1.36.5"}', 5),
+    ]:
+        case(
+            f"release/marker/{label}",
+            "release tree",
+            ["download", "1.36"],
+            expect,
+            ("stable-1.36.txt",) if expect else (),
+            setup=lambda ctx, b=body: ctx.server.put("stable-1.36.txt", b),
+        )
+
+    def gz_labelled(ctx: Ctx) -> None:
+        ctx.server.put("stable-1.36.txt", gzip.compress(b"v1.36.5\n"))
+        ctx.server.mislabel("stable-1.36.txt")
+
+    case(
+        "release/marker/gzipped-labelled",
+        "release tree",
+        ["download", "1.36"],
+        0,
+        setup=gz_labelled,
+    )
+
+    def bomb(ctx: Ctx) -> None:
+        ctx.server.put("stable-1.36.txt", gzip.compress(b"\0" * 200 * MB, compresslevel=1))
+        ctx.server.mislabel("stable-1.36.txt")
+
+    case(
+        "release/marker/gzip-bomb",
+        "release tree",
+        ["download", "1.36"],
+        5,
+        ("stable-1.36.txt",),
+        setup=bomb,
+    )
+    case(
+        "release/marker/huge-stable-probe",
+        "release tree",
+        ["resolve", "1.36"],
+        0,
+        env={"E2E_DRA_RELEASE_SOURCE": ""},
+        setup=lambda ctx: ctx.server.put("stable.txt", b"v" * (64 * MB)),
+    )
+    # servers that are not HTTP servers
+    for mode, expect, extra in [
+        ("silent", 5, ["--deadline", "4"]),
+        ("garbage", 5, []),
+        ("endless", 5, []),
+        ("liar", (0, 5), []),
+    ]:
+
+        def setup(ctx: Ctx, mode: str = mode) -> None:
+            ctx.raw.append(RawServer(mode))
+
+        case(
+            f"release/raw-server/{mode}",
+            "release tree",
+            ["download", "1.36", "--base-url", "{raw}", *extra],
+            expect,
+            ("stable-1.36.txt",) if expect == 5 else (),
+            setup=setup,
+            timeout=45.0,
+        )
+
+
+# -- 5. module-proxy faults ------------------------------------------------------------------------
+
+
+def proxy_cases() -> None:
+    info = "/k8s.io/kubernetes/@v/v1.36.5.info"
+    mod = "/k8s.io/kubernetes/@v/v1.36.5.mod"
+    listing = "/k8s.io/kubernetes/@v/list"
+    build = ["build", "v1.36.5", "--proxy", "{proxy}"]
+    resolve = ["resolve", "1.36"]
+    env = {"E2E_DRA_RELEASE_SOURCE": "build"}
+
+    def answer(
+        path: str, status: int, body: bytes, headers: dict[str, str] | None = None
+    ) -> Callable[[Ctx], None]:
+        def setup(ctx: Ctx) -> None:
+            assert ctx.proxy is not None
+            ctx.proxy.answers[path] = (status, body, headers or {})
+
+        return setup
+
+    html = b"<!DOCTYPE html><html><body>Sign in</body></html>"
+    for where, path, args in [
+        ("info", info, build),
+        ("mod", mod, build),
+        ("list", listing, resolve),
+    ]:
+        name = path.rsplit("/", 1)[1]
+        for label, status, body, expect in [
+            ("html", 200, html, 5 if where != "list" else 4),
+            ("http-500", 500, b"oops", 5),
+            ("http-403", 403, b"forbidden", 4 if where == "info" else 5 if where == "mod" else 4),
+            ("http-418", 418, b"teapot", 5),
+            ("huge", 200, b"x" * (2 * MB), 5),
+            ("empty", 200, b"", 5 if where != "list" else 4),
+            ("binary", 200, b"\x00\xff\xfe" * 100, 5 if where != "list" else 4),
+            ("json-array", 200, b"[1, 2]", 5 if where != "list" else 4),
+        ]:
+            if where == "mod" and label in {"http-403"}:
+                expect = (4, 5)
+            named: tuple[str, ...] = (name,) if expect == 5 and where != "list" else ()
+            if expect == 5 and where == "list":
+                named = ("list",)
+            case(
+                f"proxy/{where}/{label}",
+                "module proxy",
+                args,
+                expect,
+                named,
+                env=env,
+                proxy=True,
+                setup=answer(path, status, body),
+                timeout=45.0,
+            )
+    case(
+        "proxy/info/wrong-json-types",
+        "module proxy",
+        build,
+        5,
+        ("v1.36.5.info",),
+        env=env,
+        proxy=True,
+        setup=answer(info, 200, b'{"Version": "v1.36.5", "Time": 5}'),
+    )
+    case(
+        "proxy/mod/go-directive-garbage",
+        "module proxy",
+        build,
+        5,
+        (".mod", "GOPROXY"),
+        env=env,
+        proxy=True,
+        setup=answer(mod, 200, b"module k8s.io/kubernetes\n\ngo banana\n"),
+    )
+    # needs a newer Go than this machine's, and GOTOOLCHAIN=local forbids fetching one: exit 7
+    case(
+        "proxy/mod/go-too-new",
+        "module proxy",
+        build,
+        (5, 7),
+        ("GOTOOLCHAIN",),
+        env=env,
+        proxy=True,
+        setup=answer(mod, 200, b"module k8s.io/kubernetes\n\ngo 9.99\n"),
+        timeout=60.0,
+    )
+    case(
+        "proxy/mod/zip-missing",
+        "module proxy",
+        build,
+        5,
+        ("v1.36.5", "GOPROXY"),
+        env=env,
+        proxy=True,
+        timeout=90.0,
+    )
+    case(
+        "proxy/unknown-version/build",
+        "module proxy",
+        ["build", "v1.99.0", "--proxy", "{proxy}"],
+        4,
+        ("v1.99.0", "GOPROXY"),
+        env=env,
+        proxy=True,
+    )
+    case(
+        "proxy/unknown-version/resolve",
+        "module proxy",
+        ["resolve", "1.99"],
+        4,
+        ("1.99",),
+        env=env,
+        proxy=True,
+    )
+    case(
+        "proxy/unknown-version/build-minor",
+        "module proxy",
+        ["build", "1.99", "--proxy", "{proxy}"],
+        4,
+        ("1.99",),
+        env=env,
+        proxy=True,
+    )
+    case(
+        "proxy/ci-build",
+        "module proxy",
+        ["build", "v1.38.0-alpha.0.812+0123abcd", "--proxy", "{proxy}"],
+        3,
+        (),
+        env=env,
+        proxy=True,
+    )
+    case(
+        "proxy/list-garbage-lines",
+        "module proxy",
+        resolve,
+        0,
+        env=env,
+        proxy=True,
+        setup=answer(listing, 200, b"garbage\nv1.36.5\n\xff\xfe\nv01.36.9\n"),
+    )
+    case(
+        "proxy/stable-empty-list",
+        "module proxy",
+        ["resolve", "stable"],
+        (4, 5),
+        ("stable",),
+        env=env,
+        proxy=True,
+        setup=answer(listing, 200, b""),
+    )
+    case(
+        "proxy/redirect-loop",
+        "module proxy",
+        resolve,
+        5,
+        ("loop", "GOPROXY"),
+        env=env,
+        proxy=True,
+        setup=answer(listing, 302, b"", {"Location": listing}),
+    )
+    for mode in ("silent", "garbage"):
+
+        def setup(ctx: Ctx, mode: str = mode) -> None:
+            ctx.raw.append(RawServer(mode))
+
+        # a proxy that never answers: no deadline applies (6 tries of 30 s), slow but bounded
+        case(
+            f"proxy/raw-server/{mode}",
+            "module proxy",
+            ["resolve", "1.36"],
+            5,
+            ("GOPROXY",),
+            env={**env, "GOPROXY": "{raw}"},
+            setup=setup,
+            timeout=240.0,
+        )
+
+
+# -- 6. cache damage between runs ------------------------------------------------------------------
+
+
+def _first_download(ctx: Ctx) -> None:
+    got = run_step(ctx, Step(download()))
+    if got["status"] != 0:
+        raise RuntimeError(f"the first download failed: {got['stderr']}")
+    os.chmod(ctx.entry(), 0o755)
+
+
+def _damage(kind: str) -> Callable[[Ctx], None]:
+    def damage(ctx: Ctx) -> None:
+        entry = ctx.entry()
+        kubelet = entry / "kubelet"
+        marker = entry / MARKER
+        if kubelet.exists():
+            os.chmod(kubelet, 0o755)
+        if kind == "delete-binary":
+            kubelet.unlink()
+        elif kind == "truncate-binary":
+            os.truncate(kubelet, 10)
+        elif kind == "one-byte-same-size-and-mtime":
+            before = kubelet.stat()
+            with open(kubelet, "r+b") as out:
+                out.seek(100)
+                out.write(b"X")
+            os.utime(kubelet, ns=(before.st_atime_ns, before.st_mtime_ns))
+        elif kind == "one-byte-new-mtime":
+            with open(kubelet, "r+b") as out:
+                out.write(b"X")
+        elif kind == "binary-replaced-by-symlink":
+            kubelet.unlink()
+            kubelet.symlink_to("/bin/true")
+        elif kind == "binary-replaced-by-dir":
+            kubelet.unlink()
+            kubelet.mkdir()
+        elif kind == "marker-garbage":
+            marker.write_text("garbage{")
+        elif kind == "marker-empty":
+            marker.write_text("")
+        elif kind == "marker-empty-object":
+            marker.write_text("{}")
+        elif kind == "marker-list":
+            marker.write_text("[1, 2, 3]")
+        elif kind == "marker-deleted":
+            marker.unlink()
+        elif kind == "marker-is-a-dir":
+            marker.unlink()
+            marker.mkdir()
+        elif kind == "marker-missing-files":
+            record = json.loads(marker.read_text())
+            record["files"]["ghost"] = [10, 0, "0" * 64]
+            marker.write_text(json.dumps(record))
+        elif kind == "marker-wrong-types":
+            record = json.loads(marker.read_text())
+            record["files"]["kubelet"] = "x"
+            marker.write_text(json.dumps(record))
+        elif kind == "marker-files-null":
+            record = json.loads(marker.read_text())
+            record["files"] = None
+            marker.write_text(json.dumps(record))
+        elif kind == "marker-forged-for-damage":  # damage, and a record that agrees with it
+            kubelet.write_bytes(b"evil")
+            record = json.loads(marker.read_text())
+            info = kubelet.stat()
+            record["files"]["kubelet"] = [
+                info.st_size,
+                info.st_mtime_ns,
+                hashlib.sha256(b"evil").hexdigest(),
+            ]
+            marker.write_text(json.dumps(record))
+        elif kind == "marker-huge":
+            marker.write_text(
+                '{"files": {' + ", ".join(f'"f{i}": [1, 1, "x"]' for i in range(200_000)) + "}}"
+            )
+        elif kind == "marker-path-escape":
+            record = json.loads(marker.read_text())
+            record["files"]["../../afile"] = [1, 1, "0" * 64]
+            marker.write_text(json.dumps(record))
+        elif kind == "entry-is-a-file":
+            shutil.rmtree(
+                entry, onerror=lambda f, p, e: (os.chmod(os.path.dirname(p), 0o755), f(p))
+            )
+            entry.write_text("not a dir")
+        elif kind == "extra-file":
+            (entry / "extra").write_text("harmless")
+        elif kind == "partial-garbage":
+            shutil.rmtree(
+                entry, onerror=lambda f, p, e: (os.chmod(os.path.dirname(p), 0o755), f(p))
+            )
+            part = ctx.cache / ".partial" / "v1.36.5"
+            part.mkdir(parents=True, exist_ok=True)
+            (part / f"{TARBALL}.part").write_bytes(os.urandom(200_000))
+        elif kind == "partial-stamp-lies":
+            shutil.rmtree(
+                entry, onerror=lambda f, p, e: (os.chmod(os.path.dirname(p), 0o755), f(p))
+            )
+            part_dir = ctx.cache / ".partial" / "v1.36.5"
+            part_dir.mkdir(parents=True, exist_ok=True)
+            part = part_dir / f"{TARBALL}.part"
+            part.write_bytes(os.urandom(3000))
+            info = part.stat()
+            digest = ctx.server.files[f"/release/v1.36.5/{TARBALL}.sha512"].decode().split()[0]
+            stamp = {
+                "size": info.st_size,
+                "mtime_ns": info.st_mtime_ns,
+                "digests": {"sha512": digest},
+            }
+            (part_dir / f"{TARBALL}.part.verified.json").write_text(json.dumps(stamp))
+        elif kind == "locks-is-a-file":
+            shutil.rmtree(ctx.cache / ".locks")
+            (ctx.cache / ".locks").write_text("x")
+        elif kind == "stale-tmp-dir":
+            (ctx.cache / ".tmp-v1.36.5-deadbeef").mkdir()
+            (ctx.cache / ".tmp-v1.36.5-deadbeef" / "kubelet").write_text("half")
+            kubelet.unlink()
+        else:
+            raise ValueError(kind)
+
+    return damage
+
+
+DAMAGE = [
+    ("delete-binary", 0, False),
+    ("truncate-binary", 0, False),
+    ("one-byte-same-size-and-mtime", 0, True),  # the documented limit of the stat-only check
+    ("one-byte-new-mtime", 0, False),
+    ("binary-replaced-by-symlink", 0, False),
+    ("binary-replaced-by-dir", 0, False),
+    ("marker-garbage", 0, False),
+    ("marker-empty", 0, False),
+    ("marker-empty-object", 0, False),
+    ("marker-list", 0, False),
+    ("marker-deleted", 0, False),
+    ("marker-is-a-dir", (0, 6), False),
+    ("marker-missing-files", 0, False),
+    ("marker-wrong-types", 0, False),
+    ("marker-files-null", 0, False),
+    ("marker-huge", 0, False),
+    ("marker-path-escape", 0, False),
+    ("entry-is-a-file", (0, 6), False),
+    ("extra-file", 0, False),
+    ("partial-garbage", 0, False),
+    ("partial-stamp-lies", (0, 5), False),
+    ("locks-is-a-file", (0, 6), False),  # a complete entry is served without its lock
+    ("stale-tmp-dir", 0, False),
+]
+
+
+def cache_cases() -> None:
+    for kind, expect, documented in DAMAGE:
+        named = ("v1.36.5",) if expect == 5 else ((".locks",) if expect == 6 else ())
+        plain = Step(download(), expect, named, before=_damage(kind), may_serve_damage=documented)
+        verify = Step([*download(), "--verify"], 0 if kind != "locks-is-a-file" else (0, 6), named)
+        if kind == "entry-is-a-file":
+            verify.expect = (0, 6)
+        CASES.append(Case(f"cache/{kind}", "cache damage", [plain, verify], setup=_first_download))
+    # damage while the mirror is gone: never served, the mirror is asked again
+    for kind in (
+        "delete-binary",
+        "truncate-binary",
+        "one-byte-new-mtime",
+        "marker-garbage",
+        "marker-missing-files",
+    ):
+
+        def before(ctx: Ctx, kind: str = kind) -> None:
+            _damage(kind)(ctx)
+            ctx.server.files.clear()
+
+        CASES.append(
+            Case(
+                f"cache/{kind}-mirror-gone",
+                "cache damage",
+                [
+                    Step(download(), 4, ("v1.36.5",), before=before),
+                    Step([*download(), "--verify"], 4, ("v1.36.5",)),
+                ],
+                setup=_first_download,
+            )
+        )
+
+    def same_mtime_then_verify_mirror_gone(ctx: Ctx) -> None:
+        _damage("one-byte-same-size-and-mtime")(ctx)
+        ctx.server.files.clear()
+
+    CASES.append(
+        Case(
+            "cache/one-byte-same-mtime-verify-first-mirror-gone",
+            "cache damage",
+            [
+                Step(
+                    [*download(), "--verify"],
+                    4,
+                    ("v1.36.5",),
+                    before=same_mtime_then_verify_mirror_gone,
+                ),
+                Step(download(), 4, ("v1.36.5",)),
+            ],
+            setup=_first_download,
+        )
+    )
+
+
+# -- 7. signals ------------------------------------------------------------------------------------
+
+
+def signal_cases() -> None:
+    tb = f"v1.36.5/{TARBALL}"
+
+    def sent(path: str) -> Callable[[Ctx], bool]:
+        return lambda ctx: ctx.server.body_bytes_sent[f"/release/{path}"] > 0
+
+    def asked(path: str) -> Callable[[Ctx], bool]:
+        return lambda ctx: ctx.server.count(path) > 0
+
+    def big(ctx: Ctx) -> None:
+        ctx.publish("v1.36.5", release_members(binary_size=300_000))
+
+    def fixed(ctx: Ctx) -> None:
+        ctx.server.faults.clear()
+        ctx.server.release_stall.set()
+
+    for signum, status, name in [
+        (signal.SIGINT, 130, "interrupted"),
+        (signal.SIGTERM, 143, "terminated"),
+    ]:
+        sig = signal.Signals(signum).name
+        for where, fault_path, when, spec, fault in [
+            ("tarball-stalled", tb, sent(tb), "v1.36.5", Fault(stall_after=100_000)),
+            ("tarball-trickle", tb, sent(tb), "v1.36.5", Fault(trickle=50_000, times=5)),
+            (
+                "sha512-stalled",
+                f"{tb}.sha512",
+                asked(f"{TARBALL}.sha512"),
+                "v1.36.5",
+                Fault(stall_after=10),
+            ),
+            (
+                "marker-stalled",
+                "stable-1.36.txt",
+                asked("stable-1.36.txt"),
+                "1.36",
+                Fault(stall_after=2),
+            ),
+            (
+                "retry-after-wait",
+                tb,
+                asked(TARBALL),
+                "v1.36.5",
+                Fault(status=503, headers={"Retry-After": "30"}),
+            ),
+        ]:
+
+            def setup(ctx: Ctx, path: str = fault_path, fault: Fault = fault) -> None:
+                big(ctx)
+                ctx.server.fail(path, Fault(**vars(fault)))
+
+            CASES.append(
+                Case(
+                    f"signal/{sig}/{where}",
+                    "signals",
+                    [
+                        Step(
+                            ["download", spec],
+                            status,
+                            (name,),
+                            signal=signum,
+                            when=when,
+                            advice=False,
+                        ),
+                        Step(["download", spec], 0, before=fixed),
+                        Step(["download", spec, "--verify"], 0),
+                    ],
+                    setup=setup,
+                )
+            )
+    # a signal while the cache entry is being verified (a big entry, --verify hashes it all)
+
+    def huge_entry(ctx: Ctx) -> None:
+        ctx.publish(
+            "v1.36.5",
+            [
+                Member(
+                    m.name,
+                    fake_binary(Path(m.name).name, 20 * MB)
+                    if m.name.endswith(("/kubelet", "/kube-apiserver"))
+                    else m.data,
+                )
+                for m in release_members()
+            ],
+        )
+        _first_download(ctx)
+
+    for signum, status in [(signal.SIGINT, 130), (signal.SIGTERM, 143)]:
+        sig = signal.Signals(signum).name
+        CASES.append(
+            Case(
+                f"signal/{sig}/during-verify",
+                "signals",
+                [
+                    Step(
+                        [*download(), "--verify"],
+                        (0, status),
+                        signal=signum,
+                        when=_after(0.4),  # past start-up (see the module's docstring)
+                        advice=False,
+                    ),
+                    Step([*download(), "--verify"], 0),
+                ],
+                setup=huge_entry,
+            )
+        )
+
+
+def _after(seconds: float) -> Callable[[Ctx], bool]:
+    """True from ``seconds`` after it is first asked."""
+    first: list[float] = []
+
+    def when(ctx: Ctx) -> bool:
+        first[:] = first or [time.monotonic()]
+        return time.monotonic() - first[0] >= seconds
+
+    return when
+
+
+# --- main -----------------------------------------------------------------------------------------
+
+
+def all_cases() -> list[Case]:
+    CASES.clear()
+    env_cases()
+    flag_cases()
+    version_cases()
+    release_cases()
+    proxy_cases()
+    cache_cases()
+    signal_cases()
+    ids = Counter(c.id for c in CASES)
+    duplicated = [i for i, n in ids.items() if n > 1]
+    assert not duplicated, duplicated
+    return list(CASES)
+
+
+def describe_failure(outcome: Outcome) -> str:
+    lines = [f"FAIL {outcome.case.id}  [{outcome.case.kind}]"]
+    lines += [f"    {p}" for p in outcome.problems]
+    if outcome.records:
+        last = outcome.records[-1]
+        shown_args = " ".join(shlex.quote(str(_shown(a))) for a in last["args"])  # type: ignore[union-attr]
+        lines.append(f"    command: e2e-dra {shown_args}")
+        if last["env"]:
+            lines.append(f"    env: {last['env']}")
+        lines.append(f"    exit: {last['status']} after {last['seconds']}s")
+        tail = str(last["stderr"]).splitlines()[-4:]
+        lines += [f"    stderr| {line[:400]}" for line in tail]
+    return "\n".join(lines)
+
+
+def table(outcomes: list[Outcome]) -> str:
+    kinds: dict[str, list[int]] = {}
+    for o in outcomes:
+        row = kinds.setdefault(o.case.kind, [0, 0, 0, 0])
+        row[0] += 1
+        if o.skipped:
+            row[3] += 1
+        elif o.problems:
+            row[2] += 1
+        else:
+            row[1] += 1
+    width = max(len(k) for k in kinds) + 2
+    out = [f"{'kind':<{width}}{'cases':>7}{'passed':>8}{'failed':>8}{'skipped':>9}"]
+    totals = [0, 0, 0, 0]
+    for kind, row in kinds.items():
+        out.append(f"{kind:<{width}}{row[0]:>7}{row[1]:>8}{row[2]:>8}{row[3]:>9}")
+        totals = [a + b for a, b in zip(totals, row, strict=True)]
+    out.append(f"{'total':<{width}}{totals[0]:>7}{totals[1]:>8}{totals[2]:>8}{totals[3]:>9}")
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=2, help="cases run at once (default 2)")
+    parser.add_argument("--only", help="run the cases whose id holds this")
+    parser.add_argument("--kind", help="run the cases of this kind")
+    parser.add_argument("--report", type=Path, help="write every outcome as JSON here")
+    parser.add_argument("--list", action="store_true", help="list the cases and stop")
+    args = parser.parse_args(argv)
+    cases = all_cases()
+    if args.only:
+        cases = [c for c in cases if args.only in c.id]
+    if args.kind:
+        cases = [c for c in cases if args.kind in c.kind]
+    if args.list:
+        for c in cases:
+            print(f"{c.kind:24} {c.id}")
+        print(f"{len(cases)} cases")
+        return 0
+    started = time.monotonic()
+    outcomes: list[Outcome] = []
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for outcome in pool.map(run_case, cases):
+            outcomes.append(outcome)
+            mark = "skip" if outcome.skipped else ("FAIL" if outcome.problems else "ok")
+            print(f"{mark:4} {outcome.case.id}", flush=True)
+    failed = [o for o in outcomes if o.problems]
+    print()
+    for outcome in failed:
+        print(describe_failure(outcome))
+    for outcome in outcomes:
+        if outcome.skipped:
+            print(f"SKIP {outcome.case.id}: {outcome.skipped}")
+    print()
+    print(table(outcomes))
+    print(f"\n{len(outcomes)} cases in {time.monotonic() - started:.0f}s; {len(failed)} failed")
+    if args.report:
+        args.report.write_text(
+            json.dumps(
+                [
+                    {
+                        "id": o.case.id,
+                        "kind": o.case.kind,
+                        "problems": o.problems,
+                        "skipped": o.skipped,
+                        "steps": o.records,
+                    }
+                    for o in outcomes
+                ],
+                indent=1,
+                default=str,
+            )
+        )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -72,8 +72,21 @@ def path(
     return "/".join(parts)
 
 
+class _Server:
+    """What every client of one API server shares: how often its owner said it restarted."""
+
+    def __init__(self) -> None:
+        self.restarts = 0
+
+
 class Kube:
-    """One identity talking to one API server."""
+    """One identity talking to one API server.
+
+    The clients made from one another (:meth:`fresh`, :meth:`impersonating`) know the same
+    server. Whoever restarts it says so once (:meth:`server_restarted`); every one of them then
+    forgets what it learned about the old server (the API versions it served) before its next
+    request, as client-go's discovery does, so nobody has to be handed a new client.
+    """
 
     def __init__(
         self,
@@ -81,6 +94,7 @@ class Kube:
         *,
         user_agent: str = "e2e-dra",
         headers: Mapping[str, str] | None = None,
+        server: _Server | None = None,
     ):
         from kubernetes import client  # heavy (0.5 s): kept out of e2e-dra --help
 
@@ -91,8 +105,10 @@ class Kube:
         self.api_client.user_agent = user_agent
         for key, value in self._headers.items():
             self.api_client.set_default_header(key, value)
+        self._server = server or _Server()
+        self._known_restarts = self._server.restarts
         self._served: dict[str, frozenset[str] | None] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # served_resources asks the server while holding it
 
     @classmethod
     def from_kubeconfig(cls, kubeconfig: Path | str, *, user_agent: str = "e2e-dra") -> Kube:
@@ -120,11 +136,29 @@ class Kube:
             headers["Impersonate-Group"] = group
         for key, value in (extra or {}).items():
             headers[f"Impersonate-Extra-{urllib.parse.quote(key, safe='')}"] = value
-        return Kube(self._configuration, user_agent=self._user_agent, headers=headers)
+        return Kube(
+            self._configuration, user_agent=self._user_agent, headers=headers, server=self._server
+        )
 
     def fresh(self) -> Kube:
-        """Same identity, new connections: the old ones may point at a restarted server."""
-        return Kube(self._configuration, user_agent=self._user_agent, headers=self._headers)
+        """Same identity and server, connections and discovery of its own (a thread that
+        long-polls, or one phase's work, keeps to its own)."""
+        return Kube(
+            self._configuration,
+            user_agent=self._user_agent,
+            headers=self._headers,
+            server=self._server,
+        )
+
+    def server_restarted(self) -> None:
+        """The API server (or the node behind it) restarted, maybe as another release: every
+        client of it forgets what it learned before its next request."""
+        self._server.restarts += 1
+
+    @property
+    def restarts(self) -> int:
+        """How often the server restarted, as its owner said: a change means "look again"."""
+        return self._server.restarts
 
     def close(self) -> None:
         self.api_client.close()
@@ -143,6 +177,7 @@ class Kube:
         stream: bool = False,
     ) -> Any:
         """One request; the decoded JSON answer, or the raw response when ``stream``."""
+        self._forget_a_restarted_server()
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
@@ -254,6 +289,13 @@ class Kube:
 
     def server_version(self) -> str:
         return self.get("/version")["gitVersion"]
+
+    def _forget_a_restarted_server(self) -> None:
+        if self._known_restarts == self._server.restarts:
+            return
+        with self._lock:
+            self._known_restarts = self._server.restarts
+            self._served.clear()
 
 
 def _query_value(value: Any) -> str:

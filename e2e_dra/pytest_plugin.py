@@ -1,21 +1,25 @@
-"""pytest plugin: turns a suite module into one reported test per cluster step and per
-(subtest, phase), in the order the suite needs, and runs them against one cluster.
+"""pytest plugin: turns a suite module into one reported test per step of its plan, in the order
+the suite needs, and runs them against one cluster.
 
-Loaded for every pytest run (entry point ``pytest11``), so it imports nothing heavy and does
-nothing unless a module that declares ``E2E_DRA_SUITE`` is collected. Such a module defines
+Loaded for the suites' own directory only (``e2e_dra/conftest.py``), or with
+``-p e2e_dra.pytest_plugin``; a pytest run elsewhere on the machine never sees it. The module's
+hooks add the options and register one :class:`SuitePlugin`, which keeps all its state and
+implements only public pytest hooks.
+
+A suite module declares ``E2E_DRA_SUITE = <suite name>`` and defines
 ``test_cluster_step(e2e_dra_run, e2e_dra_step)`` and ``test_phase(e2e_dra_run, e2e_dra_phase)``;
-this plugin parametrizes them from the suite's plan.
+the plugin parametrizes them from the suite's plan.
 
-Progress shows live through pytest's own live logging: unless the user configured it, this plugin
-turns ``log_cli`` on at INFO with ``[HH:MM:SS] message`` lines, and lets through only the progress
-records (``e2e_dra``'s and the engine's, anyone's warnings) while a suite runs; a run without a
-suite looks as it would without this plugin.
+Selection: ``-k core-dra`` keeps that subtest's phases, and the plugin adds back what they need
+(earlier phases of the same subtest, the cluster steps) in plan order, so a selection never breaks
+a chain. It does so after pytest's own ``--lf``, ``--ff`` and ``--sw`` have chosen, so a rerun of a
+failed phase brings its earlier phases and cluster steps along.
 
-Selection: ``-k core-dra`` keeps that subtest's phases, and this plugin adds back what they need
-(earlier phases of the same subtest, the cluster steps), so a selection never breaks a chain.
+Progress shows live while a suite runs: ``[HH:MM:SS] message`` lines of e2e-dra and the engine
+(and anyone's warnings), unless the user chose pytest's live logging.
 
 The cluster behind a suite comes from the hook ``pytest_e2e_dra_backend`` (first answer wins);
-this plugin answers last, with the real cluster. Another plugin of the run (a conftest, ``-p``,
+the plugin answers last, with the real cluster. Another plugin of the run (a conftest, ``-p``,
 pytester's ``plugins=``) can answer first: that is how e2e-dra's own tests run the suite machinery
 without a cluster, with nothing in this package that knows about them.
 """
@@ -23,14 +27,13 @@ without a cluster, with nothing in this package that knows about them.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
 import random
 import shutil
 import signal
+import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,42 +41,19 @@ import pytest
 
 from e2e_dra._console import LINE_FORMAT, PROGRESS_LOGGERS, TIME_FORMAT, is_progress
 from e2e_dra._paths import artifacts_dir
+from e2e_dra._suite import SUITES, Phase, Step, Suite, needed
 from e2e_dra._suite._artifacts import Summary
-from e2e_dra._suite._plan import (
-    GATE_CYCLE,
-    UPGRADE_SUITES,
-    Entry,
-    gate_cycle_plan,
-    needed,
-    upgrade_downgrade_plan,
-)
 from e2e_dra._suite._run import Backend, SuiteRun
 from e2e_dra.errors import InputError
 from e2e_dra.settings import Settings, use
-from e2e_dra.subtest import GateCycleSubtest, Subtest, discover
+from e2e_dra.subtest import Subtest, discover
 
 SUITE_ATTR = "E2E_DRA_SUITE"
 STEP_FIXTURE = "e2e_dra_step"
 PHASE_FIXTURE = "e2e_dra_phase"
 SUBTESTS_INI = "e2e_dra_subtests"
 GATE_CYCLE_SUBTESTS_INI = "e2e_dra_gate_cycle_subtests"
-
-
-@dataclass
-class _State:
-    seed: int
-    live: bool
-    """Whether this plugin turned pytest's live logging on (the user did not)."""
-    suites_running: int = 0
-    plans: dict[str, list[Entry]] = field(default_factory=dict)
-    subtests: dict[str, dict[str, Any]] = field(default_factory=dict)
-    selected: dict[str, set[str]] = field(default_factory=dict)
-    summaries: dict[str, str] = field(default_factory=dict)
-
-
-_STATE = pytest.StashKey[_State]()
-_SETTINGS_BEFORE = pytest.StashKey["Settings | None"]()
-_LEVELS_BEFORE = pytest.StashKey[dict[str, int]]()
+PLUGIN_NAME = "e2e-dra-suites"
 
 
 class _Hooks:
@@ -83,8 +63,8 @@ class _Hooks:
     def pytest_e2e_dra_backend(
         self,
         config: pytest.Config,
-        suite: str,
-        subtests: Mapping[str, Any],
+        suite: Suite,
+        subtests: Mapping[str, Subtest],
         artifacts: Path,
     ) -> Backend | None:
         """The backend that runs ``suite``'s cluster steps and gives its phases their context,
@@ -116,7 +96,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     # The edge of a pytest run: the environment is read here, once, for all the code below.
     try:
-        config.stash[_SETTINGS_BEFORE] = use(Settings.from_environ(os.environ))
+        settings = Settings.from_environ(os.environ)
     except InputError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.addinivalue_line(
@@ -125,209 +105,213 @@ def pytest_configure(config: pytest.Config) -> None:
     seed = config.getoption("e2e_dra_seed")
     if seed is None:
         seed = random.SystemRandom().randrange(1, 2**31)
-    config.stash[_STATE] = _State(seed=seed, live=_turn_on_live_logging(config))
-    config.stash[_LEVELS_BEFORE] = _progress_at_info()
+    config.pluginmanager.register(SuitePlugin(config, settings, seed), PLUGIN_NAME)
 
 
-def _progress_at_info() -> dict[str, int]:
-    """Our loggers record INFO in every run, so a failed test's report shows its progress lines
-    ("Captured log"), live logging or not; their levels of before, to hand back."""
-    before = {name: logging.getLogger(name).level for name in PROGRESS_LOGGERS}
-    for name in PROGRESS_LOGGERS:
-        logging.getLogger(name).setLevel(logging.INFO)
-    return before
+@pytest.hookimpl(trylast=True)
+def pytest_e2e_dra_backend(
+    suite: Suite, subtests: Mapping[str, Subtest], artifacts: Path
+) -> Backend:
+    """The real cluster: the answer when no other plugin of the run gives one."""
+    from e2e_dra._suite._cluster import ClusterRun  # the engine, releases, driver: heavy
+
+    return ClusterRun(suite, subtests, artifacts)
 
 
-def _turn_on_live_logging(config: pytest.Config) -> bool:
-    """``log_cli`` at INFO as ``[HH:MM:SS] message``, unless the user chose live logging.
+class SuitePlugin:
+    """The suites of one pytest run: their plans, the selection fix-up, the running suite."""
 
-    Runs before pytest's logging plugin reads these options (it configures last)."""
-    if config.getoption("log_cli_level", None) is not None or config.getini("log_cli"):
-        return False
-    config.option.log_cli_level = "INFO"
-    if config.getoption("log_cli_format", None) is None:
-        config.option.log_cli_format = LINE_FORMAT
-    if config.getoption("log_cli_date_format", None) is None:
-        config.option.log_cli_date_format = TIME_FORMAT
-    return True
+    def __init__(self, config: pytest.Config, settings: Settings, seed: int) -> None:
+        self.config = config
+        self.seed = seed
+        self.settings_before = use(settings)
+        self.plans: dict[str, list[Step]] = {}
+        self.subtests: dict[str, dict[str, Subtest]] = {}
+        self.selected: dict[str, set[str]] = {}
+        self.summaries: dict[str, str] = {}
+        self.put_back = 0
+        self.progress = _LiveProgress(config)
+        self.levels_before = {name: logging.getLogger(name).level for name in PROGRESS_LOGGERS}
+        # Our loggers record INFO in every run, so a failed test's report shows its progress
+        # lines ("Captured log"); the root keeps its WARNING for every other library.
+        for name in PROGRESS_LOGGERS:
+            logging.getLogger(name).setLevel(logging.INFO)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """Hand back the settings and levels of before (a run inside a run ends here)."""
+        use(self.settings_before)
+        for name, level in self.levels_before.items():
+            logging.getLogger(name).setLevel(level)
+
+    # --- collection ---------------------------------------------------------------------------
+
+    def plan(self, suite: Suite) -> list[Step]:
+        """The suite's plan (discovering its subtests the first time)."""
+        if suite.name not in self.plans:
+            ini = GATE_CYCLE_SUBTESTS_INI if suite.gate_cycle else SUBTESTS_INI
+            found = discover(self.config.getini(ini), gate_cycle=suite.gate_cycle)
+            self.subtests[suite.name] = {s.name: s for s in found}
+            self.plans[suite.name] = suite.plan(sorted(self.subtests[suite.name]), self.seed)
+        return self.plans[suite.name]
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        suite = _suite_of(metafunc.module)
+        if suite is None:
+            return
+        plan = self.plan(suite)
+        for fixture, phases in ((STEP_FIXTURE, False), (PHASE_FIXTURE, True)):
+            if fixture in metafunc.fixturenames:
+                steps = [step for step in plan if isinstance(step, Phase) == phases]
+                metafunc.parametrize(fixture, steps, ids=[step.id for step in steps])
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> Iterator[None]:
+        """Once everyone chose (-k, -m, --lf, --ff, --sw: registered after pytest's cache
+        plugins, this wrapper ends last), put back what the chosen phases need, in plan order."""
+        collected = list(items)
+        result = yield
+        step_of = {id(item): step for item in collected if (step := _step_of(item)) is not None}
+        if not step_of:
+            return result
+        chosen = {id(item) for item in items}
+        blocks: dict[str, list[pytest.Item]] = {}
+        for suite, plan in self.plans.items():
+            item_of = {step_of[id(i)]: i for i in collected if step_of.get(id(i)) in plan}
+            keep = needed(plan, [step for step, item in item_of.items() if id(item) in chosen])
+            blocks[suite] = [item_of[step] for step in keep]
+            self.put_back += sum(1 for item in blocks[suite] if id(item) not in chosen)
+            self.selected[suite] = {step.subtest for step in keep if isinstance(step, Phase)}
+        ordered: list[pytest.Item] = []
+        for item in items:  # the others keep the order pytest's plugins gave them
+            step = step_of.get(id(item))
+            if step is None:
+                ordered.append(item)
+            elif step.suite in blocks:
+                ordered += blocks.pop(step.suite)
+        for block in blocks.values():  # a suite none of whose items was chosen as such
+            ordered += block
+        items[:] = ordered
+        return result
+
+    def pytest_report_collectionfinish(self, config: pytest.Config) -> list[str]:
+        lines = []
+        if self.put_back:
+            lines.append(
+                f"e2e-dra: {self.put_back} deselected test(s) run anyway: the selected phases "
+                "need them (earlier phases of their subtest, the cluster steps)"
+            )
+        if any(self.selected.values()):
+            lines.append(_seed_line(self.seed))
+        return lines
+
+    # --- running ------------------------------------------------------------------------------
+
+    @pytest.fixture(scope="module")
+    def e2e_dra_run(self, request: pytest.FixtureRequest) -> Iterator[SuiteRun]:
+        """The running suite of this module; its teardown stops the cluster (also on -x,
+        Ctrl-C, SIGTERM)."""
+        suite = _suite_of(request.module)
+        if suite is None:
+            raise pytest.UsageError(f"{request.module.__name__} does not set {SUITE_ATTR}")
+        plan = self.plan(suite)
+        names = self.selected.get(suite.name, set())
+        subtests = {n: s for n, s in self.subtests[suite.name].items() if n in names}
+        artifacts = artifacts_dir() / suite.name
+        shutil.rmtree(artifacts, ignore_errors=True)  # ours alone: the last run of this suite
+        artifacts.mkdir(parents=True, exist_ok=True)
+        backend = self.config.hook.pytest_e2e_dra_backend(
+            config=self.config, suite=suite, subtests=subtests, artifacts=artifacts
+        )
+        ids = [s.id for s in plan if not isinstance(s, Phase) or s.subtest in names]
+        summary = Summary(artifacts, suite.name, self.seed, ids, backend.describe)
+        self.summaries[suite.name] = str(summary.path)
+        request.getfixturevalue("record_testsuite_property")("e2e_dra_seed", str(self.seed))
+        run = SuiteRun(suite.name, subtests, backend, summary)
+        try:
+            with self.progress.shown(), _sigterm_as_ctrl_c():
+                yield run
+        finally:
+            run.close()
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.summaries:
+            return
+        terminalreporter.write_sep("-", "e2e-dra")
+        terminalreporter.write_line(_seed_line(self.seed))
+        for suite, path in self.summaries.items():
+            terminalreporter.write_line(f"e2e-dra: {suite} summary (timings, versions): {path}")
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Our live logging shows progress records, and only while a suite runs. While a suite runs,
-    a failed test's report ("Captured log") keeps to progress records and warnings too: the
-    engine's readiness probes alone log some 20 httpx requests a second."""
-    state = session.config.stash[_STATE]
-    logging_plugin = session.config.pluginmanager.get_plugin("logging-plugin")
-    if logging_plugin is None:
-        return
+class _LiveProgress(logging.Handler):
+    """Progress records as ``[HH:MM:SS] message`` lines on the terminal, while a suite runs.
 
-    def reported(record: logging.LogRecord) -> bool:
-        return state.suites_running == 0 or is_progress(record)
+    Written through pytest's terminal reporter with output capture suspended, as pytest's own
+    live logging does; off when the user turned pytest's live logging on (they see it there).
+    """
 
-    logging_plugin.report_handler.addFilter(reported)
-    if not state.live:
-        return
+    def __init__(self, config: pytest.Config) -> None:
+        super().__init__(logging.INFO)
+        self.config = config
+        self.setFormatter(logging.Formatter(LINE_FORMAT, TIME_FORMAT))
+        self.addFilter(is_progress)
+        self._write_lock = threading.Lock()
 
-    def shown(record: logging.LogRecord) -> bool:
-        return state.suites_running > 0 and is_progress(record)
+    @contextlib.contextmanager
+    def shown(self) -> Iterator[None]:
+        if self.config.getoption("log_cli_level", None) or self.config.getini("log_cli"):
+            yield
+            return
+        root = logging.getLogger()
+        root.addHandler(self)
+        try:
+            yield
+        finally:
+            root.removeHandler(self)
 
-    logging_plugin.log_cli_handler.addFilter(shown)
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """Hand back the settings of before (a run inside a run, as pytester makes, ends here)."""
-    if _SETTINGS_BEFORE in config.stash:
-        use(config.stash[_SETTINGS_BEFORE])
-    for name, level in config.stash.get(_LEVELS_BEFORE, {}).items():
-        logging.getLogger(name).setLevel(level)
-
-
-def _suite_of(module: Any) -> str | None:
-    return getattr(module, SUITE_ATTR, None)
-
-
-def _load(config: pytest.Config, suite: str) -> list[Entry]:
-    """The suite's plan (discovering its subtests the first time)."""
-    state = config.stash[_STATE]
-    if suite not in state.plans:
-        if suite in UPGRADE_SUITES:
-            found = discover(config.getini(SUBTESTS_INI), Subtest)
-            make_plan = functools.partial(upgrade_downgrade_plan, suite=suite)
-        elif suite == GATE_CYCLE:
-            found = discover(config.getini(GATE_CYCLE_SUBTESTS_INI), GateCycleSubtest)
-            make_plan = gate_cycle_plan
-        else:
-            raise pytest.UsageError(f"{SUITE_ATTR} = {suite!r} is not a known e2e-dra suite")
-        state.subtests[suite] = {s.name: s for s in found}
-        state.plans[suite] = make_plan(sorted(state.subtests[suite]), state.seed)
-    return state.plans[suite]
+    def emit(self, record: logging.LogRecord) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return
+        capman = self.config.pluginmanager.get_plugin("capturemanager")
+        try:
+            line = self.format(record)
+            with self._write_lock:
+                suspended = capman.global_and_fixture_disabled() if capman else _nothing()
+                with suspended:
+                    reporter.write_line(line)
+        except Exception:  # a progress line must never fail a test
+            self.handleError(record)
 
 
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    suite = _suite_of(metafunc.module)
-    if suite is None:
-        return
-    plan = _load(metafunc.config, suite)
-    for fixture, steps in ((STEP_FIXTURE, True), (PHASE_FIXTURE, False)):
-        if fixture in metafunc.fixturenames:
-            entries = [entry for entry in plan if entry.is_step == steps]
-            metafunc.parametrize(fixture, entries, ids=[entry.id for entry in entries])
+@contextlib.contextmanager
+def _nothing() -> Iterator[None]:
+    yield
 
 
-def _entry_of(item: pytest.Item) -> Entry | None:
+def _suite_of(module: Any) -> Suite | None:
+    name = getattr(module, SUITE_ATTR, None)
+    if name is None:
+        return None
+    if name not in SUITES:
+        raise pytest.UsageError(f"{SUITE_ATTR} = {name!r} is not a known e2e-dra suite")
+    return SUITES[name]
+
+
+def _step_of(item: pytest.Item) -> Step | None:
     callspec = getattr(item, "callspec", None)
     if callspec is None:
         return None
     for fixture in (STEP_FIXTURE, PHASE_FIXTURE):
-        entry = callspec.params.get(fixture)
-        if isinstance(entry, Entry):
-            return entry
+        step = callspec.params.get(fixture)
+        if step is not None:
+            return step
     return None
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_collection_modifyitems(
-    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
-) -> Iterator[None]:
-    """After -k/-m deselection: put back what the selected phases need, in plan order."""
-    collected = list(items)
-    result = yield
-    entries = {id(item): entry for item in collected if (entry := _entry_of(item)) is not None}
-    if not entries:
-        _quiet_live_logging(config)
-        return result
-    state = config.stash[_STATE]
-    selected = {id(item) for item in items}
-    blocks: dict[str, list[pytest.Item]] = {}
-    restored: list[pytest.Item] = []
-    for suite, plan in state.plans.items():
-        item_of = {entries[id(i)]: i for i in collected if entries.get(id(i)) in plan}
-        chosen = [entry for entry, item in item_of.items() if id(item) in selected]
-        keep = needed(plan, chosen)
-        blocks[suite] = [item_of[entry] for entry in keep]
-        restored += [item for item in blocks[suite] if id(item) not in selected]
-        state.selected[suite] = {entry.subtest for entry in keep if not entry.is_step}
-    ordered: list[pytest.Item] = []
-    for item in collected:
-        entry = entries.get(id(item))
-        if entry is None:
-            if id(item) in selected:
-                ordered.append(item)
-        elif entry.suite in blocks:
-            ordered += blocks.pop(entry.suite)
-    items[:] = ordered
-    _undo_deselection(config, restored)
-    if any(state.selected.values()):
-        _write_line(config, _seed_line(state.seed))
-    return result
-
-
-def _quiet_live_logging(config: pytest.Config) -> None:
-    """No suite in this run: give back pytest's output (no -v forced by live logging) and the
-    root logger's level (WARNING, not INFO), as if this plugin had not turned live logging on."""
-    if not config.stash[_STATE].live:
-        return
-    config.option.log_cli_level = None
-    logging_plugin = config.pluginmanager.get_plugin("logging-plugin")
-    if logging_plugin is not None:
-        logging_plugin.log_cli_level = None
-
-
-def _undo_deselection(config: pytest.Config, restored: list[pytest.Item]) -> None:
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is None or not restored:
-        return
-    back = {id(item) for item in restored}
-    deselected = reporter.stats.get("deselected", [])
-    deselected[:] = [item for item in deselected if id(item) not in back]
 
 
 def _seed_line(seed: int) -> str:
     return f"e2e-dra: subtest order seed {seed} (repeat this order with --e2e-dra-seed={seed})"
-
-
-def _write_line(config: pytest.Config, line: str) -> None:
-    """A line on the terminal now, also in the middle of a test (capture suspended)."""
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is None:
-        return
-    capman = config.pluginmanager.get_plugin("capturemanager")
-    suspended = capman.global_and_fixture_disabled() if capman else contextlib.nullcontext()
-    with suspended:
-        reporter.write_line(line)
-
-
-@pytest.fixture(scope="module")
-def e2e_dra_run(request: pytest.FixtureRequest) -> Iterator[SuiteRun]:
-    """The running suite of this module; its teardown stops the cluster (also on -x, Ctrl-C)."""
-    config = request.config
-    suite = _suite_of(request.module)
-    if suite is None:
-        raise pytest.UsageError(f"{request.module.__name__} does not set {SUITE_ATTR}")
-    state = config.stash[_STATE]
-    plan = _load(config, suite)
-    names = state.selected.get(suite, set())
-    subtests = {name: s for name, s in state.subtests[suite].items() if name in names}
-    artifacts = artifacts_dir() / suite
-    shutil.rmtree(artifacts, ignore_errors=True)  # ours alone: the last run of this suite
-    artifacts.mkdir(parents=True, exist_ok=True)
-    backend = config.hook.pytest_e2e_dra_backend(
-        config=config, suite=suite, subtests=subtests, artifacts=artifacts
-    )
-    ids = [entry.id for entry in plan if entry.is_step or entry.subtest in names]
-    summary = Summary(artifacts, suite, state.seed, ids, backend.describe)
-    state.summaries[suite] = str(summary.path)
-    request.getfixturevalue("record_testsuite_property")("e2e_dra_seed", str(state.seed))
-    run = SuiteRun(suite, subtests, backend, summary)
-    state.suites_running += 1
-    try:
-        with _sigterm_as_ctrl_c():
-            yield run
-    finally:
-        try:
-            run.close()
-        finally:
-            state.suites_running -= 1
 
 
 @contextlib.contextmanager
@@ -347,27 +331,3 @@ def _sigterm_as_ctrl_c() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_e2e_dra_backend(suite: str, subtests: Mapping[str, Any], artifacts: Path) -> Backend:
-    """The real cluster: the answer when no other plugin of the run gives one."""
-    # The real backends load the engine, the releases (httpx) and the driver (grpc): heavy, and
-    # this plugin loads in every pytest run, so they are imported when one is asked for.
-    if suite == GATE_CYCLE:
-        from e2e_dra._suite._gate_cycle import GateCycleBackend
-
-        return GateCycleBackend(suite, subtests, artifacts)
-    from e2e_dra._suite._upgrade import UpgradeDowngradeBackend
-
-    return UpgradeDowngradeBackend(suite, subtests, artifacts)
-
-
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    state = config.stash.get(_STATE, None)
-    if state is None or not state.summaries:
-        return
-    terminalreporter.write_sep("-", "e2e-dra")
-    terminalreporter.write_line(_seed_line(state.seed))
-    for suite, path in state.summaries.items():
-        terminalreporter.write_line(f"e2e-dra: {suite} summary (timings, versions): {path}")

@@ -32,7 +32,12 @@ Phase = Callable[["Context"], Any]
 
 @dataclass(frozen=True)
 class Subtest:
-    """One upgrade/downgrade scenario; the module that defines it names it ``SUBTEST``."""
+    """One scenario; the module that defines it names it ``SUBTEST``.
+
+    The same type serves both suites: under ``subtests/`` a three-phase upgrade/downgrade chain,
+    under ``subtests/gate_cycle/`` a gate cycle (gates on, off, on again) in a cluster of its own,
+    which must name the gates it toggles.
+    """
 
     name: str
     initial: Phase
@@ -43,10 +48,12 @@ class Subtest:
     privileged_client: bool = False
     # Let the driver's ResourceSlice controller reconcile only this pool.
     reconcile_pool: str | None = None
-    # API group/versions both releases must serve, e.g. "scheduling.k8s.io/v1beta1"; they are
-    # added to RUNTIME_CONFIG when the subtest runs.
+    # API group/versions the cluster must serve, e.g. "scheduling.k8s.io/v1beta1": added to
+    # RUNTIME_CONFIG, and the subtest is skipped with the reason where a release does not serve
+    # one of them.
     requires: tuple[str, ...] = ()
-    # Feature gates the cluster must enable for this subtest (merged into FEATURE_GATES).
+    # Feature gates on in every phase (merged into FEATURE_GATES); where a release refuses one,
+    # the subtest is skipped with the reason.
     feature_gates: tuple[str, ...] = ()
     # The control-plane releases that have everything this subtest needs, as a PEP 440
     # specifier on Kubernetes versions (">=1.37", ">=1.36.3", ">=1.38.0-beta.0"; v1.38.0-beta.0
@@ -57,6 +64,14 @@ class Subtest:
     # The same for every release the kubelet runs (kubelet-last's E2E_DRA_KUBELET_VERSION may be
     # three minors behind); None: ``releases`` holds for the kubelet too.
     kubelet_releases: str | None = None
+    # Gate cycle: the gates switched off in the middle phase and on again in the last.
+    toggled_gates: tuple[str, ...] = ()
+    # Gate cycle: gates that depend on a toggled one (a release refuses them on while it is off),
+    # switched with the toggled gates where the release has them.
+    dependent_gates: tuple[str, ...] = ()
+    # Gate cycle: the control plane emulates this version ("1.36") so that gates locked in newer
+    # releases can still be toggled; None runs the binaries as they are.
+    emulated_version: str | None = None
 
     def __post_init__(self) -> None:
         _check_releases(self.name, self.releases)
@@ -68,45 +83,6 @@ class Subtest:
 
 
 GATE_CYCLE_PHASES = ("phase-0-gate-on", "phase-1-gate-off", "phase-2-gate-on-again")
-
-
-@dataclass(frozen=True)
-class GateCycleSubtest:
-    """One feature-gate cycle scenario (upstream's TestFeatureGateCycle), in its own cluster.
-
-    ``initial`` runs with the gates on and returns the phase for gates off, which returns the
-    phase for gates on again. The module under ``subtests/gate_cycle/`` names it ``SUBTEST``.
-    """
-
-    name: str
-    initial: Phase
-    # Gates switched off in the middle phase and on again in the last.
-    toggled_gates: tuple[str, ...]
-    # Gates on in every phase.
-    enabled_gates: tuple[str, ...] = ()
-    resources: Callable[[Sequence[str]], list[Pool]] | None = None
-    privileged_client: bool = False
-    reconcile_pool: str | None = None
-    # The control plane emulates this version ("1.36") so that gates locked in newer releases
-    # can still be toggled; None runs the binaries as they are.
-    emulated_version: str | None = None
-    # Added to RUNTIME_CONFIG, e.g. "scheduling.k8s.io/v1beta1".
-    extra_runtime_config: tuple[str, ...] = ()
-    requires: tuple[str, ...] = ()
-    # The releases this subtest can run on (see Subtest.releases and Subtest.kubelet_releases).
-    releases: str | None = None
-    kubelet_releases: str | None = None
-    # Gates that depend on a toggled one (a release refuses them on while it is off): switched
-    # off and on with the toggled gates, where the release has them.
-    dependent_gates: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        _check_releases(self.name, self.releases)
-        _check_releases(self.name, self.kubelet_releases)
-
-    def unmet_release(self, control_plane: Sequence[str], kubelet: Sequence[str]) -> str | None:
-        """Why the releases a suite runs exclude this subtest, or None."""
-        return _unmet_release(self.releases, self.kubelet_releases, control_plane, kubelet)
 
 
 def _check_releases(name: str, releases: str | None) -> None:
@@ -164,20 +140,22 @@ class Context:
             raise
 
 
-def discover(package: str = "subtests", kind: type = Subtest) -> list[Any]:
+def discover(package: str = "subtests", *, gate_cycle: bool = False) -> list[Subtest]:
     """Every ``SUBTEST`` defined by a module of ``package``, by name.
 
-    Adding a subtest is adding a module; nothing else needs to know about it. ``kind`` is
-    :class:`Subtest` for the upgrade/downgrade suite, :class:`GateCycleSubtest` for the
-    feature-gate cycle (whose subtests live in ``subtests.gate_cycle``).
+    Adding a subtest is adding a module; nothing else needs to know about it. A gate cycle's
+    subtests (``gate_cycle``) must name the gates they toggle; an upgrade chain's must not.
     """
-    found: dict[str, Any] = {}
+    found: dict[str, Subtest] = {}
     for module in _modules(importlib.import_module(package)):
         subtest = getattr(module, "SUBTEST", None)
         if subtest is None:
             continue
-        if not isinstance(subtest, kind):
-            raise TypeError(f"{module.__name__}.SUBTEST is not an e2e_dra.subtest.{kind.__name__}")
+        if not isinstance(subtest, Subtest):
+            raise TypeError(f"{module.__name__}.SUBTEST is not an e2e_dra.subtest.Subtest")
+        if gate_cycle != bool(subtest.toggled_gates):
+            wanted = "must name" if gate_cycle else "is not in a gate cycle and must not name"
+            raise TypeError(f"{module.__name__}.SUBTEST {wanted} toggled_gates")
         if subtest.name in found:
             raise ValueError(f"two subtests are named {subtest.name!r}")
         found[subtest.name] = subtest

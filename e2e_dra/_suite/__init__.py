@@ -1,26 +1,31 @@
-"""The suites behind ``pytest e2e_dra``: plans, the run state machine, backends, reporting.
+"""The suites behind ``pytest e2e_dra``: plans of steps, the run that executes them, the cluster.
 
 Private: the pytest plugin (``e2e_dra.pytest_plugin``) is the only user. A suite module marks
-itself with ``E2E_DRA_SUITE = <suite name>`` and imports ``test_cluster_step`` and ``test_phase``
-from ``_items``; the plugin generates one item per plan entry.
+itself with ``E2E_DRA_SUITE = <suite name>`` (a key of :data:`SUITES`) and imports
+``test_cluster_step`` and ``test_phase`` from ``_items``; the plugin makes one item per step.
 """
 
-from e2e_dra._suite._plan import (
+from e2e_dra._suite._gate_cycle import GATE_CYCLE, GateCycleSuite
+from e2e_dra._suite._steps import ClusterStep, Phase, Step, Suite, needed
+from e2e_dra._suite._upgrade import (
     CONTROL_PLANE_FIRST,
-    GATE_CYCLE,
-    GATE_CYCLE_PHASES,
     KUBELET_LAST,
     UPGRADE_DOWNGRADE,
-    UPGRADE_PHASES,
-    Entry,
+    UPGRADE_SUITES,
 )
+
+SUITES: dict[str, Suite] = {**UPGRADE_SUITES, GATE_CYCLE: GateCycleSuite()}
+"""Every suite by the name a suite module declares."""
 
 __all__ = [
     "CONTROL_PLANE_FIRST",
     "GATE_CYCLE",
-    "GATE_CYCLE_PHASES",
     "KUBELET_LAST",
+    "SUITES",
     "UPGRADE_DOWNGRADE",
-    "UPGRADE_PHASES",
-    "Entry",
+    "ClusterStep",
+    "Phase",
+    "Step",
+    "Suite",
+    "needed",
 ]

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from e2e_dra._suite._plan import Entry
+from e2e_dra._suite._steps import Phase, Step
 from e2e_dra.kube import Kube, KubeError, path
 from hostkit import atomic_write_text
 
@@ -49,12 +49,9 @@ class Summary:
         self._results: list[dict[str, Any]] = []
         self._finished = False
 
-    def record(self, entry: Entry, outcome: str, seconds: float, message: str = "") -> None:
+    def record(self, entry: Step, outcome: str, seconds: float, message: str = "") -> None:
         result: dict[str, Any] = {"id": entry.id, "outcome": outcome, "seconds": round(seconds, 3)}
-        if entry.is_step:
-            result["step"] = entry.step
-        else:
-            result["phase"] = entry.phase
+        result["phase" if isinstance(entry, Phase) else "step"] = entry.name
         if entry.subtest:
             result["subtest"] = entry.subtest
         if message:

@@ -7,8 +7,8 @@ happened to be running would blame the wrong test. A finding that belongs to nob
 entry at hand, and what is still waiting when the cluster goes fails the cleanup, so no finding
 is ever lost.
 
-The claim watch runs in its own thread from bring-up to cleanup, on a client of its own: after
-each restart it is handed a fresh one before the old one is closed.
+The claim watch runs in its own thread from bring-up to cleanup, on a client of its own that
+learns a restarted server by itself.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from e2e_dra._suite._nets import (
     slice_removal_timeout,
     wait_slices_removed,
 )
-from e2e_dra._suite._plan import CLEANUP, Entry
+from e2e_dra._suite._steps import Cleanup, Phase, Step
 from e2e_dra.kube import Kube
 from hostkit import Attempts
 
@@ -57,15 +57,6 @@ class Findings:
         )
         self.claim_watch.start()
 
-    def use_client(self, kube: Kube) -> None:
-        """After a restart: the watch lists and watches again through a fresh client."""
-        if self.claim_watch is None:
-            return
-        old, self._watch_kube = self._watch_kube, kube.fresh()
-        self.claim_watch.use_client(self._watch_kube)
-        if old is not None:
-            old.close()
-
     def stop_watch(self) -> None:
         if self.claim_watch is not None:
             self.claim_watch.stop()
@@ -76,7 +67,7 @@ class Findings:
 
     # --- routing ------------------------------------------------------------------------------
 
-    def checks(self, entry: Entry) -> list[str]:
+    def checks(self, entry: Step) -> list[str]:
         """What the safety nets found that fails ``entry``, which just ended.
 
         A finding of the subtest whose phase this is fails that phase; a finding seen during a
@@ -93,11 +84,13 @@ class Findings:
         found += self._more()
         return self.route(entry, found)
 
-    def route(self, entry: Entry, found: Iterable[Finding]) -> list[str]:
+    def route(self, entry: Step, found: Iterable[Finding]) -> list[str]:
         """Of ``found`` (seen during ``entry``) and what waited for it: what fails ``entry``;
         the rest waits for its own subtest."""
-        own = None if entry.is_step else entry.subtest
-        where = f"cluster step {entry.id!r}" if entry.is_step else f"phase {entry.phase!r}"
+        own = entry.subtest if isinstance(entry, Phase) else None
+        where = (
+            f"phase {entry.name!r}" if isinstance(entry, Phase) else f"cluster step {entry.id!r}"
+        )
         now: list[str] = []
         for finding in found:
             text = _described(finding, where)
@@ -107,7 +100,7 @@ class Findings:
                 self.pending.setdefault(finding.owner, []).append(text)
         if own is not None:
             now += self.pending.pop(own, [])
-        if entry.is_step and entry.step == CLEANUP:
+        if isinstance(entry, Cleanup):
             for name in sorted(self.pending):
                 now += self.pending.pop(name)
         return now

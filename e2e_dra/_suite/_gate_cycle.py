@@ -1,6 +1,5 @@
-"""TestFeatureGateCycle's cluster steps: per subtest its own cluster of the current release,
-with the subtest's gates on, off, and on again (``phase-0-gate-on``, ``phase-1-gate-off``,
-``phase-2-gate-on-again``).
+"""TestFeatureGateCycle: per subtest its own cluster of the current release, with the subtest's
+gates on, off, and on again (``phase-0-gate-on``, ``phase-1-gate-off``, ``phase-2-gate-on-again``).
 
 The control plane may emulate an older version so that gates locked in the current release can
 still be toggled; the kubelet has no such switch, so the engine keeps locked gates off its
@@ -9,108 +8,146 @@ command line.
 
 from __future__ import annotations
 
+import random
 import re
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
-from e2e_dra._suite._backend import ClusterBackend
-from e2e_dra._suite._plan import GATE_CYCLE_PHASES, Entry
+from e2e_dra._suite._steps import Cleanup, ClusterStep, NodeRuntime, Phase, Step, shuffled
 from e2e_dra._suite._upgrade import RUNTIME_CONFIG
+from e2e_dra.subtest import GATE_CYCLE_PHASES, Subtest
 from localupcluster import PROBED_BINARY, refusal
 
+if TYPE_CHECKING:
+    from e2e_dra._suite._cluster import ClusterRun
 
-class GateCycleBackend(ClusterBackend):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._dependents: dict[str, tuple[str, ...]] = {}
+GATE_CYCLE = "gate-cycle"
 
-    def run_step(self, entry: Entry) -> None:
-        step, name = entry.step, entry.subtest
-        if step == "versions":
-            self.resolve_versions()
-        elif step == "node-runtime":
-            self.prepare_node()
-        elif step == "bring-up":
-            self._bring_up(str(name))
-        elif step == "gate-off":
-            self._toggle(str(name), on=False)
-        elif step == "gate-on-again":
-            self._toggle(str(name), on=True)
-        elif step == "cleanup":
-            self.close()
-        else:
-            raise ValueError(f"unknown cluster step {step!r}")
 
-    def tested_versions(self) -> tuple[str, ...]:
-        assert self.versions is not None
-        return (self.versions.current.version,)
+@dataclass(frozen=True)
+class CurrentRelease(ClusterStep):
+    """Only the current release: the gate cycle upgrades nothing."""
 
-    def unmet(self, name: str) -> str | None:
-        assert self.versions is not None
-        subtest = self.subtests[name]
-        current = self.versions.current
+    name: ClassVar[str] = "versions"
+
+    def run(self, cluster: ClusterRun) -> None:
+        cluster.resolve_versions()
+
+
+@dataclass(frozen=True)
+class BringUpWithGatesOn(ClusterStep):
+    """The subtest's own cluster, its gates on."""
+
+    name: ClassVar[str] = "bring-up"
+
+    def run(self, cluster: ClusterRun) -> None:
+        assert self.subtest is not None
+        subtest = cluster.subtests[self.subtest]
+        current = cluster.state.current()
+        env = {"RUNTIME_CONFIG": ",".join(dict.fromkeys([*RUNTIME_CONFIG, *subtest.requires]))}
+        if subtest.emulated_version:
+            env["EMULATED_VERSION"] = subtest.emulated_version
+        gates = gate_flag(cluster, subtest, on=True)
+        cluster.state.per_subtest[subtest.name] = {"env": env, "gates": gates}
+        cluster.bring_up(
+            cluster.artifacts / subtest.name, GATE_CYCLE_PHASES[0], current.bin_dir, env, gates
+        )
+
+
+@dataclass(frozen=True)
+class _Toggle(ClusterStep):
+    on: ClassVar[bool]
+    state: ClassVar[str]
+
+    def run(self, cluster: ClusterRun) -> None:
+        assert self.subtest is not None
+        subtest = cluster.subtests[self.subtest]
+        cluster.toggle_gates(subtest, self.state, gate_flag(cluster, subtest, on=self.on), self.on)
+
+
+@dataclass(frozen=True)
+class GatesOff(_Toggle):
+    """The apiserver drops the gated fields from what is written while the gate is off."""
+
+    name: ClassVar[str] = "gate-off"
+    on: ClassVar[bool] = False
+    state: ClassVar[str] = GATE_CYCLE_PHASES[1]
+
+
+@dataclass(frozen=True)
+class GatesOnAgain(_Toggle):
+    """The fields are kept again; the driver publishes its slices whole again."""
+
+    name: ClassVar[str] = "gate-on-again"
+    on: ClassVar[bool] = True
+    state: ClassVar[str] = GATE_CYCLE_PHASES[2]
+
+
+@dataclass(frozen=True)
+class GateCycleSuite:
+    """Every subtest in a cluster of its own, its gates cycled on, off, on."""
+
+    name: ClassVar[str] = GATE_CYCLE
+    phases: ClassVar[tuple[str, ...]] = GATE_CYCLE_PHASES
+    gate_cycle: ClassVar[bool] = True
+
+    def plan(self, subtests: Sequence[str], seed: int) -> list[Step]:
+        """Upstream's TestFeatureGateCycle: per subtest (in an order drawn from ``seed``) bring
+        up, phase, gates off, phase, gates on again, phase, cleanup."""
+        rng = random.Random(seed)
+        suite = self.name
+        plan: list[Step] = [CurrentRelease(suite), NodeRuntime(suite)]
+        for name in shuffled(subtests, rng):
+            after: list[ClusterStep | None] = [
+                GatesOff(suite, name),
+                GatesOnAgain(suite, name),
+                None,
+            ]
+            plan.append(BringUpWithGatesOn(suite, name))
+            for index, (phase, toggle) in enumerate(zip(self.phases, after, strict=True)):
+                plan.append(Phase(suite, name, index, phase))
+                if toggle is not None:
+                    plan.append(toggle)
+            plan.append(Cleanup(suite, name))
+        return plan
+
+    def unmet(self, cluster: ClusterRun, subtest: Subtest) -> str | None:
+        """An emulated version newer than the release, gates the release refuses on or off,
+        releases the subtest excludes, or an API version the server does not serve."""
+        current = cluster.state.current()
         emulated = subtest.emulated_version
         if emulated and _minor(emulated) > _minor(current.version):
             return f"emulates {emulated}, newer than the current release {current.version}"
         if not emulated:
             binary = current.bin_dir / PROBED_BINARY
             for on in (True, False):
-                gates = self._gates(name, on)
+                gates = gate_flag(cluster, subtest, on=on)
                 why = refusal(binary, gates)
                 if why is not None:
                     return f"{current.version} cannot run with --feature-gates={gates}: {why}"
-        return super().unmet(name)
+        if why := subtest.unmet_release((current.version,), (current.version,)):
+            return why
+        return cluster.unserved(subtest)
 
-    def _gates(self, name: str, on: bool) -> str:
-        subtest = self.subtests[name]
-        toggled = (*subtest.toggled_gates, *self._dependent_gates(name))
-        parts = [turn(subtest.enabled_gates, "true"), turn(toggled, str(on).lower())]
-        return ",".join(part for part in parts if part)
 
-    def _dependent_gates(self, name: str) -> tuple[str, ...]:
-        """The subtest's dependent gates that the current release has (asked once)."""
-        if name not in self._dependents:
-            assert self.versions is not None
-            binary = self.versions.current.bin_dir / PROBED_BINARY
-            self._dependents[name] = tuple(
-                gate
-                for gate in self.subtests[name].dependent_gates
-                if refusal(binary, f"{gate}=true") is None
-            )
-        return self._dependents[name]
+def gate_flag(cluster: ClusterRun, subtest: Subtest, *, on: bool) -> str:
+    """``--feature-gates`` of ``subtest``'s cluster: its gates on, the toggled (and dependent)
+    ones ``on``."""
+    toggled = (*subtest.toggled_gates, *dependent_gates(cluster, subtest))
+    parts = [turn(subtest.feature_gates, "true"), turn(toggled, str(on).lower())]
+    return ",".join(part for part in parts if part)
 
-    def _bring_up(self, name: str) -> None:
-        assert self.versions is not None
-        subtest = self.subtests[name]
-        env = {"RUNTIME_CONFIG": ",".join([*RUNTIME_CONFIG, *subtest.extra_runtime_config])}
-        if subtest.emulated_version:
-            env["EMULATED_VERSION"] = subtest.emulated_version
-        self.info.setdefault("subtests", {})[name] = {"env": env, "gates": self._gates(name, True)}
-        self.bring_up(
-            self.artifacts / name,
-            GATE_CYCLE_PHASES[0],
-            self.versions.current.bin_dir,
-            env,
-            self._gates(name, True),
+
+def dependent_gates(cluster: ClusterRun, subtest: Subtest) -> tuple[str, ...]:
+    """The subtest's dependent gates that the current release has (asked once per run)."""
+    known = cluster.state.dependent_gates
+    if subtest.name not in known:
+        binary = cluster.state.current().bin_dir / PROBED_BINARY
+        known[subtest.name] = tuple(
+            gate for gate in subtest.dependent_gates if refusal(binary, f"{gate}=true") is None
         )
-
-    def _toggle(self, name: str, *, on: bool) -> None:
-        assert self.cluster is not None
-        harness = self.harnesses.get(name)
-        state = GATE_CYCLE_PHASES[2] if on else GATE_CYCLE_PHASES[1]
-        if harness is not None and not on:
-            # The apiserver drops the gated fields from re-published slices while the gate is off.
-            harness.driver.set_expect_dropped_fields(True)
-        self.cluster.toggle_feature_gates(state, self._gates(name, on))
-        self.refresh_clients()
-        if harness is not None and on:
-            # While the gate was off the publisher settled on the stripped slices; publishing
-            # again (to an apiserver that keeps the fields now) restores them.
-            subtest = self.subtests[name]
-            if subtest.resources is not None:
-                harness.driver.publish(subtest.resources(self.nodes))
-        self.harnesses.wait_for_slices(f"after {state}")
-        if harness is not None and on:
-            harness.driver.set_expect_dropped_fields(False)
+    return known[subtest.name]
 
 
 def turn(gates: tuple[str, ...], value: str) -> str:

@@ -1,7 +1,8 @@
 """Every subtest's own driver and builder (upstream: a driver instance per subtest key).
 
 A subtest's harness is set up before its first phase, so a subtest that is skipped costs no
-driver. It lives through the cluster's restarts: after each one it gets the fresh client, and its
+driver. It lives through the cluster's restarts (its driver's client learns a restarted server by
+itself; each phase gets a builder over that phase's own client), and after each restart its
 driver's ResourceSlices (which the kubelet wipes when it restarts) are waited for again. A driver
 whose slices do not come back fails its own subtest's next phase, not the step that restarted the
 cluster nor the other subtests. At the cleanup each subtest's objects are torn down before its
@@ -18,7 +19,7 @@ from typing import Any
 
 from e2e_dra._suite._artifacts import write_json
 from e2e_dra._suite._nets import Finding
-from e2e_dra.builder import Builder
+from e2e_dra.builder import SubtestObjects
 from e2e_dra.driver import Driver
 from e2e_dra.kube import Kube
 from hostkit import Attempts
@@ -31,20 +32,23 @@ logger = logging.getLogger(__name__)
 
 @dataclasses.dataclass
 class Harness:
-    """One subtest's own driver and builder."""
+    """One subtest's own driver and objects (what its builders created, over all phases)."""
 
     driver: Driver
-    builder: Builder
+    objects: SubtestObjects
     publishes: bool  # the driver publishes ResourceSlices we have to wait for after restarts
 
 
 class Harnesses:
     """The harnesses of the subtests that have run a phase on the current cluster, by subtest."""
 
-    def __init__(self, subtests: Mapping[str, Any], log_dir: Path, namespace: str) -> None:
+    def __init__(
+        self, subtests: Mapping[str, Any], log_dir: Path, namespace: str, suite: str
+    ) -> None:
         self.subtests = subtests
         self.log_dir = log_dir  # drivers' logs and gRPC call records
         self.namespace = namespace
+        self.suite = suite
         self._harnesses: dict[str, Harness] = {}
         self._pending: dict[str, BaseException] = {}  # fails the subtest's next phase
         self._dropped: set[str] = set()  # chains that ended: not waited for any more
@@ -73,12 +77,6 @@ class Harnesses:
     def drop(self, subtest: str) -> None:
         """``subtest``'s chain ended: its driver's slices are not waited for any more."""
         self._dropped.add(subtest)
-
-    def use_client(self, kube: Kube) -> None:
-        """After a restart: every driver and builder talks through ``kube`` from now on."""
-        for harness in self._harnesses.values():
-            harness.driver.use_client(kube)
-            harness.builder.use_client(kube)
 
     def wait_for_slices(self, why: str) -> None:
         """The kubelet wipes ResourceSlices when it restarts; each driver puts its own back.
@@ -112,8 +110,11 @@ class Harnesses:
     def driver_log(self, subtest: str) -> Path:
         return self.log_dir / f"driver-{self.driver_name(subtest)}.log"
 
-    def close(self, attempts: Attempts, *, tear_down: bool) -> tuple[dict[str, str], list[Finding]]:
-        """Per subtest: its objects torn down (when ``tear_down``: the cluster still answers),
+    def close(
+        self, attempts: Attempts, kube: Kube | None, *, tear_down: bool
+    ) -> tuple[dict[str, str], list[Finding]]:
+        """Per subtest: its objects torn down through ``kube`` (when ``tear_down``: the cluster
+        still answers),
         its driver stopped at once, its gRPC calls saved. Returns the stopped drivers (driver ->
         subtest) and the fields their slices lost that nobody took yet.
 
@@ -124,10 +125,10 @@ class Harnesses:
         dropped_fields: list[Finding] = []
         for name in sorted(self._harnesses, reverse=True):
             harness = self._harnesses.pop(name)
-            if tear_down:
+            if tear_down and kube is not None:
                 attempts(
                     f"tear down objects of {name}",
-                    lambda h=harness: h.builder.tear_down(h.driver.prepared_claims),
+                    lambda h=harness: h.objects.builder(kube).tear_down(h.driver.prepared_claims),
                 )
             attempts(f"stop driver {harness.driver.name}", harness.driver.stop)
             stopped[harness.driver.name] = name
@@ -154,14 +155,14 @@ class Harnesses:
             namespace=self.namespace,
             log_dir=self.log_dir,
         )
-        builder = Builder(kube, name, namespace=self.namespace, log=logger.info)
-        self._harnesses[name] = Harness(driver, builder, publishes=resources is not None)
+        objects = SubtestObjects(name, suite=self.suite, namespace=self.namespace, log=logger.info)
+        self._harnesses[name] = Harness(driver, objects, publishes=resources is not None)
         logger.info(f"starting driver {driver.name} on node {nodes[0]}")
         driver.start()
         driver.wait_registered(REGISTRATION_TIMEOUT)
         if resources is not None:
             driver.wait_for_slices(SLICES_TIMEOUT)
-        builder.set_up()
+        objects.builder(kube).set_up()
 
 
 def _save_calls(driver: Driver, directory: Path) -> Path:

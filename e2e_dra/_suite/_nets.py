@@ -80,9 +80,9 @@ class ClaimWatch:
     """Watches the ResourceClaims of one namespace from bring-up to tear-down (upstream's
     ResourceClaimListWatch) and keeps what :func:`claim_problems` finds, once per claim.
 
-    The API server restarts under it: a watch that breaks is followed by a new list and watch
-    through the newest client (:meth:`use_client`). :meth:`sweep` lists and checks at once, so
-    a test that ends can be sure its last changes were looked at.
+    The API server restarts under it: a watch that breaks is followed by a new list and
+    watch. :meth:`sweep` lists and checks at once, so a test that ends can be sure its last
+    changes were looked at.
     """
 
     def __init__(
@@ -112,10 +112,6 @@ class ClaimWatch:
     def stop(self) -> None:
         """Stop watching (the thread ends with its watch; nothing it sees counts any more)."""
         self._stopping.set()
-
-    def use_client(self, kube: Kube) -> None:
-        with self._lock:
-            self._kube = kube
 
     def sweep(self) -> None:
         """List the claims now and check each (what the watch may not have delivered yet)."""

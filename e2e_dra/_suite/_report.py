@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from e2e_dra._suite._artifacts import dump_cluster
 from e2e_dra._suite._harnesses import Harnesses
-from e2e_dra._suite._plan import Entry
+from e2e_dra._suite._steps import Step
 from e2e_dra.kube import Kube
 from localupcluster import KUBE_CLUSTER_COMPONENTS
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 def failure_report(
-    entry: Entry,
+    entry: Step,
     *,
     kube: Kube | None,
     harnesses: Harnesses,

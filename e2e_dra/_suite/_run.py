@@ -1,9 +1,9 @@
 """The state machine behind the reported tests: chains, skips, timings.
 
-pytest calls :meth:`SuiteRun.execute` once per plan entry, in plan order. The run keeps what the
-entries share: the callable each subtest's chain continues with, which chains broke (their later
-phases are skipped, naming the phase that failed), and whether a cluster step broke the cluster
-(everything after it is skipped, except the cleanup, which always runs).
+pytest calls :meth:`SuiteRun.execute` once per step of the plan, in plan order. The run keeps
+what the steps share: the callable each subtest's chain continues with, which chains broke
+(their later phases are skipped, naming the phase that failed), and whether a cluster step broke
+the cluster (everything after it is skipped, except the cleanup, which always runs).
 """
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import pytest
 
 from e2e_dra._suite._artifacts import Summary
-from e2e_dra._suite._plan import CLEANUP, Entry
+from e2e_dra._suite._steps import ClusterStep, Phase, Step
 from e2e_dra.errors import ComponentCrashed
 from e2e_dra.waits import check_abort
 
@@ -28,11 +29,11 @@ class SafetyNetFailure(AssertionError):
 
 
 class Backend(Protocol):
-    """Where the cluster steps and phase contexts come from: the real cluster, or the backend
-    another plugin of the run returns from the ``pytest_e2e_dra_backend`` hook (our tests: one
-    without a cluster)."""
+    """Where the cluster steps run and phase contexts come from: the real cluster
+    (``ClusterRun``), or the backend another plugin of the run returns from the
+    ``pytest_e2e_dra_backend`` hook (our tests: one without a cluster)."""
 
-    def run_step(self, entry: Entry) -> None: ...
+    def run_step(self, step: ClusterStep) -> None: ...
 
     def unmet(self, subtest: str) -> str | None:
         """Why ``subtest`` cannot run on the versions under test, or None."""
@@ -42,16 +43,17 @@ class Backend(Protocol):
         """``subtest``'s chain ended early: stop waiting for its driver after restarts."""
         ...
 
-    def context(self, entry: Entry) -> Any:
-        """The context a phase runs with (sets up the subtest's driver before its first phase)."""
+    def context(self, phase: Phase) -> AbstractContextManager[Any]:
+        """The context a phase runs with, for as long as it runs (sets up the subtest's driver
+        before its first phase)."""
         ...
 
-    def checks(self, entry: Entry) -> list[str]:
+    def checks(self, entry: Step) -> list[str]:
         """What the safety nets (claim watch, dropped fields, ...) found that fails ``entry``,
         which just ended; empty when nothing did."""
         ...
 
-    def on_failure(self, entry: Entry, exc: BaseException) -> list[str]:
+    def on_failure(self, entry: Step, exc: BaseException) -> list[str]:
         """Collect what helps to debug ``exc``; lines naming the artifacts and logs to read."""
         ...
 
@@ -83,7 +85,7 @@ class SuiteRun:
         self._cluster_broken: str | None = None
         self._closed = False
 
-    def execute(self, entry: Entry) -> None:
+    def execute(self, entry: Step) -> None:
         """Run one entry; pytest sees a pass, a failure or a skip with its reason."""
         reason = self._skip_reason(entry)
         if reason:
@@ -119,8 +121,8 @@ class SuiteRun:
 
     # --- internals ----------------------------------------------------------------------------
 
-    def _skip_reason(self, entry: Entry) -> str | None:
-        if entry.is_step and entry.step == CLEANUP:
+    def _skip_reason(self, entry: Step) -> str | None:
+        if isinstance(entry, ClusterStep) and entry.always:
             return None
         if self._cluster_broken:
             return f"cluster step {self._cluster_broken!r} failed"
@@ -129,7 +131,7 @@ class SuiteRun:
             return None
         if name in self._chain_broken:
             return self._chain_broken[name]
-        if not entry.is_step and entry.phase_index == 0:
+        if isinstance(entry, Phase) and entry.index == 0:
             unmet = self.backend.unmet(name)
             if unmet:
                 self._chain_broken[name] = f"{name}: {unmet}"
@@ -137,28 +139,28 @@ class SuiteRun:
                 return self._chain_broken[name]
         return None
 
-    def _mark_broken(self, entry: Entry, how: str, exc: BaseException | None = None) -> None:
+    def _mark_broken(self, entry: Step, how: str, exc: BaseException | None = None) -> None:
         if isinstance(exc, ComponentCrashed):  # nothing after it can pass: stop the run cleanly
             self._cluster_broken = f"{entry.id} (a cluster component crashed)"
         if entry.subtest is None:
-            if entry.step != CLEANUP:
-                self._cluster_broken = entry.step
+            if isinstance(entry, ClusterStep) and not entry.always:
+                self._cluster_broken = entry.id
         elif entry.subtest not in self._chain_broken:
             self._chain_broken[entry.subtest] = f"{entry.subtest}: {how}"
             self.backend.drop(entry.subtest)
 
     @staticmethod
-    def _where(entry: Entry) -> str:
-        return f"cluster step {entry.step!r}" if entry.is_step else f"phase {entry.phase!r}"
+    def _where(entry: Step) -> str:
+        return f"phase {entry.name!r}" if isinstance(entry, Phase) else f"cluster step {entry.id!r}"
 
-    def _run_checked(self, entry: Entry) -> None:
+    def _run_checked(self, entry: Step) -> None:
         """Run the entry, then ask the safety nets: a finding fails an entry that passed, and is
         added to the report of one that failed anyway."""
         try:
-            if entry.is_step:
-                self._run_step(entry)
-            else:
+            if isinstance(entry, Phase):
                 self._run_phase(entry)
+            else:
+                self._run_step(entry)
         except Exception as exc:
             if not isinstance(exc, pytest.skip.Exception):
                 for line in self._checks(entry):
@@ -171,32 +173,32 @@ class SuiteRun:
                 f"safety net: {found[0]}{more}" + "".join(f"\n- {line}" for line in found[1:])
             )
 
-    def _checks(self, entry: Entry) -> list[str]:
+    def _checks(self, entry: Step) -> list[str]:
         try:
             return self.backend.checks(entry)
         except Exception as exc:  # a net that cannot look must say so, not pass
             return [f"the safety nets could not check: {_one_line(exc)}"]
 
-    def _run_step(self, entry: Entry) -> None:
-        if entry.step != CLEANUP:
+    def _run_step(self, step: ClusterStep) -> None:
+        if not step.always:
             check_abort()  # a component that died since the last entry: say so, do not go on
-        self.backend.run_step(entry)
+        self.backend.run_step(step)
 
-    def _run_phase(self, entry: Entry) -> None:
+    def _run_phase(self, phase: Phase) -> None:
         check_abort()
-        name = str(entry.subtest)
-        if entry.phase_index == 0:
-            phase = self.subtests[name].initial
+        name = phase.subtest
+        if phase.index == 0:
+            run = self.subtests[name].initial
         else:
-            phase = self._next.get(name)
-            if phase is None:
+            run = self._next.get(name)
+            if run is None:
                 raise AssertionError(
-                    f"{name}: the phase before {entry.phase!r} returned nothing to continue with"
+                    f"{name}: the phase before {phase.name!r} returned nothing to continue with"
                 )
-        context = self.backend.context(entry)
-        self._next[name] = phase(context)
+        with self.backend.context(phase) as context:
+            self._next[name] = run(context)
 
-    def _collect(self, entry: Entry, exc: BaseException) -> list[str]:
+    def _collect(self, entry: Step, exc: BaseException) -> list[str]:
         owner = f" of subtest {entry.subtest!r}" if entry.subtest else ""
         lines = [f"e2e-dra: {self.suite}: {self._where(entry)}{owner} failed"]
         if isinstance(exc, KeyboardInterrupt):
@@ -208,10 +210,10 @@ class SuiteRun:
         return lines
 
     @staticmethod
-    def _describe(entry: Entry) -> str:
-        if entry.is_step:
-            return f"cluster step {entry.id}"
-        return f"{entry.phase}: {entry.subtest}"
+    def _describe(entry: Step) -> str:
+        if isinstance(entry, Phase):
+            return f"{entry.name}: {entry.subtest}"
+        return f"cluster step {entry.id}"
 
 
 def _one_line(exc: BaseException) -> str:

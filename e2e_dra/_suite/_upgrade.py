@@ -1,4 +1,4 @@
-"""TestUpgradeDowngrade's cluster steps, and the staged upgrades real clusters go through.
+"""TestUpgradeDowngrade and its staged variants: the plan, and the steps that move the cluster.
 
 ``upgrade-downgrade`` (upstream's): previous release -> current -> previous, every component at
 once. ``control-plane-first``: the upgrade moves kube-apiserver, kube-controller-manager and
@@ -7,7 +7,7 @@ moves them back. ``kubelet-last``: the control plane runs the current release th
 upgrade moves the kubelet and kube-proxy from an older release (``E2E_DRA_KUBELET_VERSION``, by
 default the previous minor, at most three minors behind as the skew policy allows) to the current
 one, and the downgrade moves them back. The subtests are the same three-phase chains in every
-variant: before the change, after it, after undoing it.
+variant: before the change, after it, after undoing it. A :class:`Variant` is all that differs.
 
 States name what moved and to which release (``0-initial-1.36``, ``1-cp-v1.37.2``,
 ``2-kubelet-restored-v1.36.5``), so each component's log file says which binary wrote it, and
@@ -17,18 +17,24 @@ States name what moved and to which release (``0-initial-1.36``, ``1-cp-v1.37.2`
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, ClassVar
 
-from e2e_dra._suite._backend import ClusterBackend
 from e2e_dra._suite._gates import choose_gates, choose_runtime_config
-from e2e_dra._suite._plan import CONTROL_PLANE_FIRST, KUBELET_LAST, UPGRADE_DOWNGRADE, Entry
+from e2e_dra._suite._steps import Cleanup, ClusterStep, NodeRuntime, Phase, Step, shuffled
 from e2e_dra.errors import InputError
 from e2e_dra.releases import CONTROL_PLANE_COMMANDS, Release, release_source, resolve_release
 from e2e_dra.settings import settings
+from e2e_dra.subtest import PHASES, Subtest
 from e2e_dra.versions import parse_version
 from localupcluster import KUBE_CLUSTER_COMPONENTS, ModifyOptions
+
+if TYPE_CHECKING:
+    from e2e_dra._suite._cluster import ClusterRun
+    from e2e_dra.releases import VersionsUnderTest
 
 logger = logging.getLogger(__name__)
 
@@ -47,159 +53,262 @@ KUBELET_VERSION_ENV = "E2E_DRA_KUBELET_VERSION"
 MAX_KUBELET_SKEW = 3  # minors a kubelet may be behind the API server
 
 
+# --- which release runs where --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Releases:
+    """Which release each component starts on, and the release the upgrade moves ``moved`` to."""
+
+    initial: Mapping[str, Release]
+    current: Release
+    moved: tuple[str, ...]
+
+    @property
+    def older(self) -> Release:
+        """The release the moved components start on (and go back to)."""
+        return self.initial[self.moved[0]]
+
+    def upgraded(self) -> dict[str, Release]:
+        return {**self.initial, **dict.fromkeys(self.moved, self.current)}
+
+    def runs(self, component: str) -> tuple[str, ...]:
+        """The releases ``component`` runs in this suite: its first, and the current one if the
+        upgrade moves it."""
+        first = self.initial[component].version
+        moved = component in self.moved
+        return tuple(dict.fromkeys([first, self.current.version] if moved else [first]))
+
+    def all(self) -> list[Release]:
+        """Every release of the suite, older first: the ones gates and API versions must suit."""
+        return [self.older, self.current]
+
+
 @dataclass(frozen=True)
 class Variant:
-    """Which components an upgrade moves, and how its states are named."""
+    """Which components an upgrade moves, where the cluster starts, and how states are named."""
 
+    suite: str
     moved: tuple[str, ...]
     label: str  # in state names: "1-<label>v1.37.2"
+    current_commands: tuple[str, ...] | None = None
+    """The commands of the current release the suite needs (None: all)."""
+
+    def releases(self, versions: VersionsUnderTest) -> Releases:
+        initial = dict.fromkeys(KUBE_CLUSTER_COMPONENTS, versions.previous)
+        return Releases(initial, versions.current, self.moved)
+
+    def initial_state(self, versions: VersionsUnderTest, releases: Releases) -> str:
+        return f"0-initial-{versions.previous_minor}"
+
+    def upgraded_state(self, releases: Releases) -> str:
+        return f"1-{self.label}{releases.current.version}"
+
+    def restored_state(self, versions: VersionsUnderTest, releases: Releases) -> str:
+        return f"2-{self.label}restored-{releases.older.version}"
 
 
-VARIANTS = {
-    UPGRADE_DOWNGRADE: Variant(moved=KUBE_CLUSTER_COMPONENTS, label=""),
-    CONTROL_PLANE_FIRST: Variant(moved=CONTROL_PLANE, label="cp-"),
-    KUBELET_LAST: Variant(moved=NODE, label="kubelet-"),
+class AllAtOnce(Variant):
+    """Upstream's: every component moves, and states are named by the previous minor."""
+
+    def restored_state(self, versions: VersionsUnderTest, releases: Releases) -> str:
+        return f"2-restored-{versions.previous_minor}"
+
+
+class KubeletLast(Variant):
+    """The control plane runs the current release throughout; the node starts older."""
+
+    def releases(self, versions: VersionsUnderTest) -> Releases:
+        old = kubelet_release(versions.current, versions.previous)
+        initial = {c: old if c in NODE else versions.current for c in KUBE_CLUSTER_COMPONENTS}
+        return Releases(initial, versions.current, self.moved)
+
+    def initial_state(self, versions: VersionsUnderTest, releases: Releases) -> str:
+        return f"0-initial-cp-{releases.current.version}-kubelet-{releases.older.version}"
+
+
+UPGRADE_DOWNGRADE = "upgrade-downgrade"
+CONTROL_PLANE_FIRST = "control-plane-first"
+KUBELET_LAST = "kubelet-last"
+VARIANTS: dict[str, Variant] = {
+    UPGRADE_DOWNGRADE: AllAtOnce(UPGRADE_DOWNGRADE, KUBE_CLUSTER_COMPONENTS, ""),
+    CONTROL_PLANE_FIRST: Variant(
+        CONTROL_PLANE_FIRST, CONTROL_PLANE, "cp-", current_commands=CONTROL_PLANE_COMMANDS
+    ),
+    KUBELET_LAST: KubeletLast(KUBELET_LAST, NODE, "kubelet-"),
 }
 
 
-class UpgradeDowngradeBackend(ClusterBackend):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.variant = VARIANTS[self.suite]
-        self._restore: Any = None
-        self._feature_gates = ""
-        self._runtime_config = ""
-        # kubelet-last: the release the kubelet starts on (the previous one elsewhere)
-        self._old: Release | None = None
+# --- the cluster's settings ----------------------------------------------------------------------
 
-    def run_step(self, entry: Entry) -> None:
-        step = entry.step
-        if step == "versions":
-            self._versions()
-        elif step == "node-runtime":
-            self.prepare_node()
-        elif step == "bring-up":
-            self._bring_up()
-        elif step == "upgrade":
-            self._upgrade()
-        elif step == "downgrade":
-            self._downgrade()
-        elif step == "cleanup":
-            self.close()
-        else:
-            raise ValueError(f"unknown cluster step {step!r}")
 
-    def _versions(self) -> None:
-        # control plane first needs only the control plane of the release it upgrades to
-        versions = self.resolve_versions(
-            CONTROL_PLANE_COMMANDS if self.suite == CONTROL_PLANE_FIRST else None
-        )
-        self._old = versions.previous
-        if self.suite == KUBELET_LAST:
-            self._old = _kubelet_release(versions.current, versions.previous)
-            self.info["kubelet"] = {"version": self._old.version, "bin_dir": str(self._old.bin_dir)}
-        control_plane, kubelet = self.control_plane_versions(), self.kubelet_versions()
+@dataclass(frozen=True)
+class ClusterSettings:
+    """FEATURE_GATES and RUNTIME_CONFIG every release of the suite accepts, and what was dropped
+    from what the subtests asked for (with why)."""
+
+    feature_gates: str
+    runtime_config: str
+    feature_gates_dropped: Mapping[str, str] = field(default_factory=dict)
+    runtime_config_dropped: Mapping[str, str] = field(default_factory=dict)
+
+    def env(self) -> dict[str, str]:
+        return {"RUNTIME_CONFIG": self.runtime_config, "FEATURE_GATES": self.feature_gates}
+
+
+def cluster_settings(active: Sequence[Subtest], releases: Sequence[Release]) -> ClusterSettings:
+    """Upstream's gates and API versions plus what ``active`` subtests need, minus what one of
+    ``releases`` refuses (said, never silent)."""
+    wanted_config = [*RUNTIME_CONFIG]
+    wanted_config += sorted({gv for s in active for gv in s.requires} - set(RUNTIME_CONFIG))
+    gates_asked = [*FEATURE_GATES, *(gate for s in active for gate in s.feature_gates)]
+    wanted_gates = ",".join(_with_value(gate) for gate in gates_asked)
+    gates = choose_gates(wanted_gates, [r.bin_dir for r in releases])
+    for gate, why in sorted(gates.dropped.items()):
+        logger.info(f"FEATURE_GATES: dropping {gate}: {why}")
+    config, config_dropped = choose_runtime_config(wanted_config, [r.source_dir for r in releases])
+    for group_version, why in sorted(config_dropped.items()):
+        logger.info(f"RUNTIME_CONFIG: dropping {group_version}: {why}")
+    return ClusterSettings(gates.flag_value, ",".join(config), gates.dropped, config_dropped)
+
+
+# --- the steps -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Versions(ClusterStep):
+    """The releases under test, where each component starts, and the settings they all accept."""
+
+    variant: Variant
+    name: ClassVar[str] = "versions"
+
+    def run(self, cluster: ClusterRun) -> None:
+        versions = cluster.resolve_versions(self.variant.current_commands)
+        releases = self.variant.releases(versions)
+        cluster.state.releases = releases
         active = [
-            s for s in self.subtests.values() if s.unmet_release(control_plane, kubelet) is None
+            s
+            for s in cluster.subtests.values()
+            if s.unmet_release(releases.runs("kube-apiserver"), releases.runs("kubelet")) is None
         ]
-        runtime_config = [*RUNTIME_CONFIG]
-        runtime_config += sorted({gv for s in active for gv in s.requires} - set(RUNTIME_CONFIG))
-        wanted = ",".join(
-            _with_value(gate)
-            for gate in [*FEATURE_GATES, *(g for s in active for g in s.feature_gates)]
+        cluster.state.settings = cluster_settings(active, releases.all())
+
+
+@dataclass(frozen=True, kw_only=True)
+class BringUp(ClusterStep):
+    """A cluster of the releases each component starts on (mixed: one link per binary)."""
+
+    variant: Variant
+    name: ClassVar[str] = "bring-up"
+
+    def run(self, cluster: ClusterRun) -> None:
+        versions, releases, settings_ = cluster.state.upgrade_inputs()
+        state = self.variant.initial_state(versions, releases)
+        cluster.state.record_binaries(state, releases.initial)
+        bin_dir = link_binaries(cluster.artifacts / "bin-initial", releases.initial)
+        cluster.bring_up(cluster.artifacts, state, bin_dir, settings_.env())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Upgrade(ClusterStep):
+    """The moved components restart on the current release; what undoes it is kept."""
+
+    variant: Variant
+    name: ClassVar[str] = "upgrade"
+
+    def run(self, cluster: ClusterRun) -> None:
+        _, releases, _ = cluster.state.upgrade_inputs()
+        state = self.variant.upgraded_state(releases)
+        current = releases.current
+        logger.info(f"upgrading {', '.join(releases.moved)} to {current.version}")
+        cluster.state.record_binaries(state, releases.upgraded())
+        files = {c: current.bin_dir / c for c in releases.moved}
+        cluster.state.undo = cluster.modify(
+            state,
+            ModifyOptions(file_by_component=files),
+            f"after the upgrade to {current.version} ({state})",
         )
-        choice = choose_gates(wanted, [r.bin_dir for r in self._releases()])
-        for gate, why in sorted(choice.dropped.items()):
-            logger.info(f"FEATURE_GATES: dropping {gate}: {why}")
-        self._feature_gates = choice.flag_value
-        runtime_config, runtime_dropped = choose_runtime_config(
-            runtime_config, [r.source_dir for r in self._releases()]
-        )
-        for group_version, why in sorted(runtime_dropped.items()):
-            logger.info(f"RUNTIME_CONFIG: dropping {group_version}: {why}")
-        self._runtime_config = ",".join(runtime_config)
-        self.info.update(
-            feature_gates=self._feature_gates,
-            feature_gates_dropped=choice.dropped,
-            runtime_config=self._runtime_config,
-            runtime_config_dropped=runtime_dropped,
-        )
 
-    def tested_versions(self) -> tuple[str, ...]:
-        return tuple(release.version for release in self._releases())
 
-    def control_plane_versions(self) -> tuple[str, ...]:
-        return self._runs("kube-apiserver")
+@dataclass(frozen=True, kw_only=True)
+class Downgrade(ClusterStep):
+    """What the upgrade changed, undone."""
 
-    def kubelet_versions(self) -> tuple[str, ...]:
-        return self._runs("kubelet")
+    variant: Variant
+    name: ClassVar[str] = "downgrade"
 
-    def _runs(self, component: str) -> tuple[str, ...]:
-        """The releases ``component`` runs in this suite: its first, and the current one if the
-        upgrade moves it."""
-        assert self.versions is not None
-        first = self._initial()[component].version
-        moved = component in self.variant.moved
-        return tuple(dict.fromkeys([first, self.versions.current.version] if moved else [first]))
+    def run(self, cluster: ClusterRun) -> None:
+        versions, releases, _ = cluster.state.upgrade_inputs()
+        undo = cluster.state.undo
+        if undo is None:
+            raise AssertionError("the downgrade needs the upgrade's options to undo, and has none")
+        state = self.variant.restored_state(versions, releases)
+        old = releases.older.version
+        logger.info(f"downgrading {', '.join(releases.moved)} to {old}")
+        cluster.state.record_binaries(state, releases.initial)
+        cluster.modify(state, undo, f"after the downgrade to {old} ({state})")
 
-    def _releases(self) -> list[Release]:
-        assert self.versions is not None and self._old is not None
-        older = [self.versions.previous] if self.suite != KUBELET_LAST else [self._old]
-        return [*older, self.versions.current]
 
-    def _initial(self) -> dict[str, Release]:
-        """Which release each component starts on."""
-        assert self.versions is not None and self._old is not None
-        if self.suite == KUBELET_LAST:
-            return {c: self._old if c in NODE else self.versions.current for c in self._components}
-        return dict.fromkeys(self._components, self.versions.previous)
+# --- the suite -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UpgradeSuite:
+    """One upgrade/downgrade variant: every subtest's chain around an upgrade and a downgrade."""
+
+    variant: Variant
+    phases: ClassVar[tuple[str, ...]] = PHASES
+    gate_cycle: ClassVar[bool] = False
 
     @property
-    def _components(self) -> tuple[str, ...]:
-        return KUBE_CLUSTER_COMPONENTS
+    def name(self) -> str:
+        return self.variant.suite
 
-    def _record(self, state: str, releases: dict[str, Release]) -> None:
-        self.info.setdefault("binaries", {})[state] = {c: r.version for c, r in releases.items()}
+    def plan(self, subtests: Sequence[str], seed: int) -> list[Step]:
+        """Upstream's test function: versions, bring-up, then each phase of every subtest
+        between the cluster changes; every phase in its own order (drawn from ``seed``)."""
+        rng = random.Random(seed)
+        suite, variant = self.name, self.variant
+        after: list[ClusterStep | None] = [
+            Upgrade(suite, variant=variant),
+            Downgrade(suite, variant=variant),
+            None,
+        ]
+        plan: list[Step] = [
+            Versions(suite, variant=variant),
+            NodeRuntime(suite),
+            BringUp(suite, variant=variant),
+        ]
+        for index, (phase, change) in enumerate(zip(PHASES, after, strict=True)):
+            plan += [Phase(suite, name, index, phase) for name in shuffled(subtests, rng)]
+            if change is not None:
+                plan.append(change)
+        plan.append(Cleanup(suite))
+        return plan
 
-    def _bring_up(self) -> None:
-        assert self.versions is not None and self._old is not None
-        env = {"RUNTIME_CONFIG": self._runtime_config, "FEATURE_GATES": self._feature_gates}
-        initial = self._initial()
-        if self.suite == KUBELET_LAST:
-            state = f"0-initial-cp-{self.versions.current.version}-kubelet-{self._old.version}"
-        else:
-            state = f"0-initial-{self.versions.previous_minor}"
-        self._record(state, initial)
-        self.bring_up(self.artifacts, state, _bin_dir(self.artifacts / "bin-initial", initial), env)
-
-    def _upgrade(self) -> None:
-        assert self.cluster is not None and self.versions is not None
-        current = self.versions.current
-        moved = self.variant.moved
-        state = f"1-{self.variant.label}{current.version}"
-        logger.info(f"upgrading {', '.join(moved)} to {current.version}")
-        self._record(state, {**self._initial(), **dict.fromkeys(moved, current)})
-        self._restore = self.cluster.modify(
-            state, ModifyOptions(file_by_component={c: current.bin_dir / c for c in moved})
-        )
-        self.refresh_clients()
-        self.harnesses.wait_for_slices(f"after the upgrade to {current.version} ({state})")
-
-    def _downgrade(self) -> None:
-        assert self.cluster is not None and self._restore is not None
-        initial = self._initial()
-        old = initial[self.variant.moved[0]]
-        state = f"2-{self.variant.label}restored-{old.version}"
-        if self.suite == UPGRADE_DOWNGRADE:
-            state = f"2-restored-{self.versions.previous_minor if self.versions else old.version}"
-        logger.info(f"downgrading {', '.join(self.variant.moved)} to {old.version}")
-        self._record(state, initial)
-        self.cluster.modify(state, self._restore)
-        self.refresh_clients()
-        self.harnesses.wait_for_slices(f"after the downgrade to {old.version} ({state})")
+    def unmet(self, cluster: ClusterRun, subtest: Subtest) -> str | None:
+        """Releases the subtest excludes, a gate it needs that a release refused, or an API
+        version the server does not serve."""
+        releases = cluster.state.releases
+        if releases is not None and (
+            why := subtest.unmet_release(releases.runs("kube-apiserver"), releases.runs("kubelet"))
+        ):
+            return why
+        dropped = cluster.state.settings.feature_gates_dropped if cluster.state.settings else {}
+        for gate in subtest.feature_gates:
+            gate_name = gate.partition("=")[0]
+            if gate_name in dropped:
+                return f"needs feature gate {gate_name}, {dropped[gate_name]}"
+        return cluster.unserved(subtest)
 
 
-def _bin_dir(path: Path, releases: dict[str, Release]) -> Path:
+UPGRADE_SUITES = {name: UpgradeSuite(variant) for name, variant in VARIANTS.items()}
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def link_binaries(path: Path, releases: Mapping[str, Release]) -> Path:
     """A directory holding each component's binary from its release (symlinks), plus kubectl
     of the newest: what hack/local-up-cluster.sh starts a cluster of mixed releases from. A single
     release is started from its own directory, as upstream does."""
@@ -214,7 +323,7 @@ def _bin_dir(path: Path, releases: dict[str, Release]) -> Path:
     return path
 
 
-def _kubelet_release(current: Release, previous: Release) -> Release:
+def kubelet_release(current: Release, previous: Release) -> Release:
     """``E2E_DRA_KUBELET_VERSION`` (a release or MAJOR.MINOR), by default the previous one."""
     spec = settings().kubelet_version
     if not spec:

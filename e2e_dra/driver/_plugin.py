@@ -221,17 +221,6 @@ class Driver:
         and admission confine it), or the admin client of a privileged driver."""
         return self._api
 
-    def use_client(self, kube: Kube) -> None:
-        """Swap the API client (after an API server restart: fresh connections)."""
-        self._admin = kube
-        if self._identity is not None:
-            self._identity.admin = kube
-            self._api = self._identity.client(self.node_name, kube)
-        else:
-            self._api = kube
-        if self._publisher is not None:
-            self._publisher.use_client(self._api)
-
     def publish(self, resources: list[Pool]) -> None:
         self._resources = resources
         if self._publisher is None:

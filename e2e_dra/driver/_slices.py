@@ -88,6 +88,7 @@ class SlicePublisher:
         self._stopping = threading.Event()
         # None: not tried yet; False: this API server rejects the spec.pool.name field selector.
         self._pool_selector: bool | None = None
+        self._known_restarts = kube.restarts
         self._thread: threading.Thread | None = None
 
     # --- public -------------------------------------------------------------------------------
@@ -118,16 +119,20 @@ class SlicePublisher:
         with self._lock:
             return sum(len(state.pool.slices) for state in self._pools.values())
 
-    def use_client(self, kube: Kube) -> None:
+    def _notice_restart(self) -> None:
+        """A restarted server may be another release: learn its API again, and write again the
+        slices it stored with fields dropped (it may keep them now)."""
         with self._lock:
-            self._kube = kube
+            if self._known_restarts == self._kube.restarts:
+                return
+            self._known_restarts = self._kube.restarts
             self._api_version = None
             self._pool_selector = None  # the new server may know the field
             self._written.clear()
-        self._kick.set()
 
     @property
     def api_version(self) -> str:
+        self._notice_restart()
         with self._lock:
             if self._api_version is None:
                 self._api_version = next(
@@ -241,6 +246,7 @@ class SlicePublisher:
 
     def _reconcile(self) -> tuple[str, bool]:
         """One pass: list, fix what differs; the list's resourceVersion, and whether we wrote."""
+        self._notice_restart()
         with self._lock:
             self._kick.clear()
             collection = self._list_own()

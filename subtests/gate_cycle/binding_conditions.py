@@ -26,7 +26,7 @@ DRADeviceBindingConditions is locked on from 1.38, so the control plane emulates
 
 from __future__ import annotations
 
-from e2e_dra.subtest import Context, GateCycleSubtest, Phase
+from e2e_dra.subtest import Context, Phase, Subtest
 from subtests import binding_conditions as bc
 from subtests._gated_fields import driver_slice, expect_fields, stored_with_fields
 
@@ -93,7 +93,7 @@ def _check_result_fields(ctx: Context, claim_name: str) -> None:
         )
 
 
-SUBTEST = GateCycleSubtest(
+SUBTEST = Subtest(
     name="binding-conditions",
     initial=initial,
     toggled_gates=(GATE,),

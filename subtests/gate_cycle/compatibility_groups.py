@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from e2e_dra.builder import is_allocated
 from e2e_dra.driver import Pool
 from e2e_dra.kube import path
-from e2e_dra.subtest import Context, GateCycleSubtest, Phase
+from e2e_dra.subtest import Context, Phase, Subtest
 
 POOL = "compatibility-groups-pool"
 COUNTER_SET = "gpu"
@@ -81,7 +81,7 @@ def initial(ctx: Context) -> Phase:
     return gate_off
 
 
-SUBTEST = GateCycleSubtest(
+SUBTEST = Subtest(
     name="compatibility-groups",
     initial=initial,
     toggled_gates=("DRADeviceCompatibilityGroups",),

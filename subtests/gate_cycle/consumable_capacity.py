@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import copy
 
-from e2e_dra.subtest import Context, GateCycleSubtest, Phase
+from e2e_dra.subtest import Context, Phase, Subtest
 from subtests import consumable_capacity as cc
 from subtests._gated_fields import driver_slice, expect_fields, stored_with_fields
 
@@ -114,7 +114,7 @@ def initial(ctx: Context) -> Phase:
     return gate_off
 
 
-SUBTEST = GateCycleSubtest(
+SUBTEST = Subtest(
     name="consumable-capacity",
     initial=initial,
     toggled_gates=(GATE,),

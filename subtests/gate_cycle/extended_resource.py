@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from e2e_dra.builder import POD_START_TIMEOUT, is_allocated
 from e2e_dra.kube import path
-from e2e_dra.subtest import Context, GateCycleSubtest, Phase
+from e2e_dra.subtest import Context, Phase, Subtest
 from e2e_dra.waits import consistently, eventually
 from subtests._extended_resource import (
     claim_name_from_pod,
@@ -119,7 +119,7 @@ def _assert_claim_allocated(ctx: Context, pod: str) -> None:
     assert is_allocated(claim), f"ResourceClaim {name} of pod {pod} is no longer allocated"
 
 
-SUBTEST = GateCycleSubtest(
+SUBTEST = Subtest(
     name="extended-resource",
     initial=initial,
     toggled_gates=("DRAExtendedResource",),

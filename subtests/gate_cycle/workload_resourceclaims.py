@@ -5,7 +5,7 @@ and reservation; once the gate is back, new pods of the group share that claim a
 
 from __future__ import annotations
 
-from e2e_dra.subtest import Context, GateCycleSubtest, Phase
+from e2e_dra.subtest import Context, Phase, Subtest
 from subtests._pools import devices_per_node
 from subtests._workload import SCHEDULING, claim_path, claim_state, join_group, start_group, stays
 
@@ -40,13 +40,12 @@ def initial(ctx: Context) -> Phase:
     return gate_off
 
 
-SUBTEST = GateCycleSubtest(
+SUBTEST = Subtest(
     name="workload-resourceclaims",
     initial=initial,
     toggled_gates=("DRAWorkloadResourceClaims",),
-    enabled_gates=("GenericWorkload",),
+    feature_gates=("GenericWorkload",),
     resources=devices_per_node(1),
-    extra_runtime_config=(SCHEDULING,),
     requires=(SCHEDULING,),
     releases=">=1.37",  # scheduling.k8s.io/v1beta1 Workload and PodGroup
 )

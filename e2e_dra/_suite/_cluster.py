@@ -1,0 +1,340 @@
+"""A real cluster's life through a suite: the run's typed state, and the services its steps use.
+
+The steps (``_upgrade``, ``_gate_cycle``, ``_steps``) say what happens; :class:`ClusterRun` is
+how: resolve versions, prepare the node, bring a cluster up, restart components and wait until
+every driver's ResourceSlices are back, give each phase its context, and clean up in an order
+that leaves nothing behind. :class:`RunState` holds what the steps learn (versions, releases per
+state, settings, facts); ``summary.json`` is rendered from it and never read back.
+
+The pieces each do one thing: ``_harnesses`` the subtests' drivers and objects, ``_findings``
+which test a safety net's finding fails, ``_report`` what a failure's notes name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from e2e_dra._suite._findings import Findings
+from e2e_dra._suite._harnesses import Harnesses
+from e2e_dra._suite._report import crash_reason, failure_report
+from e2e_dra._suite._steps import ClusterStep, Phase, Step, Suite
+from e2e_dra.errors import E2EDRAError
+from e2e_dra.kube import Kube, path, retrying
+from e2e_dra.provision import ensure_node_runtime
+from e2e_dra.releases import Release, VersionsUnderTest, versions_under_test
+from e2e_dra.settings import settings
+from e2e_dra.subtest import Context, Subtest
+from e2e_dra.waits import abort_when, eventually
+from hostkit import Attempts
+from localupcluster import Cluster, ModifyOptions
+
+if TYPE_CHECKING:
+    from e2e_dra._suite._upgrade import ClusterSettings, Releases
+
+NAMESPACE = "default"
+USER_AGENT = "e2e-dra -- dra"
+NODES_TIMEOUT = 300.0
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RunState:
+    """What a suite's steps learned, in one place; :meth:`describe` is the summary's view."""
+
+    versions: VersionsUnderTest | None = None
+    releases: Releases | None = None  # upgrade suites: which release runs where
+    settings: ClusterSettings | None = None  # upgrade suites: FEATURE_GATES, RUNTIME_CONFIG
+    undo: ModifyOptions | None = None  # what undoes the upgrade
+    node_runtime: Path | None = None
+    node_env: dict[str, str] = field(default_factory=dict)
+    cluster_env: dict[str, str] = field(default_factory=dict)
+    log_dir: Path | None = None
+    kubeconfig: Path | None = None
+    binaries: dict[str, dict[str, str]] = field(default_factory=dict)  # state -> component
+    per_subtest: dict[str, dict[str, Any]] = field(default_factory=dict)  # gate cycle settings
+    dependent_gates: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    facts: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def current(self) -> Release:
+        if self.versions is None:
+            raise AssertionError("the versions step has not run")
+        return self.versions.current
+
+    def upgrade_inputs(self) -> tuple[VersionsUnderTest, Releases, ClusterSettings]:
+        if self.versions is None or self.releases is None or self.settings is None:
+            raise AssertionError("the versions step has not run")
+        return self.versions, self.releases, self.settings
+
+    def record_binaries(self, state: str, releases: Mapping[str, Release]) -> None:
+        self.binaries[state] = {c: r.version for c, r in releases.items()}
+
+    def describe(self) -> dict[str, Any]:
+        """Versions, releases and settings for ``summary.json``."""
+        info: dict[str, Any] = {}
+        versions = self.versions
+        if versions is not None:
+            current, previous = versions.current, versions.previous
+            info.update(
+                current={
+                    "version": current.version,
+                    "origin": current.origin,
+                    "bin_dir": str(current.bin_dir),
+                    "source_dir": str(current.source_dir),
+                    "deviations": list(current.deviations),
+                    "chosen": versions.choice,
+                },
+                previous={
+                    "version": previous.version,
+                    "origin": previous.origin,
+                    "bin_dir": str(previous.bin_dir),
+                    "deviations": list(previous.deviations),
+                },
+                previous_minor=versions.previous_minor,
+                release_source=versions.source,
+            )
+        if self.releases is not None:
+            kubelet = self.releases.initial["kubelet"]
+            if kubelet is not self.releases.initial["kube-apiserver"]:
+                info["kubelet"] = {"version": kubelet.version, "bin_dir": str(kubelet.bin_dir)}
+        if self.settings is not None:
+            info.update(
+                feature_gates=self.settings.feature_gates,
+                feature_gates_dropped=dict(self.settings.feature_gates_dropped),
+                runtime_config=self.settings.runtime_config,
+                runtime_config_dropped=dict(self.settings.runtime_config_dropped),
+            )
+        if self.node_runtime is not None:
+            info["node_runtime"] = str(self.node_runtime)
+        if self.per_subtest:
+            info["subtests"] = self.per_subtest
+        if self.log_dir is not None:
+            info.update(cluster_env=self.cluster_env, log_dir=str(self.log_dir))
+        if self.kubeconfig is not None:
+            info["kubeconfig"] = str(self.kubeconfig)
+        if self.binaries:
+            info["binaries"] = self.binaries
+        if self.facts:
+            info["facts"] = self.facts
+        return info
+
+
+class ClusterRun:
+    """The real cluster behind one suite: runs its steps, gives its phases their context."""
+
+    def __init__(self, suite: Suite, subtests: Mapping[str, Subtest], artifacts: Path) -> None:
+        self.suite = suite
+        self.subtests = dict(subtests)
+        self.artifacts = artifacts
+        self.state = RunState()
+        self.cluster: Cluster | None = None
+        self.api: Kube | None = None  # the cluster's admin client; all others are made from it
+        self.nodes: list[str] = []
+        self.harnesses = Harnesses(self.subtests, artifacts / "drivers", NAMESPACE, suite.name)
+        self.findings = Findings(NAMESPACE, self.harnesses.take_dropped_fields)
+        self._watch: contextlib.AbstractContextManager[None] | None = None  # for crashes
+
+    # --- what the suite run asks ----------------------------------------------------------------
+
+    def run_step(self, step: ClusterStep) -> None:
+        step.run(self)
+
+    def unmet(self, subtest: str) -> str | None:
+        """Why ``subtest`` cannot run in this suite on these releases, or None."""
+        return self.suite.unmet(self, self.subtests[subtest])
+
+    def drop(self, subtest: str) -> None:
+        self.harnesses.drop(subtest)
+
+    @contextlib.contextmanager
+    def context(self, phase: Phase) -> Iterator[Context]:
+        """``phase``'s context, with a client of its own (closed when the phase ends): the
+        subtest's driver is set up before its first phase."""
+        if self.api is None:
+            raise AssertionError("no cluster is up")
+        harness = self.harnesses.ready(phase.subtest, self.api, self.nodes)
+        kube = self.api.fresh()
+        try:
+            yield Context(
+                kube=kube,
+                driver=harness.driver,
+                builder=harness.objects.builder(kube),
+                nodes=list(self.nodes),
+                phase=phase.name,
+                artifacts=self.artifacts / "subtests" / phase.subtest,
+                namespace=NAMESPACE,
+                log=logger.info,
+                facts=self.state.facts.setdefault(phase.subtest, {}),
+            )
+        finally:
+            kube.close()
+
+    def checks(self, step: Step) -> list[str]:
+        return self.findings.checks(step)
+
+    def on_failure(self, step: Step, exc: BaseException) -> list[str]:
+        return failure_report(
+            step,
+            kube=self.api,
+            harnesses=self.harnesses,
+            cluster=self.cluster,
+            dumps=self.artifacts / "dumps",
+            namespace=NAMESPACE,
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return self.state.describe()
+
+    # --- services of the steps ------------------------------------------------------------------
+
+    def resolve_versions(self, commands: tuple[str, ...] | None = None) -> VersionsUnderTest:
+        """The releases of this run; of the current one only ``commands``, when given."""
+        versions = versions_under_test(commands) if commands else versions_under_test()
+        if versions.current.source_dir is None:
+            raise E2EDRAError(
+                f"no Kubernetes source tree for {versions.current.version}: "
+                "set KUBERNETES_SOURCE_DIR (hack/local-up-cluster.sh comes from there)"
+            )
+        for release in (versions.previous, versions.current):
+            for deviation in release.deviations:
+                logger.info(f"Kubernetes {release.version} deviates from its release: {deviation}")
+        self.state.versions = versions
+        return versions
+
+    def prepare_node(self) -> None:
+        runtime = ensure_node_runtime(self.state.current().source_dir)
+        self.state.node_env = runtime.env()
+        self.state.node_runtime = runtime.root
+
+    def bring_up(
+        self, log_dir: Path, state: str, bin_dir: Path, env: dict[str, str], gates: str = ""
+    ) -> None:
+        source_dir = self.state.current().source_dir
+        assert source_dir is not None
+        self.cluster = Cluster(source_dir, log_dir, log=logger, host_lock=settings().host_lock)
+        node_env = self.state.node_env
+        self.state.cluster_env = {k: env[k] for k in sorted(env) if k not in node_env}
+        self.state.log_dir = log_dir
+        logger.info(f"bringing up state {state} with {bin_dir}")
+        self.cluster.start(state, bin_dir, {**node_env, **env}, gates)
+        if self._watch is None:  # every wait of the run ends at once when a component crashes
+            self._watch = abort_when(self._crashed)
+            self._watch.__enter__()
+        self.api = Kube.from_kubeconfig(self.cluster.kubeconfig, user_agent=USER_AGENT)
+        self.findings.watch_claims(self.api, self.harnesses.driver_names())
+        self.nodes = self._schedulable_nodes()
+        self.state.kubeconfig = self.cluster.kubeconfig
+
+    def modify(self, state: str, options: ModifyOptions, why: str) -> ModifyOptions:
+        """Restart components as ``options`` say; returns the options that undo it. Every client
+        learns the server anew, and every driver's slices are waited for (the kubelet wipes
+        them when it restarts)."""
+        cluster, api = self._up()
+        undo = cluster.modify(state, options)
+        api.server_restarted()
+        self.harnesses.wait_for_slices(why)
+        return undo
+
+    def toggle_gates(self, subtest: Subtest, state: str, gates: str, on: bool) -> None:
+        """The cluster restarted with ``gates``. While a gate is off the apiserver drops its
+        fields from re-published slices; once it is on again the driver publishes them whole."""
+        cluster, api = self._up()
+        harness = self.harnesses.get(subtest.name)
+        if harness is not None and not on:
+            harness.driver.set_expect_dropped_fields(True)
+        cluster.toggle_feature_gates(state, gates)
+        api.server_restarted()
+        if harness is not None and on and subtest.resources is not None:
+            # While the gate was off the publisher settled on the stripped slices; publishing
+            # again (to an apiserver that keeps the fields now) restores them.
+            harness.driver.publish(subtest.resources(self.nodes))
+        self.harnesses.wait_for_slices(f"after {state}")
+        if harness is not None and on:
+            harness.driver.set_expect_dropped_fields(False)
+
+    def unserved(self, subtest: Subtest) -> str | None:
+        """The first API version ``subtest`` requires that the server does not serve, said."""
+        if self.api is None:
+            return None
+        version = retrying(self.api.server_version)()
+        for group_version in subtest.requires:
+            if not retrying(self.api.served)(group_version):
+                return f"needs {group_version}, which {version} does not serve"
+        return None
+
+    def close(self) -> None:
+        """Objects torn down, drivers stopped, the nets' last look, cluster stopped: each tried,
+        the first error raised (the others as its notes).
+
+        Each driver stops as soon as its objects are gone, so the kubelet's wiping delay (30 s
+        after a plugin unregisters) runs for all of them at once; then one wait checks that the
+        kubelet removed the ResourceSlices of every driver (upstream: ``IsGone`` per driver).
+        """
+        attempts = Attempts("cleanup", logger.info, note="e2e-dra: cleanup also failed")
+        live = self._api_reachable()
+        stopped, dropped_fields = self.harnesses.close(attempts, self.api, tear_down=live)
+        self.findings.hold(dropped_fields)
+        if live:
+            assert self.api is not None
+            self.findings.last_look(attempts, self.api, stopped)
+        self.findings.stop_watch()
+        waiting = self.findings.still_waiting()
+        if waiting is not None:
+            attempts.fail(waiting)
+        if self._watch is not None:
+            self._watch.__exit__(None, None, None)
+            self._watch = None
+        if self.cluster is not None:
+            cluster, self.cluster = self.cluster, None
+            attempts("stop the cluster", cluster.stop)
+        if self.api is not None:
+            self.api.close()
+            self.api = None
+        self.harnesses.forget()
+        attempts.raise_first()
+
+    # --- internals ------------------------------------------------------------------------------
+
+    def _up(self) -> tuple[Cluster, Kube]:
+        if self.cluster is None or self.api is None:
+            raise AssertionError("no cluster is up")
+        return self.cluster, self.api
+
+    def _schedulable_nodes(self) -> list[str]:
+        assert self.api is not None
+        kube = self.api
+
+        def schedulable() -> list[str]:
+            names = []
+            for node in kube.list(path("v1", "nodes")):
+                spec = node.get("spec") or {}
+                taints = [t for t in spec.get("taints") or [] if t.get("effect") == "NoSchedule"]
+                ready = any(
+                    c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in (node.get("status") or {}).get("conditions") or []
+                )
+                if ready and not spec.get("unschedulable") and not taints:
+                    names.append(node["metadata"]["name"])
+            return sorted(names)
+
+        logger.info("waiting for a schedulable node")
+        return eventually(schedulable, what="a ready, schedulable node", timeout=NODES_TIMEOUT)[:1]
+
+    def _crashed(self) -> str | None:
+        return crash_reason(self.cluster)
+
+    def _api_reachable(self) -> bool:
+        """Whether the cleanup can still talk to the cluster. An interrupt (Ctrl-C, SIGTERM) has
+        the engine stop every component first; then the objects went with it and the nets have
+        nothing left to look at, which is said once instead of failing on a refused port."""
+        if self.cluster is None or self.api is None:
+            return False
+        if not self.cluster.running:
+            logger.info("cleanup: the cluster was already stopped; objects and nets not checked")
+            return False
+        return True

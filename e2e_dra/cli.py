@@ -12,7 +12,8 @@ import contextlib
 import signal
 import sys
 from collections.abc import Sequence
-from types import FrameType
+
+from hostkit import handling_interrupts  # light: what every layer needs, nothing else
 
 PROG = "e2e-dra"
 _EXIT_INTERRUPTED = 130  # e2e_dra.errors.EXIT_INTERRUPTED, not imported: start-up stays light
@@ -23,23 +24,17 @@ class _TerminatedEarly(KeyboardInterrupt):
     """SIGTERM while the commands are imported."""
 
 
-def _raise_terminated(signum: int, frame: FrameType | None) -> None:
-    raise _TerminatedEarly(signal.Signals(signum).name)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``e2e-dra`` with ``argv`` (None: the command line, as the program itself)."""
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        from e2e_dra.commands._main import main as run
+        with handling_interrupts(terminated=_TerminatedEarly):
+            from e2e_dra.commands._main import main as run
     except KeyboardInterrupt as exc:
         terminated = isinstance(exc, _TerminatedEarly)
         what = "terminated (SIGTERM)" if terminated else "interrupted"
         with contextlib.suppress(OSError):
             print(f"{PROG}: error: {what}", file=sys.stderr, flush=True)
         return _decided(argv, _EXIT_TERMINATED if terminated else _EXIT_INTERRUPTED)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     return _decided(argv, run(argv))
 
 

@@ -31,7 +31,6 @@ import logging
 import os
 import random
 import shutil
-import signal
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -47,6 +46,7 @@ from e2e_dra._suite._run import Backend, SuiteRun
 from e2e_dra.errors import InputError
 from e2e_dra.settings import Settings, use
 from e2e_dra.subtest import Subtest, discover
+from hostkit import handling_interrupts
 
 SUITE_ATTR = "E2E_DRA_SUITE"
 STEP_FIXTURE = "e2e_dra_step"
@@ -118,6 +118,13 @@ def pytest_e2e_dra_backend(
     return ClusterRun(suite, subtests, artifacts)
 
 
+@pytest.fixture(scope="module")
+def e2e_dra_run(request: pytest.FixtureRequest) -> Iterator[SuiteRun]:
+    """The running suite of this module; its teardown stops the cluster."""
+    plugin = request.config.pluginmanager.get_plugin(PLUGIN_NAME)
+    yield from plugin.running(request)
+
+
 class SuitePlugin:
     """The suites of one pytest run: their plans, the selection fix-up, the running suite."""
 
@@ -129,7 +136,9 @@ class SuitePlugin:
         self.subtests: dict[str, dict[str, Subtest]] = {}
         self.selected: dict[str, set[str]] = {}
         self.summaries: dict[str, str] = {}
-        self.put_back = 0
+        self._collected: list[pytest.Item] = []
+        self._deselected: set[int] = set()  # ids of every item deselected so far
+        self._rescued: dict[int, pytest.Item] = {}  # deselected, but needed: they run
         self.progress = _LiveProgress(config)
         self.levels_before = {name: logging.getLogger(name).level for name in PROGRESS_LOGGERS}
         # Our loggers record INFO in every run, so a failed test's report shows its progress
@@ -170,48 +179,73 @@ class SuitePlugin:
     ) -> Iterator[None]:
         """Once everyone chose (-k, -m, --lf, --ff, --sw: registered after pytest's cache
         plugins, this wrapper ends last), put back what the chosen phases need, in plan order."""
-        collected = list(items)
+        self._collected = list(items)
         result = yield
-        step_of = {id(item): step for item in collected if (step := _step_of(item)) is not None}
+        step_of = self._steps_of(self._collected)
         if not step_of:
             return result
-        chosen = {id(item) for item in items}
-        blocks: dict[str, list[pytest.Item]] = {}
-        for suite, plan in self.plans.items():
-            item_of = {step_of[id(i)]: i for i in collected if step_of.get(id(i)) in plan}
-            keep = needed(plan, [step for step, item in item_of.items() if id(item) in chosen])
-            blocks[suite] = [item_of[step] for step in keep]
-            self.put_back += sum(1 for item in blocks[suite] if id(item) not in chosen)
-            self.selected[suite] = {step.subtest for step in keep if isinstance(step, Phase)}
+        keep = self._needed(step_of, [item for item in items if id(item) in step_of])
+        for suite, block in keep.items():
+            self.selected[suite] = {
+                step.subtest for item in block if isinstance(step := step_of[id(item)], Phase)
+            }
         ordered: list[pytest.Item] = []
         for item in items:  # the others keep the order pytest's plugins gave them
             step = step_of.get(id(item))
             if step is None:
                 ordered.append(item)
-            elif step.suite in blocks:
-                ordered += blocks.pop(step.suite)
-        for block in blocks.values():  # a suite none of whose items was chosen as such
+            elif step.suite in keep:
+                ordered += keep.pop(step.suite)
+        for block in keep.values():  # a suite none of whose items was chosen as such
             ordered += block
+        kept = {id(item) for item in ordered}
+        unneeded = [item for key, item in self._rescued.items() if key not in kept]
+        if unneeded:  # kept back from an early deselection, and no later choice needs them
+            config.hook.pytest_deselected(items=unneeded)
         items[:] = ordered
         return result
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        """Keep what the still selected phases need out of a deselection, before anyone counts
+        it: those items run, so pytest's "N deselected" must not count them."""
+        step_of = self._steps_of(self._collected)
+        if not step_of:
+            return
+        self._deselected.update(id(item) for item in items)
+        remaining = [
+            i for i in self._collected if id(i) in step_of and id(i) not in self._deselected
+        ]
+        needed_now = {
+            id(item) for block in self._needed(step_of, remaining).values() for item in block
+        }
+        rescued = [item for item in items if id(item) in needed_now]
+        self._rescued.update((id(item), item) for item in rescued)
+        items[:] = [item for item in items if id(item) not in needed_now]
+
+    def _steps_of(self, items: list[pytest.Item]) -> dict[int, Step]:
+        return {id(item): step for item in items if (step := _step_of(item)) is not None}
+
+    def _needed(
+        self, step_of: dict[int, Step], chosen: list[pytest.Item]
+    ) -> dict[str, list[pytest.Item]]:
+        """Per suite, the items ``chosen`` need, in plan order."""
+        chosen_ids = {id(item) for item in chosen}
+        blocks: dict[str, list[pytest.Item]] = {}
+        for suite, plan in self.plans.items():
+            item_of = {step_of[id(i)]: i for i in self._collected if step_of.get(id(i)) in plan}
+            picked = [step for step, item in item_of.items() if id(item) in chosen_ids]
+            blocks[suite] = [item_of[step] for step in needed(plan, picked)]
+        return blocks
+
     def pytest_report_collectionfinish(self, config: pytest.Config) -> list[str]:
-        lines = []
-        if self.put_back:
-            lines.append(
-                f"e2e-dra: {self.put_back} deselected test(s) run anyway: the selected phases "
-                "need them (earlier phases of their subtest, the cluster steps)"
-            )
-        if any(self.selected.values()):
-            lines.append(_seed_line(self.seed))
-        return lines
+        return [_seed_line(self.seed)] if any(self.selected.values()) else []
 
     # --- running ------------------------------------------------------------------------------
 
-    @pytest.fixture(scope="module")
-    def e2e_dra_run(self, request: pytest.FixtureRequest) -> Iterator[SuiteRun]:
-        """The running suite of this module; its teardown stops the cluster (also on -x,
-        Ctrl-C, SIGTERM)."""
+    def running(self, request: pytest.FixtureRequest) -> Iterator[SuiteRun]:
+        """The running suite of ``request``'s module; it ends with the cluster stopped (also
+        on -x, Ctrl-C, SIGTERM)."""
         suite = _suite_of(request.module)
         if suite is None:
             raise pytest.UsageError(f"{request.module.__name__} does not set {SUITE_ATTR}")
@@ -230,7 +264,10 @@ class SuitePlugin:
         request.getfixturevalue("record_testsuite_property")("e2e_dra_seed", str(self.seed))
         run = SuiteRun(suite.name, subtests, backend, summary)
         try:
-            with self.progress.shown(), _sigterm_as_ctrl_c():
+            # The edge of a suite run: SIGTERM (a CI job cancelled, ``kill``) ends it as Ctrl-C
+            # does, the cluster's processes stopped at once (the engine registered that), the
+            # phase reported interrupted, the cleanup run and summary.json finished.
+            with self.progress.shown(), handling_interrupts(terminated=KeyboardInterrupt):
                 yield run
         finally:
             run.close()
@@ -312,22 +349,3 @@ def _step_of(item: pytest.Item) -> Step | None:
 
 def _seed_line(seed: int) -> str:
     return f"e2e-dra: subtest order seed {seed} (repeat this order with --e2e-dra-seed={seed})"
-
-
-@contextlib.contextmanager
-def _sigterm_as_ctrl_c() -> Iterator[None]:
-    """SIGTERM (a CI job cancelled, ``kill``) ends the run as Ctrl-C does: the phase is reported
-    interrupted, the cluster is stopped and summary.json is finished -- instead of the default,
-    an instant death that leaves all of that undone."""
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"{signal.Signals(signum).name} received")
-
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        yield  # someone else decided what SIGTERM does
-        return
-    signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -1,5 +1,5 @@
 """What every layer needs of this host: files that are old or new but never half-written, waits
-with a deadline, and tear-downs that try every step.
+with a deadline, tear-downs that try every step, and one place that handles Ctrl-C and SIGTERM.
 
 Configs read by daemons, CDI specs read by the container runtime, PID files, ledgers, cache
 markers and run summaries are all read by someone else at any moment, or after a crash of ours; a
@@ -12,6 +12,7 @@ supervisor may use it too.
 
 from hostkit._atomic import atomic_copy, atomic_write_text, write_if_changed
 from hostkit._attempts import Attempts
+from hostkit._interrupts import handling_interrupts, on_interrupt
 from hostkit._poll import Polled, poll
 
 __all__ = [
@@ -19,6 +20,8 @@ __all__ = [
     "Polled",
     "atomic_copy",
     "atomic_write_text",
+    "handling_interrupts",
+    "on_interrupt",
     "poll",
     "write_if_changed",
 ]

@@ -23,11 +23,11 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hostkit import Attempts, poll
+from hostkit import Attempts, on_interrupt, poll
 from localupcluster._components import (
     COMPONENTS,
     DEFAULT_SETTINGS,
@@ -49,7 +49,6 @@ from localupcluster._readiness import (
     wait_http_ready,
     wait_nodes_ready,
 )
-from localupcluster._signals import InterruptGuard
 from localupcluster._tls import AdminTLS, admin_tls
 from localupcluster.cmd import Cmd
 from supervise import describe_exit
@@ -148,7 +147,7 @@ class Cluster:
         self._versions: dict[str, str] = {}
         self._log = engine_log(log)
         self._lock = HostLock(host_lock, log=self._log)
-        self._guard = InterruptGuard(self._interrupted)
+        self._cancel_stop_on_interrupt: Callable[[], None] | None = None
         self._stopping = False
         self._dropped_sudo_said = False
 
@@ -197,7 +196,8 @@ class Cluster:
         if not verbose.isdigit() or int(verbose) < 2:
             self._env["KUBE_VERBOSE"] = "2"  # makes bash trace the "+ VAR=value" assignments
         self._lock.acquire()
-        self._guard.install()
+        if self._cancel_stop_on_interrupt is None:  # the program's edge handles the signals
+            self._cancel_stop_on_interrupt = on_interrupt(self._interrupted)
         try:
             self._run_script(state, script, Path(bin_dir), feature_gates)
         except BaseException as exc:
@@ -323,7 +323,9 @@ class Cluster:
                 self._script = None
             done = True
         finally:
-            self._guard.uninstall()
+            if self._cancel_stop_on_interrupt is not None:
+                self._cancel_stop_on_interrupt()
+                self._cancel_stop_on_interrupt = None
             # With a survivor, the next cluster must not start on top of it: the lock (and its
             # ledger, which a successor uses to stop what is left) stays until this process ends.
             if done and not errors:

@@ -9,13 +9,14 @@ and the production package holds no switch to a pretend cluster. What the preten
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from e2e_dra._suite._plan import Entry
+from e2e_dra._suite import ClusterStep, Phase, Step, Suite
 from e2e_dra.subtest import Context
 
 logger = logging.getLogger("e2e_dra.dry")
@@ -30,7 +31,7 @@ class DryBackend:
 
     def __init__(
         self,
-        suite: str,
+        suite: Suite,
         subtests: Mapping[str, Any],
         artifacts: Path,
         *,
@@ -46,7 +47,7 @@ class DryBackend:
         self._fail_step = fail_step
         self._findings = dict(findings or {})
 
-    def run_step(self, entry: Entry) -> None:
+    def run_step(self, entry: ClusterStep) -> None:
         self.steps.append(entry.id)
         self.artifacts.mkdir(parents=True, exist_ok=True)
         with (self.artifacts / STEPS_LOG).open("a") as log:
@@ -64,21 +65,22 @@ class DryBackend:
     def drop(self, subtest: str) -> None:
         pass
 
-    def context(self, entry: Entry) -> Context:
-        return Context(
+    @contextlib.contextmanager
+    def context(self, phase: Phase) -> Iterator[Context]:
+        yield Context(
             kube=None,  # type: ignore[arg-type]
             driver=None,  # type: ignore[arg-type]
             builder=None,  # type: ignore[arg-type]
             nodes=["127.0.0.1"],
-            phase=str(entry.phase),
-            artifacts=self.artifacts / "subtests" / str(entry.subtest),
+            phase=phase.name,
+            artifacts=self.artifacts / "subtests" / phase.subtest,
             log=logger.info,
         )
 
-    def checks(self, entry: Entry) -> list[str]:
+    def checks(self, entry: Step) -> list[str]:
         return list(self._findings.get(entry.id, ()))
 
-    def on_failure(self, entry: Entry, exc: BaseException) -> list[str]:
+    def on_failure(self, entry: Step, exc: BaseException) -> list[str]:
         return [f"e2e-dra: artifacts: {self.artifacts}"]
 
     def close(self) -> None:
@@ -102,7 +104,7 @@ class DryCluster:
     findings: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
     def pytest_e2e_dra_backend(
-        self, suite: str, subtests: Mapping[str, Any], artifacts: Path
+        self, suite: Suite, subtests: Mapping[str, Any], artifacts: Path
     ) -> DryBackend:
         return DryBackend(
             suite,

@@ -15,7 +15,7 @@ from kubernetes.client import models
 
 import subtests.gate_cycle
 from e2e_dra.builder import Builder
-from e2e_dra.subtest import Context, GateCycleSubtest, discover
+from e2e_dra.subtest import Context, Subtest, discover
 from subtests import _gated_fields
 from subtests._workload import claim_state
 from subtests.gate_cycle import binding_conditions, consumable_capacity
@@ -29,8 +29,8 @@ EXPECTED = {
 }
 
 
-def gate_cycle_subtests() -> dict[str, GateCycleSubtest]:
-    return {s.name: s for s in discover("subtests.gate_cycle", GateCycleSubtest)}
+def gate_cycle_subtests() -> dict[str, Subtest]:
+    return {s.name: s for s in discover("subtests.gate_cycle", gate_cycle=True)}
 
 
 def test_every_gate_cycle_module_defines_its_subtest() -> None:
@@ -48,7 +48,7 @@ def test_every_gate_cycle_module_defines_its_subtest() -> None:
 def test_extended_resource_matches_upstream_table() -> None:
     subtest = gate_cycle_subtests()["extended-resource"]
     assert subtest.toggled_gates == ("DRAExtendedResource",)
-    assert subtest.enabled_gates == ()
+    assert subtest.feature_gates == ()
     assert subtest.emulated_version == "1.36"
     assert subtest.resources is not None
     (pool,) = subtest.resources(["127.0.0.1"])
@@ -193,7 +193,8 @@ echo "Kubernetes %(version)s"
 
 
 def _gate_cycle_backend(tmp_path: Path, version: str, *, knows_dependent: bool):
-    from e2e_dra._suite._gate_cycle import GateCycleBackend
+    from e2e_dra._suite import GATE_CYCLE, SUITES
+    from e2e_dra._suite._cluster import ClusterRun
     from e2e_dra.releases import Release, VersionsUnderTest
 
     bin_dir = tmp_path / version / "bin"
@@ -204,9 +205,15 @@ def _gate_cycle_backend(tmp_path: Path, version: str, *, knows_dependent: bool):
     )
     apiserver.chmod(0o755)
     release = Release(version=version, bin_dir=bin_dir, source_dir=None, origin="build")
-    backend = GateCycleBackend("gate-cycle", gate_cycle_subtests(), tmp_path / "artifacts")
-    backend.versions = VersionsUnderTest(release, release, "1.37", "build")
+    backend = ClusterRun(SUITES[GATE_CYCLE], gate_cycle_subtests(), tmp_path / "artifacts")
+    backend.state.versions = VersionsUnderTest(release, release, "1.37", "build")
     return backend
+
+
+def _gates(backend, name: str, on: bool) -> str:
+    from e2e_dra._suite._gate_cycle import gate_flag
+
+    return gate_flag(backend, backend.subtests[name], on=on)
 
 
 def test_a_gate_that_depends_on_the_toggled_one_goes_off_and_on_with_it(tmp_path: Path) -> None:
@@ -214,14 +221,14 @@ def test_a_gate_that_depends_on_the_toggled_one_goes_off_and_on_with_it(tmp_path
     without = _gate_cycle_backend(tmp_path / "old", "v1.36.5", knows_dependent=False)
 
     assert with_dependent.unmet("consumable-capacity") is None
-    assert with_dependent._gates("consumable-capacity", False) == (
+    assert _gates(with_dependent, "consumable-capacity", False) == (
         "DRAConsumableCapacity=false,DRAFractionalCapacityRange=false"
     )
-    assert with_dependent._gates("consumable-capacity", True) == (
+    assert _gates(with_dependent, "consumable-capacity", True) == (
         "DRAConsumableCapacity=true,DRAFractionalCapacityRange=true"
     )
     # a release without the dependent gate toggles the gate alone
-    assert without._gates("consumable-capacity", False) == "DRAConsumableCapacity=false"
+    assert _gates(without, "consumable-capacity", False) == "DRAConsumableCapacity=false"
     assert without.unmet("consumable-capacity") is None
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import itertools
 import os
 import stat
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -246,3 +248,60 @@ def test_before_each_runs_before_every_probe_and_is_never_retried(clock: FakeClo
             sleep=clock.sleep,
         )
     assert order == ["check", "probe", "check", "probe", "check"]
+
+
+INTERRUPTED = """
+import os, signal, sys, time
+from hostkit import handling_interrupts, on_interrupt
+
+def note(what):
+    def stop(why):
+        with open(sys.argv[1], "a") as out:
+            out.write(f"{what}:{why}\\n")
+    return stop
+
+def broken(why):
+    raise RuntimeError("this stop fails")
+
+on_interrupt(note("first"))
+cancelled = on_interrupt(note("cancelled"))
+cancelled()
+on_interrupt(broken)
+on_interrupt(note("last"))
+terminated = None if sys.argv[2] == "die" else SystemExit
+try:
+    with handling_interrupts(terminated=terminated):
+        os.kill(os.getpid(), getattr(signal, sys.argv[3]))
+        time.sleep(30)
+except KeyboardInterrupt as exc:
+    print(f"KeyboardInterrupt {exc}")
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "sig", "returncode", "said"),
+    [
+        ("die", "SIGTERM", -15, ""),  # as without any handler
+        ("raise", "SIGTERM", "SIGTERM", ""),  # the edge's exception (here: SystemExit)
+        ("die", "SIGINT", 0, "KeyboardInterrupt SIGINT"),  # Ctrl-C raises where the program is
+    ],
+)
+def test_an_interrupt_runs_every_registered_stop_then_ends_as_the_edge_chose(
+    tmp_path: Path, how: str, sig: str, returncode: object, said: str
+) -> None:
+    notes = tmp_path / "notes"
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED, str(notes), how, sig],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
+    # newest first; a stop that fails is said and does not keep the older ones from running
+    assert notes.read_text().splitlines() == [f"last:{sig}", f"first:{sig}"]
+    assert "stopping after " + sig + " failed: this stop fails" in done.stderr
+    if returncode == "SIGTERM":  # SystemExit("SIGTERM"): its message, status 1
+        assert done.returncode == 1 and done.stderr.strip().endswith("SIGTERM")
+    else:
+        assert done.returncode == returncode
+    assert done.stdout.strip() == said

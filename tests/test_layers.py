@@ -45,6 +45,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "e2e_dra._suite",
             "e2e_dra.pytest_plugin",
+            "e2e_dra.conftest",
             "e2e_dra.test_upgrade_downgrade",
             "e2e_dra.test_control_plane_first",
             "e2e_dra.test_kubelet_last",

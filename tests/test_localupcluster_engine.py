@@ -293,15 +293,17 @@ import logging, sys, time
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 from fake_k8s.harness import FakeTree
+from hostkit import handling_interrupts
 from localupcluster import Cluster
 logging.basicConfig(level=logging.INFO)  # a standalone user shows the engine's records
 env = {env!r}
 cluster = Cluster(
     Path({source!r}), Path({logs!r}), wait_for_nodes=False, host_lock=Path({host_lock!r})
 )
-cluster.start("0-initial", Path({bin_dir!r}), env)
-print("READY", flush=True)
-time.sleep(600)
+with handling_interrupts(terminated=None):  # the script is the program's edge
+    cluster.start("0-initial", Path({bin_dir!r}), env)
+    print("READY", flush=True)
+    time.sleep(600)
 """
 
 

@@ -237,7 +237,7 @@ def test_the_command_line_stops_on_a_bad_variable_with_one_line() -> None:
     ]
 
 
-def test_a_pytest_run_reads_the_environment_at_its_start(
+def test_a_suite_run_reads_the_environment_at_its_start(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytester.makepyfile(
@@ -247,10 +247,11 @@ def test_a_pytest_run_reads_the_environment_at_its_start(
     )
     before = settings()
     monkeypatch.setenv("ARTIFACTS", "/from/the/run")
-    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    plugin = ("-p", "e2e_dra.pytest_plugin")  # as e2e_dra/conftest.py loads it for the suites
+    pytester.runpytest(*plugin, "-p", "no:cacheprovider").assert_outcomes(passed=1)
     assert settings() is before  # handed back when that run ended
 
     monkeypatch.setenv("E2E_DRA_PROGRESS_EVERY", "often")
-    result = pytester.runpytest("-p", "no:cacheprovider")
+    result = pytester.runpytest(*plugin, "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "E2E_DRA_PROGRESS_EVERY='often' is not a duration" in result.stderr.str()

@@ -10,19 +10,16 @@ from pathlib import Path
 import pytest
 from environment import Environ
 
-from e2e_dra._suite._plan import (
-    CONTROL_PLANE_FIRST,
-    KUBELET_LAST,
-    UPGRADE_DOWNGRADE,
-    upgrade_downgrade_plan,
-)
 from e2e_dra._suite._upgrade import (
     CONTROL_PLANE,
+    CONTROL_PLANE_FIRST,
+    KUBELET_LAST,
     NODE,
+    UPGRADE_DOWNGRADE,
+    UPGRADE_SUITES,
     VARIANTS,
-    UpgradeDowngradeBackend,
-    _bin_dir,
-    _kubelet_release,
+    kubelet_release,
+    link_binaries,
 )
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.releases import Release, VersionsUnderTest
@@ -39,7 +36,7 @@ def _release(tmp_path: Path, version: str) -> Release:
 
 
 def test_every_variant_runs_the_same_chains_and_moves_only_its_components() -> None:
-    plans = {suite: upgrade_downgrade_plan(["a", "b"], 7, suite) for suite in VARIANTS}
+    plans = {suite: UPGRADE_SUITES[suite].plan(["a", "b"], 7) for suite in VARIANTS}
     ids = {suite: [entry.id for entry in plan] for suite, plan in plans.items()}
     assert ids[CONTROL_PLANE_FIRST] == ids[KUBELET_LAST] == ids[UPGRADE_DOWNGRADE]
     assert {entry.suite for entry in plans[KUBELET_LAST]} == {KUBELET_LAST}
@@ -52,14 +49,17 @@ def test_a_mixed_start_links_each_component_to_its_release(tmp_path: Path) -> No
     old, new = _release(tmp_path, "v1.36.5"), _release(tmp_path, "v1.37.2")
     mixed = {c: old if c in NODE else new for c in KUBE_CLUSTER_COMPONENTS}
 
-    bin_dir = _bin_dir(tmp_path / "bin-initial", mixed)
+    bin_dir = link_binaries(tmp_path / "bin-initial", mixed)
 
     assert (bin_dir / "kubelet").resolve() == old.bin_dir / "kubelet"
     assert (bin_dir / "kube-proxy").resolve() == old.bin_dir / "kube-proxy"
     assert (bin_dir / "kube-apiserver").resolve() == new.bin_dir / "kube-apiserver"
     assert (bin_dir / "kubectl").resolve() == new.bin_dir / "kubectl"  # the newest
     # one release: its own directory, as upstream starts it
-    assert _bin_dir(tmp_path / "unused", dict.fromkeys(KUBE_CLUSTER_COMPONENTS, old)) == old.bin_dir
+    assert (
+        link_binaries(tmp_path / "unused", dict.fromkeys(KUBE_CLUSTER_COMPONENTS, old))
+        == old.bin_dir
+    )
     assert not (tmp_path / "unused").exists()
 
 
@@ -74,37 +74,61 @@ def test_a_kubelet_outside_the_skew_policy_is_refused_before_anything_is_fetched
         environ.set("E2E_DRA_KUBELET_VERSION", "v1.33.0")
     current, previous = _release(tmp_path, "v1.37.2"), _release(tmp_path, "v1.36.5")
     with pytest.raises(E2EDRAError, match="not within 3 minors behind the control plane"):
-        _kubelet_release(current, previous)
+        kubelet_release(current, previous)
 
 
 def test_the_kubelet_defaults_to_the_previous_release(tmp_path: Path, environ: Environ) -> None:
     environ.unset("E2E_DRA_KUBELET_VERSION")
     current, previous = _release(tmp_path, "v1.37.2"), _release(tmp_path, "v1.36.5")
-    assert _kubelet_release(current, previous) is previous
+    assert kubelet_release(current, previous) is previous
 
 
-def _backend(tmp_path: Path, suite: str, old_kubelet: str) -> UpgradeDowngradeBackend:
-    """A backend after its versions step, without a cluster (nothing is started)."""
-    backend = UpgradeDowngradeBackend(suite, {}, tmp_path / "artifacts")
+def _versions(tmp_path: Path) -> VersionsUnderTest:
     current, previous = _release(tmp_path, "v1.38.0-beta.0"), _release(tmp_path, "v1.37.2")
-    backend.versions = VersionsUnderTest(current, previous, "1.37", "build")
-    backend._old = previous if suite != KUBELET_LAST else _release(tmp_path, old_kubelet)
-    return backend
+    return VersionsUnderTest(current, previous, "1.37", "build")
 
 
 def test_each_variant_knows_which_releases_the_control_plane_and_the_kubelet_run(
-    tmp_path: Path,
+    tmp_path: Path, environ: Environ
 ) -> None:
-    runs = {
-        suite: (backend.control_plane_versions(), backend.kubelet_versions())
-        for suite in VARIANTS
-        if (backend := _backend(tmp_path / suite, suite, "v1.35.4"))
-    }
+    environ.unset("E2E_DRA_KUBELET_VERSION")
+    versions = _versions(tmp_path)
+    runs = {}
+    for suite, variant in VARIANTS.items():
+        releases = variant.releases(versions)
+        runs[suite] = (releases.runs("kube-apiserver"), releases.runs("kubelet"))
 
     both = ("v1.37.2", "v1.38.0-beta.0")
     assert runs[UPGRADE_DOWNGRADE] == (both, both)
     assert runs[CONTROL_PLANE_FIRST] == (both, ("v1.37.2",))
-    assert runs[KUBELET_LAST] == (("v1.38.0-beta.0",), ("v1.35.4", "v1.38.0-beta.0"))
+    assert runs[KUBELET_LAST] == (("v1.38.0-beta.0",), both)
+
+
+def test_each_variant_names_its_states_by_what_moved_where(
+    tmp_path: Path, environ: Environ
+) -> None:
+    environ.unset("E2E_DRA_KUBELET_VERSION")
+    versions = _versions(tmp_path)
+    names = {}
+    for suite, variant in VARIANTS.items():
+        releases = variant.releases(versions)
+        names[suite] = (
+            variant.initial_state(versions, releases),
+            variant.upgraded_state(releases),
+            variant.restored_state(versions, releases),
+        )
+
+    assert names[UPGRADE_DOWNGRADE] == ("0-initial-1.37", "1-v1.38.0-beta.0", "2-restored-1.37")
+    assert names[CONTROL_PLANE_FIRST] == (
+        "0-initial-1.37",
+        "1-cp-v1.38.0-beta.0",
+        "2-cp-restored-v1.37.2",
+    )
+    assert names[KUBELET_LAST] == (
+        "0-initial-cp-v1.38.0-beta.0-kubelet-v1.37.2",
+        "1-kubelet-v1.38.0-beta.0",
+        "2-kubelet-restored-v1.37.2",
+    )
 
 
 def test_a_subtest_says_which_kubelets_it_needs_apart_from_the_control_plane() -> None:

@@ -10,20 +10,23 @@ from pathlib import Path
 
 import pytest
 
-from e2e_dra._suite._backend import ClusterBackend
+from e2e_dra._suite import SUITES, UPGRADE_DOWNGRADE, Phase, Step
+from e2e_dra._suite._cluster import ClusterRun
 from e2e_dra._suite._findings import Findings
 from e2e_dra._suite._nets import Finding
-from e2e_dra._suite._plan import CLEANUP, UPGRADE_DOWNGRADE, Entry
+from e2e_dra._suite._steps import Cleanup, ClusterStep
 
 FIRST, SECOND = "after-cluster-creation", "after-cluster-upgrade"
 
 
-def _phase(subtest: str, phase: str = FIRST) -> Entry:
-    return Entry(UPGRADE_DOWNGRADE, subtest=subtest, phase=phase, phase_index=0)
+def _phase(subtest: str, phase: str = FIRST) -> Phase:
+    return Phase(UPGRADE_DOWNGRADE, subtest, 0, phase)
 
 
-def _step(step: str) -> Entry:
-    return Entry(UPGRADE_DOWNGRADE, step=step)
+def _step(step: str) -> Step:
+    """The plan's cluster step of that name."""
+    plan = SUITES[UPGRADE_DOWNGRADE].plan([], 1)
+    return next(s for s in plan if isinstance(s, ClusterStep) and s.id == step)
 
 
 class Nets:
@@ -37,7 +40,7 @@ class Nets:
         found, self.found = self.found, []
         return found
 
-    def after(self, entry: Entry, *found: Finding) -> list[str]:
+    def after(self, entry: Step, *found: Finding) -> list[str]:
         self.found += found
         return self.findings.checks(entry)
 
@@ -71,7 +74,7 @@ def test_a_finding_of_nobody_fails_the_entry_at_hand() -> None:
 def test_the_cleanup_step_reports_what_still_waits_by_subtest() -> None:
     nets = Nets()
     nets.after(_step("bring-up"), Finding("b", "two"), Finding("a", "one"))
-    assert nets.after(_step(CLEANUP)) == [
+    assert nets.after(Cleanup(UPGRADE_DOWNGRADE)) == [
         "one [subtest 'a'; seen during cluster step 'bring-up']",
         "two [subtest 'b'; seen during cluster step 'bring-up']",
     ]
@@ -96,7 +99,7 @@ def test_what_the_cleanup_finds_fails_it_as_one_safety_net_error() -> None:
 def test_a_backend_without_a_cluster_fails_its_cleanup_with_what_waits_once(
     tmp_path: Path,
 ) -> None:
-    backend = ClusterBackend(UPGRADE_DOWNGRADE, {}, tmp_path)
+    backend = ClusterRun(SUITES[UPGRADE_DOWNGRADE], {}, tmp_path)
     backend.findings.route(_phase("a"), [Finding("b", "claim x allocated")])
     with pytest.raises(AssertionError) as raised:
         backend.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 from dry_backend import STEPS_LOG, DryBackend, DryCluster
 
 import e2e_dra
+from e2e_dra._suite import SUITES
 
 pytest_plugins = ("pytester",)
 
@@ -24,10 +26,11 @@ SUITE_DIR = Path(e2e_dra.__file__).parent
 UPGRADE_STEPS = ["versions", "node-runtime", "bring-up", "upgrade", "downgrade", "cleanup"]
 PHASES = ["after-cluster-creation", "after-cluster-upgrade", "after-cluster-downgrade"]
 TINY = ("alpha", "beta", "gamma")
+PLUGIN = ("-p", "e2e_dra.pytest_plugin")  # what e2e_dra/conftest.py loads for the real suites
 
 COMMON = """
 import os
-from e2e_dra.subtest import GateCycleSubtest, Subtest
+from e2e_dra.subtest import Subtest
 
 
 def _visit(name, ctx):
@@ -57,7 +60,7 @@ def make(name, **kwargs):
 
 
 def make_gate_cycle(name):
-    return GateCycleSubtest(name=name, initial=chain(name), toggled_gates=("SomeGate",))
+    return Subtest(name=name, initial=chain(name), toggled_gates=("SomeGate",))
 """
 
 
@@ -99,12 +102,18 @@ class Tiny:
         *args: str,
         suite: str = "test_upgrade_downgrade.py",
         cluster: DryCluster | None = None,
+        cache: bool = False,
     ) -> pytest.RunResult:
         """pytest on ``suite`` in this process, with ``cluster`` (default: a plain one) as its
-        cluster."""
+        cluster; with ``cache``, pytest's cache (``--lf``, ``--ff``, ``--sw``) is on."""
+        no_cache = () if cache else ("-p", "no:cacheprovider")
         return self.pytester.runpytest(
-            suite, "-p", "no:cacheprovider", *args, plugins=[cluster or DryCluster()]
+            suite, *PLUGIN, *no_cache, *args, plugins=[cluster or DryCluster()]
         )
+
+    def forget_visits(self) -> None:
+        (self.tmp_path / "record.txt").unlink(missing_ok=True)
+        (self.tmp_path / "artifacts").exists() and shutil.rmtree(self.tmp_path / "artifacts")
 
     def visited(self) -> list[str]:
         record = self.tmp_path / "record.txt"
@@ -172,16 +181,70 @@ def test_k_selects_one_subtest_through_all_phases_with_its_cluster_steps(suite: 
     result.assert_outcomes(passed=9)
     assert suite.visited() == [f"alpha/{phase}" for phase in PHASES]
     assert suite.dry_steps() == UPGRADE_STEPS
-    result.stdout.fnmatch_lines(["collected 15 items / 6 deselected / 9 selected"])
+    result.stdout.fnmatch_lines(["*collected 15 items / 6 deselected / 9 selected"])
     result.stdout.fnmatch_lines(
         [  # progress shows live, between pytest's lines for the step, as [HH:MM:SS] lines
             "*test_cluster_step?upgrade? ",
-            "*live log call*",
             "[[]??:??:??[]] cluster step upgrade",
             "[[]??:??:??[]] dry run: cluster step upgrade does nothing",
-            "PASSED*",
+            "*test_cluster_step?upgrade? PASSED*",
         ]
     )
+
+
+def _failing_first_run(suite: Tiny, monkeypatch: pytest.MonkeyPatch, *args: str) -> None:
+    """A run in which beta's phase after the upgrade fails; the next run starts afresh."""
+    monkeypatch.setenv("TINY_FAIL", "beta/after-cluster-upgrade")
+    first = suite.run(*args, cache=True)
+    # --sw stops the session at the failure (pytest says "interrupted")
+    assert first.ret in (pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.INTERRUPTED)
+    assert first.parseoutcomes()["failed"] == 1
+    monkeypatch.setenv("TINY_FAIL", "")
+    suite.forget_visits()
+
+
+def test_lf_reruns_the_failed_phase_with_its_earlier_phases_and_cluster_steps(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _failing_first_run(suite, monkeypatch)
+
+    result = suite.run("--lf", cache=True)
+
+    result.assert_outcomes(passed=8)  # six cluster steps, beta's first two phases
+    assert suite.visited() == ["beta/after-cluster-creation", "beta/after-cluster-upgrade"]
+    assert suite.dry_steps() == UPGRADE_STEPS
+    result.stdout.fnmatch_lines(["*collected 15 items / 7 deselected / 8 selected*"])
+
+
+def test_ff_keeps_the_plan_order(suite: Tiny, monkeypatch: pytest.MonkeyPatch) -> None:
+    _failing_first_run(suite, monkeypatch)
+
+    result = suite.run("--ff", "--e2e-dra-seed=7", cache=True)
+
+    result.assert_outcomes(passed=15)
+    assert suite.dry_steps() == UPGRADE_STEPS
+    ids = suite.summary()["plan"]
+    assert [r["id"] for r in suite.summary()["results"]] == ids
+    assert ids[:3] == ["versions", "node-runtime", "bring-up"]
+
+
+def test_sw_resumes_at_the_failed_phase_with_what_it_needs(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _failing_first_run(suite, monkeypatch, "--sw", "--e2e-dra-seed=7")
+
+    result = suite.run("--sw", "--e2e-dra-seed=7", cache=True)
+
+    # --sw drops what ran before the failed phase; every chain still to finish needs its earlier
+    # phases and the cluster steps again, so all of them run, in plan order, and nothing counts
+    # as deselected
+    result.assert_outcomes(passed=15)
+    visited = suite.visited()
+    assert visited.index("beta/after-cluster-creation") < visited.index(
+        "beta/after-cluster-upgrade"
+    )
+    assert suite.dry_steps() == UPGRADE_STEPS
+    assert "deselected" not in result.stdout.lines[-1]
 
 
 def test_k_on_a_later_phase_brings_back_the_earlier_ones(suite: Tiny) -> None:
@@ -316,28 +379,23 @@ def test_a_safety_net_finding_fails_a_passing_phase_and_notes_a_failing_one(
 
 
 @pytest.mark.parametrize(
-    ("suite_name", "real"),
-    [
-        ("upgrade-downgrade", "UpgradeDowngradeBackend"),
-        ("control-plane-first", "UpgradeDowngradeBackend"),
-        ("kubelet-last", "UpgradeDowngradeBackend"),
-        ("gate-cycle", "GateCycleBackend"),
-    ],
+    "suite_name",
+    ["upgrade-downgrade", "control-plane-first", "kubelet-last", "gate-cycle"],
 )
 def test_the_backend_is_the_real_cluster_unless_a_plugin_of_the_run_gives_one(
-    pytester: pytest.Pytester, tmp_path: Path, suite_name: str, real: str
+    pytester: pytest.Pytester, tmp_path: Path, suite_name: str
 ) -> None:
     def ask(config: pytest.Config) -> object:
         return config.hook.pytest_e2e_dra_backend(
-            config=config, suite=suite_name, subtests={}, artifacts=tmp_path
+            config=config, suite=SUITES[suite_name], subtests={}, artifacts=tmp_path
         )
 
-    plain = ask(pytester.parseconfigure())
-    assert type(plain).__name__ == real
-    assert plain.suite == suite_name
+    plain = ask(pytester.parseconfigure(*PLUGIN))
+    assert type(plain).__name__ == "ClusterRun"
+    assert plain.suite is SUITES[suite_name]
 
     dry = DryCluster()
-    given = pytester.parseconfigure()
+    given = pytester.parseconfigure(*PLUGIN)
     given.pluginmanager.register(dry)
     assert isinstance(ask(given), DryBackend)
 
@@ -386,7 +444,7 @@ def test_a_failed_phase_reports_progress_and_warnings_not_other_libraries_info(
 
 def test_a_run_without_a_suite_looks_as_without_the_plugin(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_plain=PLAIN)
-    result = pytester.runpytest("-p", "no:cacheprovider")
+    result = pytester.runpytest(*PLUGIN, "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     output = result.stdout.str()
     assert "live log" not in output and "a progress line outside a suite" not in output
@@ -395,13 +453,13 @@ def test_a_run_without_a_suite_looks_as_without_the_plugin(pytester: pytest.Pyte
 
 def test_a_users_live_logging_is_left_as_they_chose(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_plain=PLAIN)
-    result = pytester.runpytest("-p", "no:cacheprovider", "--log-cli-level=INFO")
+    result = pytester.runpytest(*PLUGIN, "-p", "no:cacheprovider", "--log-cli-level=INFO")
     result.stdout.fnmatch_lines(["INFO *a progress line outside a suite*"])
     assert "HTTP Request" in result.stdout.str()
 
 
 def test_a_failed_test_outside_a_suite_reports_its_progress(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_plain=PLAIN + "    raise AssertionError('broke')\n")
-    result = pytester.runpytest("-p", "no:cacheprovider")
+    result = pytester.runpytest(*PLUGIN, "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*Captured log call*", "INFO *a progress line outside a suite"])

@@ -18,12 +18,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import sys
 import tempfile
 import traceback
 from collections.abc import Sequence
-from types import FrameType, ModuleType
+from types import ModuleType
 from typing import NoReturn, TextIO
 
 from e2e_dra import __version__
@@ -38,6 +37,7 @@ from e2e_dra.errors import (
     E2EDRAError,
     describe_os_error,
 )
+from hostkit import handling_interrupts
 from localupcluster import ClusterError
 
 PROG = "e2e-dra"
@@ -73,19 +73,16 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the program is so that it unwinds exactly as after Ctrl-C."""
 
 
-def _raise_terminated(signum: int, frame: FrameType | None) -> None:
-    raise Terminated(signal.Signals(signum).name)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    """The program's edge: Ctrl-C and SIGTERM are handled here, for every command (what runs
+    registers what must stop at once, as the engine does for its cluster)."""
     stdout = sys.stdout
     sys.stdout = _GuardedStdout(stdout)  # type: ignore[assignment]
     try:
-        return _run(argv)
+        with handling_interrupts(terminated=Terminated):
+            return _run(argv)
     finally:
         sys.stdout = stdout
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _run(argv: Sequence[str] | None) -> int:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import threading
 from pathlib import Path
 from typing import Any
@@ -55,10 +54,6 @@ DRA_RUNTIME_CONFIG = "resource.k8s.io/v1beta1,resource.k8s.io/v1beta2,resource.k
 """Older resource.k8s.io versions on top of the default v1, so any client version can be tried."""
 
 
-class _Interrupted(Exception):
-    pass
-
-
 def _up(args: argparse.Namespace) -> int:
     from localupcluster import Cluster, parse_feature_gates
 
@@ -76,17 +71,6 @@ def _up(args: argparse.Namespace) -> int:
         )
     env = _cluster_env(source_dir, provision=not args.no_provision)
 
-    ready = threading.Event()
-    stop_requested = threading.Event()
-
-    def on_signal(signum: int, frame: object) -> None:
-        stop_requested.set()
-        if not ready.is_set():
-            raise _Interrupted(signal.Signals(signum).name)
-
-    # Installed before the cluster's own handlers, which stop every component and then call these.
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, on_signal)
     cluster = Cluster(
         source_dir,
         args.log_dir or artifacts_dir() / "cluster-up",
@@ -96,15 +80,15 @@ def _up(args: argparse.Namespace) -> int:
     )
     try:
         cluster.start("up", bin_dir, env, args.feature_gates)
-    except _Interrupted as exc:
+    except KeyboardInterrupt as exc:  # the engine stopped every component already
         logger.info(f"interrupted by {exc} while starting: every component is stopped")
         return 0
-    ready.set()
     print(f"kubeconfig: {cluster.kubeconfig}", flush=True)
     logger.info("cluster is up; press Ctrl-C to stop it")
     try:
-        while not stop_requested.wait(timeout=1):
-            pass
+        threading.Event().wait()  # until Ctrl-C or SIGTERM (the edge raises them here)
+    except KeyboardInterrupt:
+        pass
     finally:
         cluster.stop(reason="stopped by the user")
     logger.info("cluster stopped")

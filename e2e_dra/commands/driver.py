@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import threading
 from pathlib import Path
 from typing import Any
@@ -109,20 +108,15 @@ def _kubelet_plugin(args: argparse.Namespace) -> int:
         privileged_client=args.privileged,
         namespace=args.namespace,
     )
-    stop = threading.Event()
-    previous = {
-        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)
-    }
     try:
         driver.start()
         logger.info(
             f"driver {driver.name} on node {driver.node_name}: serving {driver.dra_socket}, "
             f"registering via {driver.registration_socket}; Ctrl-C stops"
         )
-        stop.wait()
+        threading.Event().wait()  # until Ctrl-C or SIGTERM (the edge raises them here)
+    except KeyboardInterrupt:  # SIGTERM too: a server asked to stop stops, and that is success
         logger.info(f"driver {driver.name}: stopping")
     finally:
         driver.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     return 0

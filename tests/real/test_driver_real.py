@@ -156,7 +156,7 @@ def test_slices_come_back_after_a_kubelet_restart(cluster, driver):
         lambda: driver.calls.count("/NotifyRegistrationStatus") > registrations,
         timeout=120,
     )
-    driver.use_client(kube.fresh())
+    kube.server_restarted()  # the owner of the cluster says so; the driver's client learns it
     driver.wait_for_slices(timeout=120)
 
     after = {s["metadata"]["uid"] for s in driver.slices()}

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import e2e_dra
-from e2e_dra._suite._plan import upgrade_downgrade_plan
+from e2e_dra._suite import SUITES, UPGRADE_DOWNGRADE, Phase
 from e2e_dra.releases import VersionsUnderTest
 
 pytestmark = pytest.mark.real
@@ -181,7 +181,14 @@ def _run(
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     result = pytester.runpytest_subprocess(
-        "test_suite.py", "-p", "no:cacheprovider", "--tb=short", *args, timeout=RUN_TIMEOUT
+        "test_suite.py",
+        "-p",
+        "e2e_dra.pytest_plugin",
+        "-p",
+        "no:cacheprovider",
+        "--tb=short",
+        *args,
+        timeout=RUN_TIMEOUT,
     )
     output = result.stdout.str()
     summary = json.loads((artifacts / "upgrade-downgrade" / "summary.json").read_text())
@@ -205,8 +212,8 @@ def _failed_line(output: str, entry: str) -> str:
 def _seed_with_first(names: list[str], first: str) -> int:
     """A seed whose random order runs ``first`` before the other first phases."""
     for seed in range(1, 1000):
-        plan = upgrade_downgrade_plan(sorted(names), seed)
-        phases = [e.subtest for e in plan if e.phase_index == 0]
+        plan = SUITES[UPGRADE_DOWNGRADE].plan(sorted(names), seed)
+        phases = [e.subtest for e in plan if isinstance(e, Phase) and e.index == 0]
         if phases[0] == first:
             return seed
     raise AssertionError(f"no seed puts {first} first")

@@ -10,11 +10,15 @@ collected with their pods.
 
 from __future__ import annotations
 
-from e2e_dra.builder import IMPLICIT_EXTENDED_RESOURCE_PREFIX, POD_START_TIMEOUT, is_allocated
-from e2e_dra.kube import NotFound, path
+from e2e_dra.builder import (
+    IMPLICIT_EXTENDED_RESOURCE_PREFIX,
+    POD_START_TIMEOUT,
+    NotFound,
+    is_allocated,
+)
 from e2e_dra.subtest import Context, Phase, Subtest
+from e2e_dra.subtest_kit import devices_per_node
 from e2e_dra.waits import eventually
-from subtests._pools import devices_per_node
 
 CLAIMS_GONE_TIMEOUT = 180.0
 # The driver sets claim_<claim>_<request>=true; the scheduler names the request of a special
@@ -98,9 +102,7 @@ def verify_pod_running_with_claim(ctx: Context, name: str, resource: str) -> Non
     status = b.read_pod(name).get("status", {}).get("extendedResourceClaimStatus")
     assert status, f"pod {name} has no status.extendedResourceClaimStatus"
     claim_name = status["resourceClaimName"]
-    claim = ctx.kube.get(
-        path("resource.k8s.io/v1", "resourceclaims", claim_name, namespace=ctx.namespace)
-    )
+    claim = b.get("resourceclaims", claim_name)
     assert is_allocated(claim), f"ResourceClaim {claim_name} of pod {name} is not allocated"
     mapped = [m.get("resourceName") for m in status.get("requestMappings", [])]
     assert resource in mapped, f"pod {name}: requestMappings {mapped} lack {resource}"
@@ -114,13 +116,12 @@ def claim_name_from_pod(ctx: Context, pod: str) -> str:
 
 def wait_claims_gone(ctx: Context, names: list[str]) -> None:
     """The garbage collector removes special claims once their pods are gone."""
-    claims = path("resource.k8s.io/v1", "resourceclaims", namespace=ctx.namespace)
 
     def remaining() -> list[str]:
         left = []
         for name in names:
             try:
-                ctx.kube.get(f"{claims}/{name}")
+                ctx.builder.get("resourceclaims", name)
                 left.append(name)
             except NotFound:
                 pass

@@ -18,11 +18,10 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 
-from e2e_dra.kube import Kube, path
+from e2e_dra.builder import RESOURCE_V1, Builder
 from e2e_dra.subtest import Context
 from e2e_dra.waits import eventually
 
-RESOURCE_V1 = "resource.k8s.io/v1"
 SLICES_TIMEOUT = 60.0
 
 
@@ -43,10 +42,6 @@ def probe_driver(ctx: Context) -> str:
     return f"probe.{ctx.builder.driver_name}"
 
 
-def _url(name: str | None = None) -> str:
-    return path(RESOURCE_V1, "resourceslices", name)
-
-
 def create_probe(ctx: Context, pool: str, devices: Sequence[dict]) -> dict:
     """A new cluster-wide slice named and pooled ``pool`` with ``devices``; as stored."""
     driver = probe_driver(ctx)
@@ -62,23 +57,22 @@ def create_probe(ctx: Context, pool: str, devices: Sequence[dict]) -> dict:
             "devices": copy.deepcopy(list(devices)),
         },
     }
-    ctx.log(f"Creating ResourceSlice {name}")
-    stored = ctx.kube.create(_url(), body)
-    ctx.builder.defer(lambda kube: kube.delete(_url(name), missing_ok=True))
+    (stored,) = ctx.builder.create(body)
+    ctx.builder.defer(lambda b: b.delete("resourceslices", name, missing_ok=True))
     return stored
 
 
-def read_probe(kube: Kube, name: str) -> dict:
-    return kube.get(_url(name))
+def read_probe(b: Builder, name: str) -> dict:
+    return b.get("resourceslices", name)
 
 
 def update_probe(ctx: Context, name: str, devices: Sequence[dict]) -> dict:
     """Replace the slice's devices with ``devices`` (a new pool generation); as stored."""
-    current = read_probe(ctx.kube, name)
+    current = read_probe(ctx.builder, name)
     current["spec"]["devices"] = copy.deepcopy(list(devices))
     current["spec"]["pool"]["generation"] += 1
     ctx.log(f"Updating ResourceSlice {name}")
-    return ctx.kube.update(_url(name), current)
+    return ctx.builder.update("resourceslices", name, current)
 
 
 def with_attribute(devices: Sequence[dict], value: str) -> list[dict]:

@@ -10,12 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from e2e_dra.kube import path
 from e2e_dra.subtest import Context
 from e2e_dra.waits import consistently
 
-SCHEDULING = "scheduling.k8s.io/v1beta1"
-RESOURCE_V1 = "resource.k8s.io/v1"
 STABLE_FOR = 15.0  # upstream's checkClaimsStable: Consistently 15 s ...
 STABLE_POLL = 0.1  # ... polling every 100 ms
 
@@ -47,11 +44,6 @@ def stays(probe: Callable[[], Any], *, what: str, holds: Callable[[Any], bool]) 
     consistently(probe, what=what, duration=STABLE_FOR, poll=STABLE_POLL, holds=holds)
 
 
-def claim_path(ctx: Context, name: str | None = None) -> str:
-    """A ResourceClaim of the subtest's namespace (or, without ``name``, their collection)."""
-    return path(RESOURCE_V1, "resourceclaims", name, namespace=ctx.namespace)
-
-
 def group_claim(ctx: Context, pod_group: dict) -> dict:
     """The claim generated for ``pod_group``, checked to be reserved for the group alone.
 
@@ -59,7 +51,7 @@ def group_claim(ctx: Context, pod_group: dict) -> dict:
     claim's ``status.reservedFor`` must be exactly the PodGroup (not its pods).
     """
     group_name = pod_group["metadata"]["name"]
-    group = ctx.kube.get(path(SCHEDULING, "podgroups", group_name, namespace=ctx.namespace))
+    group = ctx.builder.get("podgroups", group_name)
     statuses = group.get("status", {}).get("resourceClaimStatuses", [])
     claim_in_group = group["spec"]["resourceClaims"][0]["name"]
     assert len(statuses) == 1 and statuses[0].get("name") == claim_in_group, (
@@ -67,7 +59,7 @@ def group_claim(ctx: Context, pod_group: dict) -> dict:
     )
     claim_name = statuses[0].get("resourceClaimName")
     assert claim_name, f"PodGroup status is missing the generated ResourceClaim name: {statuses}"
-    claim = ctx.kube.get(claim_path(ctx, claim_name))
+    claim = ctx.builder.get("resourceclaims", claim_name)
     expected_reservation = [
         {
             "apiGroup": "scheduling.k8s.io",

@@ -24,18 +24,17 @@ removed in 1.39): nothing to set. Releases without the v1 API (< 1.34) are exclu
 
 from __future__ import annotations
 
-from e2e_dra.builder import Builder, object_path
-from e2e_dra.kube import Kube, KubeError, NotFound, path, retrying
+from e2e_dra.builder import Builder, NotFound, resource_of, retrying
+from e2e_dra.kube import KubeError
 from e2e_dra.subtest import Context, Phase, Subtest
+from e2e_dra.subtest_kit import devices_per_node
 from e2e_dra.waits import eventually
-from subtests._pools import devices_per_node
 
 ADMIN_LABEL = "resource.kubernetes.io/admin-access"
 REFUSAL = (
     "admin access to devices requires the `resource.kubernetes.io/admin-access: true` label "
     "on the containing namespace"
 )
-V1 = "resource.k8s.io/v1"
 NAMESPACE_GONE_TIMEOUT = 120.0
 SERVICE_ACCOUNT_TIMEOUT = 60.0
 
@@ -85,10 +84,8 @@ def admin_claim_template(b: Builder, namespace: str) -> dict:
 def initial(ctx: Context) -> Phase:
     b = ctx.builder
     with ctx.step("create the labelled and the unlabelled namespace"):
-        b.defer(lambda kube: _delete_namespaces(b, kube, missing_ok=True))
-        for namespace in namespace_objects(b):
-            ctx.log(f"Creating Namespace {namespace['metadata']['name']}")
-            ctx.kube.create(path("v1", "namespaces"), namespace)
+        b.defer(lambda b: _delete_namespaces(b, missing_ok=True))
+        b.create(*namespace_objects(b))
         # Pods are admitted only once the namespace's default service account exists.
         _wait_service_account(ctx, admin_namespace(b))
 
@@ -165,9 +162,7 @@ def _still_in_use(ctx: Context, in_use: Held, waiting: str, admins: list[Held]) 
         b.wait_unschedulable(waiting)
     with ctx.step("the namespaces keep their labels"):
         labels = {
-            name: (retrying(ctx.kube.get)(path("v1", "namespaces", name))["metadata"]).get(
-                "labels", {}
-            )
+            name: retrying(b.get)("namespaces", name)["metadata"].get("labels", {})
             for name in (admin_namespace(b), plain_namespace(b))
         }
         assert labels[admin_namespace(b)].get(ADMIN_LABEL) == "true", labels
@@ -188,7 +183,7 @@ def _refused(ctx: Context) -> None:
         what = f"{obj['kind']} {namespace}/{obj['metadata']['name']}"
         with ctx.step(f"{what} with admin access is refused without the label"):
             try:
-                retrying(ctx.kube.create)(object_path(obj, collection=True), obj)
+                retrying(b.create)(obj)
             except KubeError as exc:
                 assert exc.status == 422 and REFUSAL in exc.message, (
                     f"creating {what} failed, but not as refused admin access "
@@ -201,7 +196,7 @@ def _refused(ctx: Context) -> None:
                     f"{namespace} lacks the {ADMIN_LABEL} label"
                 )
             try:
-                retrying(ctx.kube.get)(object_path(obj))
+                retrying(_in(ctx, namespace).get)(resource_of(obj), obj["metadata"]["name"])
             except NotFound:
                 pass
             else:
@@ -210,7 +205,7 @@ def _refused(ctx: Context) -> None:
 
 def _results(ctx: Context, namespace: str, claim: str) -> list[Result]:
     """The claim's allocation results (empty when it is not allocated)."""
-    obj = retrying(ctx.kube.get)(path(V1, "resourceclaims", claim, namespace=namespace))
+    obj = retrying(_in(ctx, namespace).get)("resourceclaims", claim)
     allocation = (obj.get("status") or {}).get("allocation") or {}
     return [
         (r["request"], r["driver"], r["pool"], r["device"], bool(r.get("adminAccess")))
@@ -220,12 +215,12 @@ def _results(ctx: Context, namespace: str, claim: str) -> list[Result]:
 
 def _in(ctx: Context, namespace: str) -> Builder:
     """Pod checks (run, env, delete) in ``namespace``; build objects with ``ctx.builder``."""
-    return Builder(ctx.kube, ctx.builder.name_suffix, namespace=namespace, log=ctx.log)
+    return ctx.builder.in_namespace(namespace)
 
 
 def _wait_service_account(ctx: Context, namespace: str) -> None:
     eventually(
-        lambda: ctx.kube.get(path("v1", "serviceaccounts", "default", namespace=namespace)),
+        lambda: _in(ctx, namespace).get("serviceaccounts", "default"),
         what=f"service account {namespace}/default",
         timeout=SERVICE_ACCOUNT_TIMEOUT,
         poll=0.5,
@@ -242,23 +237,20 @@ def _delete_all(
     pods = [(admin_ns, pod, claim) for pod, claim, _ in admins]
     pods += [(ctx.namespace, waiting, waiting_claim), (ctx.namespace, in_use[0], in_use[1])]
     for namespace, pod, _ in pods:
-        ctx.log(f"Deleting Pod {namespace}/{pod}")
-        retrying(ctx.kube.delete)(path("v1", "pods", pod, namespace=namespace))
+        retrying(_in(ctx, namespace).delete)("pods", pod)
     for namespace, pod, claim in pods:
         _in(ctx, namespace).wait_pod_gone(pod)
-        ctx.log(f"Deleting ResourceClaim {namespace}/{claim}")
-        retrying(ctx.kube.delete)(path(V1, "resourceclaims", claim, namespace=namespace))
-    _delete_namespaces(b, ctx.kube, missing_ok=False)
+        retrying(_in(ctx, namespace).delete)("resourceclaims", claim)
+    _delete_namespaces(b, missing_ok=False)
 
 
-def _delete_namespaces(b: Builder, kube: Kube, *, missing_ok: bool) -> None:
+def _delete_namespaces(b: Builder, *, missing_ok: bool) -> None:
     """Delete both namespaces (with whatever is left in them) and wait until they are gone."""
     names = [admin_namespace(b), plain_namespace(b)]
     for name in names:
-        b.log(f"Deleting Namespace {name}")
-        kube.delete(path("v1", "namespaces", name), missing_ok=missing_ok)
+        b.delete("namespaces", name, missing_ok=missing_ok)
     for name in names:
-        b.wait_gone(path("v1", "namespaces", name), f"namespace {name}", NAMESPACE_GONE_TIMEOUT)
+        b.wait_gone("namespaces", name, timeout=NAMESPACE_GONE_TIMEOUT)
 
 
 SUBTEST = Subtest(

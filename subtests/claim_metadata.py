@@ -45,8 +45,8 @@ from typing import Any
 from e2e_dra.builder import Builder, is_allocated
 from e2e_dra.kube import Conflict, Kube, KubeError, NotFound, path, retrying
 from e2e_dra.subtest import Context, Phase, Subtest
+from e2e_dra.subtest_kit import devices_per_node
 from e2e_dra.versions import matches
-from subtests._pools import devices_per_node
 
 FINALIZER = "test.example.com/claim-metadata"
 LABEL = "claim-metadata.example.com/step"
@@ -110,7 +110,7 @@ class Outcome:
 
 def initial(ctx: Context) -> Phase:
     claims = _new_claims(ctx)
-    ctx.builder.defer(lambda kube, ns=ctx.namespace: remove_finalizers(kube, ns))
+    ctx.builder.defer(lambda b: remove_finalizers(b.kube, b.namespace))
     _update_all(ctx, claims)
 
     def after_upgrade(ctx: Context) -> Phase:

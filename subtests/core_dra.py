@@ -10,55 +10,47 @@ next one, so a NotFound fails the phase instead of passing it.
 
 from __future__ import annotations
 
-from e2e_dra.kube import path, retrying
+from e2e_dra.builder import Builder, retrying
 from e2e_dra.subtest import Context, Phase, Subtest
-from subtests._pools import devices_per_node
+from e2e_dra.subtest_kit import CLAIMS_VERSIONS, claim_and_pod, devices_per_node
 
 POD_GONE_TIMEOUT = 180.0
-CLAIMS_VERSIONS = {
-    "<1.38.0-alpha.0": "resource.k8s.io/v1beta1",
-    ">=1.38.0-alpha.0": "resource.k8s.io/v1beta2",
-}
 
 
 def initial(ctx: Context) -> Phase:
     b = ctx.builder
-    claim = b.external_claim()
-    pod = b.pod_external(claim["metadata"]["name"])
+    claim, pod = claim_and_pod(b)
     b.create(claim, pod)
     b.test_pod(pod)
 
     def after_upgrade(ctx: Context) -> Phase:
-        _delete_claim_and_pod(ctx, claim["metadata"]["name"], pod["metadata"]["name"])
-        ctx.builder.wait_pod_gone(pod["metadata"]["name"], POD_GONE_TIMEOUT)
-
         b = ctx.builder
-        new_claim = b.external_claim()
-        new_pod = b.pod_external(new_claim["metadata"]["name"])
+        _delete_claim_and_pod(b, claim["metadata"]["name"], pod["metadata"]["name"])
+        b.wait_pod_gone(pod["metadata"]["name"], POD_GONE_TIMEOUT)
+
+        new_claim, new_pod = claim_and_pod(b)
         b.create(new_claim, new_pod)
         b.test_pod(new_pod)
 
         def after_downgrade(ctx: Context) -> None:
             # Right after a restart, connections may see EOF or a bogus "forbidden": retry
             # each delete on its own (a retried pair would find its claim deleted already).
+            b = ctx.builder
             _delete_claim_and_pod(
-                ctx, new_claim["metadata"]["name"], new_pod["metadata"]["name"], retried=True
+                b, new_claim["metadata"]["name"], new_pod["metadata"]["name"], retried=True
             )
-            ctx.builder.wait_pod_gone(new_pod["metadata"]["name"])
+            b.wait_pod_gone(new_pod["metadata"]["name"])
 
         return after_downgrade
 
     return after_upgrade
 
 
-def _delete_claim_and_pod(
-    ctx: Context, claim_name: str, pod_name: str, *, retried: bool = False
-) -> None:
-    version = ctx.builder.api_version_by_release(CLAIMS_VERSIONS, "resourceclaims")
-    ctx.log(f"Deleting ResourceClaim {claim_name} through {version} and Pod {pod_name}")
-    delete = retrying(ctx.kube.delete) if retried else ctx.kube.delete
-    delete(path(version, "resourceclaims", claim_name, namespace=ctx.namespace))
-    delete(path("v1", "pods", pod_name, namespace=ctx.namespace))
+def _delete_claim_and_pod(b: Builder, claim: str, pod: str, *, retried: bool = False) -> None:
+    version = b.api_version_by_release(CLAIMS_VERSIONS, "resourceclaims")
+    delete = retrying(b.delete) if retried else b.delete
+    delete("resourceclaims", claim, version=version)
+    delete("pods", pod)
 
 
 SUBTEST = Subtest(

@@ -8,8 +8,7 @@ after a restart (the kubelet only wipes slices of node-local drivers).
 
 from __future__ import annotations
 
-from e2e_dra.builder import object_path
-from e2e_dra.kube import Kube, path
+from e2e_dra.builder import RESOURCE_V1, Builder
 from e2e_dra.subtest import Context, Phase, Subtest
 from e2e_dra.waits import consistently
 
@@ -27,7 +26,7 @@ SELECT_TAINTED = 'device.attributes["example.com"].?type.orValue("") == "devicet
 
 def tainted_slice(driver: str) -> dict:
     return {
-        "apiVersion": "resource.k8s.io/v1",
+        "apiVersion": RESOURCE_V1,
         "kind": "ResourceSlice",
         "metadata": {"name": SLICE},
         "spec": {
@@ -48,7 +47,7 @@ def tainted_slice(driver: str) -> dict:
 def initial(ctx: Context) -> Phase:
     b = ctx.builder
     b.create(tainted_slice(b.driver_name))
-    b.defer(lambda kube: _delete_slice(kube, missing_ok=True))
+    b.defer(lambda b: _delete_slice(b, missing_ok=True))
 
     claim = b.external_claim()
     request = claim["spec"]["devices"]["requests"][0]["exactly"]
@@ -59,8 +58,8 @@ def initial(ctx: Context) -> Phase:
 
     # Tolerate the slice's taint: re-create the claim under the same name.
     request["tolerations"] = [dict(FROM_SLICE)]
-    b.delete(claim)
-    b.wait_gone(object_path(claim), f"claim {claim['metadata']['name']}", timeout=60)
+    b.delete("resourceclaims", claim["metadata"]["name"])
+    b.wait_gone("resourceclaims", claim["metadata"]["name"], timeout=60)
     b.create(claim)
     b.test_pod(pod)
 
@@ -78,7 +77,7 @@ def initial(ctx: Context) -> Phase:
             RULE, pool=POOL, device=DEVICE, taint=FROM_RULE, api_version=version
         )
         b.create(rule)
-        b.defer(lambda kube: kube.delete(path(version, "devicetaintrules", RULE), missing_ok=True))
+        b.defer(lambda b: b.delete("devicetaintrules", RULE, version=version, missing_ok=True))
         b.wait_pod_gone(pod["metadata"]["name"], EVICTION_TIMEOUT)
 
         def after_downgrade(ctx: Context) -> None:
@@ -86,15 +85,15 @@ def initial(ctx: Context) -> Phase:
             b.create(pod)
             b.wait_unschedulable(pod["metadata"]["name"])
             # Our own slice: delete it now, before the tear-down sweeps the other objects.
-            _delete_slice(ctx.kube)
+            _delete_slice(b)
 
         return after_downgrade
 
     return after_upgrade
 
 
-def _delete_slice(kube: Kube, *, missing_ok: bool = False) -> None:
-    kube.delete(path("resource.k8s.io/v1", "resourceslices", SLICE), missing_ok=missing_ok)
+def _delete_slice(b: Builder, *, missing_ok: bool = False) -> None:
+    b.delete("resourceslices", SLICE, missing_ok=missing_ok)
 
 
 SUBTEST = Subtest(

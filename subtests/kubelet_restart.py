@@ -50,12 +50,11 @@ from pathlib import Path
 from typing import Any
 
 from e2e_dra.driver import CLIENT_GONE, GRPCCall
-from e2e_dra.kube import path
 from e2e_dra.provision import running_ctr
 from e2e_dra.subtest import Context, Phase, Subtest
+from e2e_dra.subtest_kit import devices_per_node
 from e2e_dra.versions import matches
 from e2e_dra.waits import eventually
-from subtests._pools import devices_per_node
 
 CALL_TIMEOUT = 60.0
 PREPARE = "/NodePrepareResources"
@@ -98,7 +97,7 @@ def initial(ctx: Context) -> Phase:
     pod_name = pod["metadata"]["name"]
     block = _PrepareBlock(ctx)
     # Released at the latest by the tear-down, if the chain breaks before after_upgrade does it.
-    b.defer(lambda _kube: block.release())
+    b.defer(lambda _b: block.release())
     uid = b.create(claim, pod)[0]["metadata"]["uid"]
 
     with ctx.step("the kubelet calls NodePrepareResources and waits"):
@@ -259,7 +258,7 @@ def _reboot(ctx: Context, pod_name: str, uid: str) -> None:
 
 
 def _kubelet_version(ctx: Context) -> str:
-    node = ctx.kube.get(path("v1", "nodes", ctx.nodes[0]))
+    node = ctx.builder.get("nodes", ctx.nodes[0])
     return str(node.get("status", {}).get("nodeInfo", {}).get("kubeletVersion"))
 
 

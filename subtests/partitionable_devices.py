@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from e2e_dra.driver import Pool
-from e2e_dra.kube import path
 from e2e_dra.subtest import Context, Phase, Subtest
 
 POOL = "partitionable-pool"
@@ -111,8 +110,7 @@ def _pod_with_claim(ctx: Context, memory: str) -> tuple[str, str]:
 
 def _delete_claim(ctx: Context, name: str) -> None:
     """Strict (NotFound fails): each claim deleted here is one the subtest still expects."""
-    ctx.log(f"Deleting ResourceClaim {name}")
-    ctx.kube.delete(path("resource.k8s.io/v1", "resourceclaims", name, namespace=ctx.namespace))
+    ctx.builder.delete("resourceclaims", name)
 
 
 SUBTEST = Subtest(name="partitionable-devices", initial=initial, resources=resources)

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from e2e_dra.driver import Pool
-from e2e_dra.kube import path
 from e2e_dra.subtest import Context, Phase, Subtest
 from e2e_dra.waits import eventually
 
@@ -37,8 +36,7 @@ def initial(ctx: Context) -> Phase:
 def recreate(ctx: Context) -> None:
     """Delete the pool's only slice; the controller must publish a new one."""
     old = _the_slice(ctx, f"driver {ctx.driver.name} to publish pool {POOL}")
-    ctx.log(f"Deleting ResourceSlice {old['metadata']['name']}")
-    ctx.kube.delete(path("resource.k8s.io/v1", "resourceslices", old["metadata"]["name"]))
+    ctx.builder.delete("resourceslices", old["metadata"]["name"])
     _the_slice(
         ctx,
         f"driver {ctx.driver.name} to re-publish pool {POOL}",

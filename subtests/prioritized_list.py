@@ -18,11 +18,11 @@ excluded.
 
 from __future__ import annotations
 
-from e2e_dra.builder import Builder
-from e2e_dra.kube import path, retrying
+from e2e_dra.builder import RESOURCE_V1 as V1
+from e2e_dra.builder import Builder, retrying
 from e2e_dra.subtest import Context, Phase, Subtest
-from subtests._pools import devices_per_node
-from subtests.core_dra import CLAIMS_VERSIONS
+from e2e_dra.subtest_kit import CLAIMS_VERSIONS, claim_and_pod, devices_per_node
+from e2e_dra.subtest_kit import RESOURCE_V1BETA2 as V1BETA2
 
 DEVICES = 8
 REQUEST = "my-request"
@@ -33,8 +33,6 @@ SUBREQUESTS = (UNMATCHED, TOO_MANY, FALLBACK)
 CHOSEN = f"{REQUEST}/{FALLBACK}"
 # The test driver publishes devices without attributes: no device has this one.
 NO_DEVICE = 'device.attributes["example.com"].?model.orValue("") == "no-such-model"'
-V1 = "resource.k8s.io/v1"
-V1BETA2 = "resource.k8s.io/v1beta2"
 
 Result = tuple[str, str, str, str]
 """(request, driver, pool, device) of one allocation result."""
@@ -88,8 +86,7 @@ def initial(ctx: Context) -> Phase:
 
 def _new_claim_and_pod(ctx: Context) -> Allocated:
     b = ctx.builder
-    claim = prioritized_claim(b)
-    pod = b.pod_external(claim["metadata"]["name"])
+    claim, pod = claim_and_pod(b, prioritized_claim(b))
     with ctx.step(f"allocate {claim['metadata']['name']} to its last subrequest"):
         b.create(claim, pod)
         b.test_pod(pod)
@@ -113,13 +110,12 @@ def _still_allocated(ctx: Context, allocated: list[Allocated]) -> None:
 def _delete(ctx: Context, allocated: list[Allocated]) -> None:
     """Strict deletes (NotFound fails: each was expected to be there): the pods at once, then,
     each pod gone, its claim."""
+    b = ctx.builder
     for pod, _, _ in allocated:
-        ctx.log(f"Deleting Pod {pod}")
-        retrying(ctx.kube.delete)(path("v1", "pods", pod, namespace=ctx.namespace))
+        retrying(b.delete)("pods", pod)
     for pod, claim, _ in allocated:
-        ctx.builder.wait_pod_gone(pod)
-        ctx.log(f"Deleting ResourceClaim {claim}")
-        retrying(ctx.kube.delete)(path(V1, "resourceclaims", claim, namespace=ctx.namespace))
+        b.wait_pod_gone(pod)
+        retrying(b.delete)("resourceclaims", claim)
 
 
 def served_versions(b: Builder) -> list[str]:
@@ -135,9 +131,7 @@ def _results_at_every_version(ctx: Context, claim_name: str) -> list[Result]:
     b = ctx.builder
     by_version: dict[str, list[Result]] = {}
     for version in served_versions(b):
-        claim = retrying(ctx.kube.get)(
-            path(version, "resourceclaims", claim_name, namespace=ctx.namespace)
-        )
+        claim = retrying(b.get)("resourceclaims", claim_name, version=version)
         where = f"ResourceClaim {claim_name} read through {version}"
         requests = claim["spec"]["devices"]["requests"]
         names = [[s["name"] for s in r.get("firstAvailable") or []] for r in requests]

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 
-from e2e_dra.kube import Kube, NotFound, path
+from e2e_dra.builder import RESOURCE_V1 as V1
+from e2e_dra.builder import Builder, NotFound
 from e2e_dra.subtest import Context, Phase, Subtest
+from e2e_dra.subtest_kit import RESOURCE_V1BETA2 as V1BETA2
 
 CLAIM = "claim-with-device-status"
 FINALIZER = "test.example.com/my-test-finalizer"
-V1BETA2 = "resource.k8s.io/v1beta2"
-V1 = "resource.k8s.io/v1"
 
 ALLOCATION = {
     "devices": {
@@ -57,28 +57,26 @@ DEVICE_THREE = _device("three", "my-device", "net-3")
 
 def initial(ctx: Context) -> Phase:
     version = ctx.builder.api_version(V1BETA2, "resourceclaims/status")
-    claims = path(version, "resourceclaims", namespace=ctx.namespace)
-    claim = ctx.kube.create(
-        claims,
+    b = ctx.builder
+    (claim,) = b.create(
         {
             "apiVersion": version,
             "kind": "ResourceClaim",
-            "metadata": {"name": CLAIM},
+            "metadata": {"name": CLAIM, "namespace": ctx.namespace},
             "spec": {
                 "devices": {"requests": [{"name": "foo", "exactly": {"deviceClassName": "foo"}}]}
             },
         },
     )
-    namespace = ctx.namespace
-    ctx.builder.defer(lambda kube: remove_claim(kube, namespace, missing_ok=True))
+    b.defer(lambda b: remove_claim(b, missing_ok=True))
 
     claim["metadata"]["finalizers"] = [FINALIZER]
-    claim = ctx.kube.update(f"{claims}/{CLAIM}", claim)
+    claim = b.update("resourceclaims", CLAIM, claim, version=version)
     claim["status"] = {"allocation": ALLOCATION}
-    claim = ctx.kube.update(f"{claims}/{CLAIM}/status", claim)
+    claim = b.update("resourceclaims", CLAIM, claim, version=version, subresource="status")
 
     claim["status"]["devices"] = [DEVICE_ONE]
-    claim = ctx.kube.update(f"{claims}/{CLAIM}/status", claim)
+    claim = b.update("resourceclaims", CLAIM, claim, version=version, subresource="status")
     _expect_devices(claim, [DEVICE_ONE], "after update")
 
     claim = _apply_status(ctx, version, "manager-1", [DEVICE_TWO])
@@ -102,7 +100,7 @@ def after_downgrade(ctx: Context) -> None:
     # An apply that states nothing removes what manager-2 owned.
     claim = _apply_status(ctx, version, "manager-2", None)
     _expect_devices(claim, [DEVICE_ONE, DEVICE_TWO_UPDATED], "after empty apply by manager-2")
-    remove_claim(ctx.kube, ctx.namespace)
+    remove_claim(ctx.builder)
 
 
 def _apply_status(ctx: Context, version: str, manager: str, devices: list[dict] | None) -> dict:
@@ -113,8 +111,16 @@ def _apply_status(ctx: Context, version: str, manager: str, devices: list[dict] 
     }
     if devices is not None:
         body["status"] = {"devices": devices}
-    url = path(version, "resourceclaims", CLAIM, namespace=ctx.namespace, subresource="status")
-    return ctx.kube.patch(url, body, kind="apply", fieldManager=manager, force=True)
+    return ctx.builder.patch(
+        "resourceclaims",
+        CLAIM,
+        body,
+        version=version,
+        subresource="status",
+        kind="apply",
+        fieldManager=manager,
+        force=True,
+    )
 
 
 def _expect_devices(claim: dict, expected: list[dict], when: str) -> None:
@@ -126,22 +132,21 @@ def _expect_devices(claim: dict, expected: list[dict], when: str) -> None:
     assert actual == expected, f"status.devices {when}: expected {expected}, got {actual}"
 
 
-def remove_claim(kube: Kube, namespace: str, *, missing_ok: bool = False) -> None:
+def remove_claim(b: Builder, *, missing_ok: bool = False) -> None:
     """Deallocate, drop the test finalizer, delete: a finalized claim never goes away by itself.
 
     The clean-up says ``missing_ok``: a claim that was already being deleted goes away with its
     finalizer, before the delete."""
-    url = path(V1, "resourceclaims", CLAIM, namespace=namespace)
     try:
-        claim = kube.get(url)
+        claim = b.get("resourceclaims", CLAIM, version=V1)
     except NotFound:  # clean-up after a phase that failed before it was created
         return
     if claim.get("status", {}).get("allocation"):
         claim["status"]["allocation"] = None
-        claim = kube.update(f"{url}/status", claim)
+        claim = b.update("resourceclaims", CLAIM, claim, version=V1, subresource="status")
     claim["metadata"]["finalizers"] = None
-    kube.update(url, claim)
-    kube.delete(url, missing_ok=missing_ok)
+    b.update("resourceclaims", CLAIM, claim, version=V1)
+    b.delete("resourceclaims", CLAIM, version=V1, missing_ok=missing_ok)
 
 
 SUBTEST = Subtest(name="resource-claim-device-status", initial=initial, requires=(V1BETA2, V1))

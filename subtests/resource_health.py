@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from e2e_dra.builder import is_allocated
 from e2e_dra.subtest import Context, Phase, Subtest
+from e2e_dra.subtest_kit import devices_per_node
 from e2e_dra.waits import eventually
-from subtests._pools import devices_per_node
 
 HEALTH_TIMEOUT = 60.0
 WATCH_METHOD = "/NodeWatchResources"
@@ -32,7 +32,10 @@ def initial(ctx: Context) -> Phase:
     b.create(claim, pod)
     b.test_pod(pod)
     allocated = eventually(
-        lambda: b.get(claim), what="the claim to be allocated", timeout=30, until=is_allocated
+        lambda: b.get("resourceclaims", claim["metadata"]["name"]),
+        what="the claim to be allocated",
+        timeout=30,
+        until=is_allocated,
     )
     (result,) = allocated["status"]["allocation"]["devices"]["results"]
     pool, device = result["pool"], result["device"]

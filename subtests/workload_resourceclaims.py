@@ -8,11 +8,10 @@ where a release under test lacks that API.
 
 from __future__ import annotations
 
+from e2e_dra.builder import SCHEDULING_V1BETA1 as SCHEDULING
 from e2e_dra.subtest import Context, Phase, Subtest
-from subtests._pools import devices_per_node
+from e2e_dra.subtest_kit import devices_per_node
 from subtests._workload import (
-    SCHEDULING,
-    claim_path,
     claim_state,
     join_group,
     start_group,
@@ -30,7 +29,7 @@ def initial(ctx: Context) -> Phase:
 
         def check_claim_stable() -> None:
             stays(
-                lambda: ctx.kube.get(claim_path(ctx, claim_name)),
+                lambda: ctx.builder.get("resourceclaims", claim_name),
                 what=f"ResourceClaim {claim_name} keeping its UID, allocation and reservation",
                 holds=lambda claim: claim_state(claim) == stable,
             )

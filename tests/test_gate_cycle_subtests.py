@@ -14,7 +14,7 @@ import pytest
 from kubernetes.client import models
 
 import subtests.gate_cycle
-from e2e_dra.builder import Builder
+from e2e_dra.builder import SubtestObjects
 from e2e_dra.subtest import Context, Subtest, discover
 from subtests import _gated_fields
 from subtests._workload import claim_state
@@ -104,7 +104,8 @@ class _Kube:
 
 
 def _probe_context(kube: _Kube) -> Context:
-    b = Builder(None, "consumable-capacity", image="example.test/busybox:1")  # type: ignore[arg-type]
+    objects = SubtestObjects("consumable-capacity", suite="feature-gate-cycle", image="x.test/b:1")
+    b = objects.builder(kube)  # type: ignore[arg-type]
     return Context(kube, None, b, ["127.0.0.1"], "phase-0-gate-on", None, log=lambda _: None)  # type: ignore[arg-type]
 
 

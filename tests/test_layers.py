@@ -39,7 +39,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("engine", ("localupcluster",)),
     ("kube client", ("e2e_dra.kube", "e2e_dra.waits")),
     ("driver", ("e2e_dra.driver",)),
-    ("subtests", ("e2e_dra.subtest", "e2e_dra.builder", "subtests")),
+    ("subtests", ("e2e_dra.subtest", "e2e_dra.builder", "e2e_dra.subtest_kit", "subtests")),
     (
         "suite",
         (

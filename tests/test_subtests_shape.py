@@ -17,14 +17,22 @@ import pytest
 from kubernetes.client import models
 
 import subtests
-from e2e_dra.builder import Builder, ObjectFactory, is_unschedulable, object_path
+from e2e_dra.builder import (
+    SUBTEST_LABEL,
+    SUITE_LABEL,
+    Builder,
+    ObjectFactory,
+    SubtestObjects,
+    is_unschedulable,
+    object_path,
+)
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.subtest import Context, Subtest, discover
+from subtests import _binding_conditions as binding_conditions
+from subtests import _consumable_capacity as consumable_capacity
 from subtests import (
     admin_access,
-    binding_conditions,
     claim_metadata,
-    consumable_capacity,
     device_taints,
     kubelet_restart,
     prioritized_list,
@@ -68,7 +76,13 @@ def valid(obj: dict) -> dict:
 
 def builder(suffix: str = "core-dra") -> Builder:
     # Building objects never touches the client: none is needed.
-    return Builder(None, suffix, image="example.test/busybox:1")  # type: ignore[arg-type]
+    objects = SubtestObjects(suffix, suite="upgrade-downgrade", image="example.test/busybox:1")
+    return objects.builder(None)  # type: ignore[arg-type]
+
+
+def labels(subtest: str) -> dict[str, str]:
+    """What every object of ``subtest`` carries (see ``builder``)."""
+    return {SUBTEST_LABEL: subtest, SUITE_LABEL: "upgrade-downgrade"}
 
 
 # --- discovery ----------------------------------------------------------------------------------
@@ -104,7 +118,7 @@ def test_workload_subtest_declares_what_it_needs() -> None:
     assert pool_fallback.privileged_client
     assert pool_fallback.reconcile_pool == "pool-name-field-selector-fallback"
     # The API versions upstream's subtests use by name (no fallback to another version).
-    from subtests.core_dra import CLAIMS_VERSIONS
+    from e2e_dra.subtest_kit import CLAIMS_VERSIONS
 
     assert by_name["core-dra"].requires == ()  # its older version is named per release
     from e2e_dra.versions import matches
@@ -442,8 +456,8 @@ def test_names_follow_upstream() -> None:
 
 def test_the_factory_builds_without_a_client() -> None:
     """The objects need no cluster: a bare factory makes what a builder makes, name for name."""
-    factory = ObjectFactory("core-dra", image="example.test/busybox:1")
     b = builder("core-dra")
+    factory = ObjectFactory("core-dra", image="example.test/busybox:1", labels=b.labels)
     assert valid(factory.pod()) == b.pod()
     assert factory.external_claim() == b.external_claim()
     assert factory.pod_inline() == b.pod_inline()
@@ -454,13 +468,17 @@ def test_default_class_and_claim() -> None:
     assert valid(b.device_class()) == {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "DeviceClass",
-        "metadata": {"name": "defaultcore-dra-class"},
+        "metadata": {"name": "defaultcore-dra-class", "labels": labels("core-dra")},
         "spec": {
             "selectors": [{"cel": {"expression": 'device.driver == "defaultcore-dra.k8s.io"'}}]
         },
     }
     claim = valid(b.external_claim())
-    assert claim["metadata"] == {"name": "external-claimcore-dra", "namespace": "default"}
+    assert claim["metadata"] == {
+        "name": "external-claimcore-dra",
+        "namespace": "default",
+        "labels": labels("core-dra"),
+    }
     assert claim["spec"] == {
         "devices": {
             "requests": [
@@ -656,6 +674,7 @@ def test_claim_metadata_writes_touch_metadata_only() -> None:
     m = claim_metadata
     claim = _allocated_claim(builder("claim-metadata"), "tester-1")
     # JSON patch: the first label creates the map; a removal tests the finalizer it removes.
+    del claim["metadata"]["labels"]
     assert m.json_patch_ops(claim, "label", "v") == [
         {"op": "add", "path": "/metadata/labels", "value": {m.LABEL: "v"}}
     ]
@@ -908,7 +927,11 @@ def test_prioritized_claim_falls_back_to_its_last_subrequest() -> None:
     m = prioritized_list
     b = builder("prioritized-list")
     claim = valid(m.prioritized_claim(b))
-    assert claim["metadata"] == {"name": "external-claimprioritized-list", "namespace": "default"}
+    assert claim["metadata"] == {
+        "name": "external-claimprioritized-list",
+        "namespace": "default",
+        "labels": labels("prioritized-list"),
+    }
     (request,) = claim["spec"]["devices"]["requests"]
     assert request["name"] == "my-request"
     assert "exactly" not in request  # one or the other
@@ -948,6 +971,7 @@ def test_admin_access_objects() -> None:
     assert claim["metadata"] == {
         "name": "external-claimadmin-access",
         "namespace": "defaultadmin-access-labelled",
+        "labels": labels("admin-access"),
     }
     assert claim["spec"]["devices"]["requests"] == [
         {

@@ -13,8 +13,9 @@ import pytest
 from e2e_dra._suite import SUITES, UPGRADE_DOWNGRADE, Phase, Step
 from e2e_dra._suite._cluster import ClusterRun
 from e2e_dra._suite._findings import Findings
-from e2e_dra._suite._nets import Finding
+from e2e_dra._suite._nets import Finding, claim_owner
 from e2e_dra._suite._steps import Cleanup, ClusterStep
+from e2e_dra.builder import SUBTEST_LABEL, SubtestObjects
 
 FIRST, SECOND = "after-cluster-creation", "after-cluster-upgrade"
 
@@ -107,3 +108,47 @@ def test_a_backend_without_a_cluster_fails_its_cleanup_with_what_waits_once(
         f"safety net:\nclaim x allocated [subtest 'b'; seen during phase '{FIRST}']"
     )
     backend.close()  # nothing left: a second cleanup passes
+
+
+# --- whose claim: claim_owner ---------------------------------------------------------------------
+
+DRIVERS = {
+    "extended-resource": "defaultextended-resource.k8s.io",
+    "extended-resource-explicit": "defaultextended-resource-explicit.k8s.io",
+    "core-dra": "defaultcore-dra.k8s.io",
+}
+
+
+def _allocated(claim: dict, driver: str) -> dict:
+    result = {"request": "r", "driver": driver, "pool": "p", "device": "d"}
+    return {**claim, "status": {"allocation": {"devices": {"results": [result]}}}}
+
+
+def test_a_claim_belongs_to_the_subtest_its_label_names() -> None:
+    claim = SubtestObjects("core-dra", suite="upgrade-downgrade").builder(None).external_claim()  # type: ignore[arg-type]
+    assert claim["metadata"]["labels"][SUBTEST_LABEL] == "core-dra"
+    assert claim_owner(claim, DRIVERS) == "core-dra"
+    # The label wins over the driver that allocated it.
+    assert claim_owner(_allocated(claim, DRIVERS["extended-resource"]), DRIVERS) == "core-dra"
+
+
+def test_a_name_that_contains_another_subtests_name_does_not_decide() -> None:
+    """``external-claimextended-resource-explicit`` contains "extended-resource": the label, not
+    the name, says whose it is; without a label or an allocation it is nobody's."""
+    b = SubtestObjects("extended-resource", suite="feature-gate-cycle").builder(None)  # type: ignore[arg-type]
+    claim = b.external_claim()
+    claim["metadata"]["name"] = "external-claimextended-resource-explicit"
+    claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "core-dra-class"
+    assert claim_owner(claim, DRIVERS) == "extended-resource"
+    del claim["metadata"]["labels"]
+    assert claim_owner(claim, DRIVERS) is None
+
+
+def test_a_claim_without_the_label_belongs_to_the_driver_that_allocated_it() -> None:
+    special = {"metadata": {"name": "tester-extended-resource-explicit-1-x"}}  # the scheduler's
+    allocated = _allocated(special, DRIVERS["extended-resource-explicit"])
+    assert claim_owner(allocated, DRIVERS) == "extended-resource-explicit"
+    assert claim_owner(_allocated(special, "someone-else.k8s.io"), DRIVERS) is None
+    # A label naming no subtest of this run counts for nothing.
+    foreign = {"metadata": {"labels": {SUBTEST_LABEL: "gone"}}}
+    assert claim_owner(_allocated(foreign, DRIVERS["core-dra"]), DRIVERS) == "core-dra"

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from e2e_dra.builder import SUBTEST_LABEL
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.kube import Kube, KubeError, path, retrying
 from e2e_dra.settings import settings
@@ -53,26 +54,21 @@ def claim_problems(claim: dict) -> list[str]:
 
 
 def claim_owner(claim: dict, drivers: Mapping[str, str]) -> str | None:
-    """The subtest a claim belongs to: by the driver that allocated it, the class it asks for,
-    or the name the builder gave it (``external-claim<subtest>``, ``tester<subtest>-N-...``).
+    """The subtest a claim belongs to: by the label the builder puts on everything a subtest
+    creates (``e2e-dra/subtest``, carried by claims made from its templates too), else by the
+    driver that allocated it (a claim the scheduler made for an extended resource has no label).
 
-    ``drivers`` maps each subtest to its driver name; class names start with the driver's
-    namespace and subtest (``default<subtest>-class``).
+    ``drivers`` maps each subtest to its driver name. A label naming no subtest of ``drivers``
+    counts for nothing: the claim is attributed by its driver, or to nobody.
     """
+    labelled = ((claim.get("metadata") or {}).get("labels") or {}).get(SUBTEST_LABEL)
+    if labelled in drivers:
+        return labelled
     allocation = ((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}
     by_driver = {driver: name for name, driver in drivers.items()}
     for result in allocation.get("results") or []:
         if result.get("driver") in by_driver:
             return by_driver[result["driver"]]
-    texts = [(claim.get("metadata") or {}).get("name", "")]
-    for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
-        exactly = request.get("exactly") or request
-        texts.append(exactly.get("deviceClassName") or "")
-    for text in texts:
-        # The longest name first: "extended-resource-explicit" before "extended-resource".
-        for name in sorted(drivers, key=len, reverse=True):
-            if name in text:
-                return name
     return None
 
 

@@ -1,22 +1,35 @@
 """The objects subtests create, as plain dicts with upstream's names, and the checks on them.
 
-A subtest works with one :class:`Builder` (``ctx.builder``), the face upstream's subtests are
-written against. Behind it each concern is its own class, in its own private module:
+A subtest works with one :class:`Builder` per phase (``ctx.builder``), the face upstream's
+subtests are written against; :class:`SubtestObjects` is what outlives the phases (names, labels,
+tear-down), and ``SubtestObjects.builder(kube)`` makes each phase's builder. Behind the builder
+each concern is its own class, in its own private module:
 
 - ``_objects``: :class:`ObjectFactory`, names and object dicts (no client), and the predicates
   on what the server answers (:func:`is_allocated`, :func:`is_unschedulable`);
-- ``_api``: :class:`ObjectClient`, REST paths (:func:`object_path`), served API versions
-  (:func:`served_version`, :class:`NotServed`), create, get, delete;
+- ``_api``: :class:`ObjectClient`, REST paths (:func:`object_path`, :func:`resource_path`),
+  served API versions (:func:`served_version`, :class:`NotServed`), create, and objects by name;
 - ``_pods``: :class:`Pods`, the waits on pods, the env check and exec;
 - ``_teardown``: :class:`Sweeper`, the namespace sweep after a subtest;
-- ``_builder``: :class:`Builder`, an object factory that owns the other three and forwards
-  to them.
+- ``_builder``: :class:`SubtestObjects`, and :class:`Builder`, an object factory over the
+  subtest's counters that owns the other three and forwards to them.
+
+Every object a builder creates carries the labels :data:`SUBTEST_LABEL` and :data:`SUITE_LABEL`.
+:func:`retrying` and :class:`NotFound` come along: subtests retry and expect by-name calls.
 
 Import from here; the module layout behind these names may change.
 """
 
-from e2e_dra.builder._api import NotServed, ObjectClient, object_path, served_version
-from e2e_dra.builder._builder import Builder
+from e2e_dra.builder._api import (
+    RESOURCES,
+    NotServed,
+    ObjectClient,
+    object_path,
+    resource_of,
+    resource_path,
+    served_version,
+)
+from e2e_dra.builder._builder import Builder, SubtestObjects
 from e2e_dra.builder._objects import (
     DEFAULT_ENV,
     DEFAULT_PARAMETERS,
@@ -25,12 +38,15 @@ from e2e_dra.builder._objects import (
     NON_ROOT_USER,
     RESOURCE_V1,
     SCHEDULING_V1BETA1,
+    SUBTEST_LABEL,
+    SUITE_LABEL,
     ObjectFactory,
     is_allocated,
     is_unschedulable,
 )
 from e2e_dra.builder._pods import POD_DELETE_TIMEOUT, POD_START_TIMEOUT, PodFailed, Pods
-from e2e_dra.builder._teardown import DRIVER_POD_LABEL, TEARDOWN_TIMEOUT, Sweeper
+from e2e_dra.builder._teardown import DRIVER_POD_LABEL, TEARDOWN_TIMEOUT, Leftovers, Sweeper
+from e2e_dra.kube import NotFound, retrying
 
 __all__ = [
     "DEFAULT_ENV",
@@ -41,18 +57,27 @@ __all__ = [
     "NON_ROOT_USER",
     "POD_DELETE_TIMEOUT",
     "POD_START_TIMEOUT",
+    "RESOURCES",
     "RESOURCE_V1",
     "SCHEDULING_V1BETA1",
+    "SUBTEST_LABEL",
+    "SUITE_LABEL",
     "TEARDOWN_TIMEOUT",
     "Builder",
+    "Leftovers",
+    "NotFound",
     "NotServed",
     "ObjectClient",
     "ObjectFactory",
     "PodFailed",
     "Pods",
+    "SubtestObjects",
     "Sweeper",
     "is_allocated",
     "is_unschedulable",
     "object_path",
+    "resource_of",
+    "resource_path",
+    "retrying",
     "served_version",
 ]

@@ -1,32 +1,86 @@
-"""Objects to the API server and back: their REST paths, the API versions it serves, create, get
-and delete.
+"""Objects to the API server and back: their REST paths, the API versions it serves, create,
+and get, list, patch, update and delete by name.
 
 A subtest's object carries its own apiVersion and kind, so its path follows from the dict: no
-typed client per version, which two releases would not serve alike anyway. One class holds the
-connection, so the client that a cluster restart replaces is swapped in one place
-(:meth:`ObjectClient.use_client`); the pod checks and the tear-down reach the server through it.
+typed client per version, which two releases would not serve alike anyway. An object that is
+already there is addressed by its resource (the plural, as in its REST path) and its name, at
+the resource's usual version unless the subtest names another one: ``("resourceclaims", name,
+version="resource.k8s.io/v1beta1")``. One :class:`ObjectClient` talks through one client, for
+one phase: after a cluster restart the suite makes a new builder, with a new client.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from e2e_dra.builder._objects import RESOURCE_V1, SCHEDULING_V1BETA1
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.kube import Kube, NotFound, path, retrying
 from e2e_dra.versions import matches
 from e2e_dra.waits import eventually
 
-# kind -> (plural, namespaced)
-_KINDS: dict[str, tuple[str, bool]] = {
-    "DeviceClass": ("deviceclasses", False),
-    "ResourceClaim": ("resourceclaims", True),
-    "ResourceClaimTemplate": ("resourceclaimtemplates", True),
-    "ResourceSlice": ("resourceslices", False),
-    "DeviceTaintRule": ("devicetaintrules", False),
-    "Pod": ("pods", True),
-    "Workload": ("workloads", True),
-    "PodGroup": ("podgroups", True),
+# kind -> plural
+_KINDS: dict[str, str] = {
+    "DeviceClass": "deviceclasses",
+    "ResourceClaim": "resourceclaims",
+    "ResourceClaimTemplate": "resourceclaimtemplates",
+    "ResourceSlice": "resourceslices",
+    "DeviceTaintRule": "devicetaintrules",
+    "Pod": "pods",
+    "Workload": "workloads",
+    "PodGroup": "podgroups",
+    "Namespace": "namespaces",
 }
+
+RESOURCES: dict[str, tuple[str, bool]] = {
+    "deviceclasses": (RESOURCE_V1, False),
+    "resourceclaims": (RESOURCE_V1, True),
+    "resourceclaimtemplates": (RESOURCE_V1, True),
+    "resourceslices": (RESOURCE_V1, False),
+    "devicetaintrules": ("resource.k8s.io/v1alpha3", False),
+    "pods": ("v1", True),
+    "workloads": (SCHEDULING_V1BETA1, True),
+    "podgroups": (SCHEDULING_V1BETA1, True),
+    "namespaces": ("v1", False),
+    "nodes": ("v1", False),
+    "serviceaccounts": ("v1", True),
+    "events": ("v1", True),
+}
+"""The resources a subtest addresses by name: (the version used unless it names one,
+namespaced)."""
+_KIND_OF = {plural: kind for kind, plural in _KINDS.items()}
+
+
+def resource_of(obj: dict) -> str:
+    """The resource (plural) of an object dict, by its kind: "ResourceClaim" -> "resourceclaims"."""
+    kind = obj.get("kind", "")
+    if kind not in _KINDS:
+        raise E2EDRAError(f"the builder does not know kind {kind!r}; known: {sorted(_KINDS)}")
+    return _KINDS[kind]
+
+
+def resource_path(
+    resource: str,
+    name: str | None = None,
+    *,
+    version: str | None = None,
+    namespace: str = "default",
+    subresource: str | None = None,
+) -> str:
+    """The REST path of ``resource`` ``name`` (or, without a name, of the collection), at
+    ``version`` or the resource's usual one; ``namespace`` counts for namespaced resources."""
+    if resource not in RESOURCES:
+        raise E2EDRAError(
+            f"the builder does not know resource {resource!r}; known: {sorted(RESOURCES)}"
+        )
+    default_version, namespaced = RESOURCES[resource]
+    return path(
+        version or default_version,
+        resource,
+        name,
+        namespace=namespace if namespaced else None,
+        subresource=subresource,
+    )
 
 
 def object_path(obj: dict, *, collection: bool = False) -> str:
@@ -34,13 +88,13 @@ def object_path(obj: dict, *, collection: bool = False) -> str:
     kind = obj.get("kind", "")
     if kind not in _KINDS:
         raise E2EDRAError(f"the builder does not know kind {kind!r}; known: {sorted(_KINDS)}")
-    plural, namespaced = _KINDS[kind]
+    plural = _KINDS[kind]
     metadata = obj.get("metadata", {})
     return path(
         obj["apiVersion"],
         plural,
         None if collection else metadata["name"],
-        namespace=metadata.get("namespace") if namespaced else None,
+        namespace=metadata.get("namespace") if RESOURCES[plural][1] else None,
     )
 
 
@@ -73,44 +127,102 @@ def served_version(kube: Kube, group_version: str, resource: str | None = None) 
 
 
 class ObjectClient:
-    """Creates, reads and deletes object dicts at their own apiVersion, through the client of
-    the cluster as it is now."""
+    """Creates object dicts at their own apiVersion, and reads, changes and deletes objects of
+    one namespace by name, through one client."""
 
-    def __init__(self, kube: Kube, *, log: Callable[[str], None]) -> None:
+    def __init__(self, kube: Kube, namespace: str, *, log: Callable[[str], None]) -> None:
         self.kube = kube
+        self.namespace = namespace
         self.log = log
 
-    def use_client(self, kube: Kube) -> None:
-        """Talk through ``kube`` from now on (a fresh client after a cluster restart)."""
-        self.kube = kube
+    def url(
+        self,
+        resource: str,
+        name: str | None = None,
+        *,
+        version: str | None = None,
+        subresource: str | None = None,
+    ) -> str:
+        """The REST path of ``resource`` ``name`` in this namespace (see :func:`resource_path`)."""
+        return resource_path(
+            resource, name, version=version, namespace=self.namespace, subresource=subresource
+        )
 
-    def create(self, *objs: dict) -> list[dict]:
-        """Create each object at its own apiVersion; the server's answers, in order."""
-        created = []
-        for obj in objs:
-            self.log(f"Creating {obj['kind']} {obj['metadata']['name']}")
-            created.append(self.kube.create(object_path(obj, collection=True), obj))
-        return created
+    def create(self, obj: dict) -> dict:
+        """Create ``obj`` at its own apiVersion; the server's answer."""
+        self.log(f"Creating {obj['kind']} {obj['metadata']['name']}")
+        return self.kube.create(object_path(obj, collection=True), obj)
 
-    def get(self, obj: dict) -> dict:
-        return self.kube.get(object_path(obj))
+    def get(self, resource: str, name: str, *, version: str | None = None) -> dict:
+        return self.kube.get(self.url(resource, name, version=version))
 
-    def delete(self, obj: dict, *, missing_ok: bool = False) -> None:
-        """Delete ``obj``; that it is gone already fails (NotFound) unless ``missing_ok``."""
-        self.log(f"Deleting {obj['kind']} {obj['metadata']['name']}")
-        self.kube.delete(object_path(obj), missing_ok=missing_ok)
+    def list(
+        self,
+        resource: str,
+        *,
+        version: str | None = None,
+        labels: Mapping[str, str] = {},
+        **query: object,
+    ) -> list[dict]:
+        """Every ``resource`` of the namespace (or cluster), or those with all of ``labels``;
+        ``query``: more parameters of the list (``fieldSelector=...``)."""
+        if labels:
+            query["labelSelector"] = ",".join(f"{k}={v}" for k, v in labels.items())
+        return self.kube.list(self.url(resource, version=version), **query)
 
-    def wait_gone(self, url_path: str, what: str, timeout: float) -> None:
-        """Until GET ``url_path`` answers NotFound."""
+    def patch(
+        self,
+        resource: str,
+        name: str,
+        body: object,
+        *,
+        version: str | None = None,
+        kind: str = "merge",
+        subresource: str | None = None,
+        **query: object,
+    ) -> dict:
+        url = self.url(resource, name, version=version, subresource=subresource)
+        return self.kube.patch(url, body, kind=kind, **query)
+
+    def update(
+        self,
+        resource: str,
+        name: str,
+        body: dict,
+        *,
+        version: str | None = None,
+        subresource: str | None = None,
+    ) -> dict:
+        url = self.url(resource, name, version=version, subresource=subresource)
+        return self.kube.update(url, body)
+
+    def delete(
+        self, resource: str, name: str, *, version: str | None = None, missing_ok: bool = False
+    ) -> None:
+        """Delete ``resource`` ``name``; that it is gone already fails (NotFound) unless
+        ``missing_ok``."""
+        at = f" through {version}" if version else ""
+        where = (
+            f"{self.namespace}/" if self.namespace != "default" and RESOURCES[resource][1] else ""
+        )
+        self.log(f"Deleting {_KIND_OF.get(resource, resource)} {where}{name}{at}")
+        self.kube.delete(self.url(resource, name, version=version), missing_ok=missing_ok)
+
+    def wait_gone(
+        self, resource: str, name: str, *, timeout: float, version: str | None = None
+    ) -> None:
+        """Until reading ``resource`` ``name`` answers NotFound."""
+        url = self.url(resource, name, version=version)
 
         def gone() -> bool:
             try:
-                self.kube.get(url_path)
+                self.kube.get(url)
             except NotFound:
                 return True
             return False
 
-        eventually(gone, what=f"{what} to be deleted", timeout=timeout)
+        what = f"{_KIND_OF.get(resource, resource)} {name} to be deleted"
+        eventually(gone, what=what, timeout=timeout)
 
     def api_version(self, group_version: str, resource: str | None = None) -> str:
         """``group_version``, checked to be served now (see :func:`served_version`)."""

@@ -6,8 +6,12 @@ message names the subtest. Objects are plain dicts at explicit API versions, bec
 talks to two releases that do not serve the same versions.
 
 Building an object never talks to the server, so the factory holds names and counters only: the
-shapes are checked without a cluster (``tests/test_subtests_shape.py``), and the counters carry on
-across cluster restarts, so a pod made after an upgrade does not reuse a name from before it.
+shapes are checked without a cluster (``tests/test_subtests_shape.py``). The counters are the
+subtest's (:class:`~e2e_dra.builder.SubtestObjects` hands the same ones to every phase's builder),
+so a pod made after an upgrade does not reuse a name from before it.
+
+Every object carries the labels :data:`SUBTEST_LABEL` and :data:`SUITE_LABEL` (a claim template
+passes them on to the claims made from it), so whatever a run leaves behind names its owner.
 The predicates at the end read what the server answers for these objects; they need no client
 either.
 """
@@ -15,12 +19,18 @@ either.
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from typing import Any
 
 from e2e_dra.provision import TEST_IMAGE
 
 RESOURCE_V1 = "resource.k8s.io/v1"
 SCHEDULING_V1BETA1 = "scheduling.k8s.io/v1beta1"
+
+SUBTEST_LABEL = "e2e-dra/subtest"
+"""On every object a builder creates: the subtest it belongs to."""
+SUITE_LABEL = "e2e-dra/suite"
+"""On every object a builder creates: the suite that ran the subtest."""
 
 DEFAULT_PARAMETERS: dict[str, str] = {"a": "b"}
 """Opaque config of the default claim; the test driver turns it into ``user_a=b`` in the pod."""
@@ -38,15 +48,33 @@ class ObjectFactory:
     workloads, pod groups and taint rules."""
 
     def __init__(
-        self, name_suffix: str, *, namespace: str = "default", image: str | None = None
+        self,
+        name_suffix: str,
+        *,
+        namespace: str = "default",
+        image: str | None = None,
+        labels: dict[str, str] | None = None,
+        counters: Counter[str] | None = None,
     ) -> None:
         self.name_suffix = name_suffix
         self.namespace = namespace
         self.image = TEST_IMAGE if image is None else image
-        self._pod_counter = 0
-        self._claim_counter = 0
-        self._workload_counter = 0
-        self._pod_group_counter = 0
+        # Put on every object; the default names the subtest (a suite adds its own name).
+        self.labels = dict(labels) if labels is not None else {SUBTEST_LABEL: name_suffix}
+        # How many of each kind were made: shared by every factory of the same subtest.
+        self.counters: Counter[str] = Counter() if counters is None else counters
+
+    def _count(self, kind: str) -> int:
+        """The number of ``kind`` objects made so far, this one included."""
+        self.counters[kind] += 1
+        return self.counters[kind]
+
+    def _metadata(self, name: str, *, namespaced: bool = True) -> dict:
+        metadata: dict[str, Any] = {"name": name}
+        if namespaced:
+            metadata["namespace"] = self.namespace
+        metadata["labels"] = dict(self.labels)
+        return metadata
 
     # --- names --------------------------------------------------------------------------------
 
@@ -74,7 +102,7 @@ class ObjectFactory:
         return {
             "apiVersion": RESOURCE_V1,
             "kind": "DeviceClass",
-            "metadata": {"name": name or self.class_name()},
+            "metadata": self._metadata(name or self.class_name(), namespaced=False),
             "spec": spec,
         }
 
@@ -108,28 +136,23 @@ class ObjectFactory:
 
     def external_claim(self) -> dict:
         """A ResourceClaim for pods to reference: ``external-claim<suffix>``, then ``-2``, ..."""
-        self._claim_counter += 1
+        count = self._count("claim")
         name = f"external-claim{self.name_suffix}"
-        if self._claim_counter > 1:
-            name += f"-{self._claim_counter}"
+        if count > 1:
+            name += f"-{count}"
         return {
             "apiVersion": RESOURCE_V1,
             "kind": "ResourceClaim",
-            "metadata": {"name": name, "namespace": self.namespace},
+            "metadata": self._metadata(name),
             "spec": self.claim_spec(),
         }
 
     def pod(self) -> dict:
         """A restricted-PSA pod that idles until deleted: ``tester<suffix>-<n>``."""
-        self._pod_counter += 1
         return {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {
-                "name": f"tester{self.name_suffix}-{self._pod_counter}",
-                "namespace": self.namespace,
-                "labels": {},
-            },
+            "metadata": self._metadata(f"tester{self.name_suffix}-{self._count('pod')}"),
             "spec": {
                 "restartPolicy": "Never",
                 "securityContext": {
@@ -180,18 +203,18 @@ class ObjectFactory:
         return {
             "apiVersion": RESOURCE_V1,
             "kind": "ResourceClaimTemplate",
-            "metadata": {"name": name, "namespace": self.namespace},
-            "spec": {"spec": self.claim_spec()},
+            "metadata": self._metadata(name),
+            # The claims made from it carry the labels too.
+            "spec": {"metadata": {"labels": dict(self.labels)}, "spec": self.claim_spec()},
         }
 
     def workload(self) -> dict:
         """A Workload with one pod group template ``group`` (basic scheduling, no claims)."""
-        name = f"tester{self.name_suffix}-{self._workload_counter}"
-        self._workload_counter += 1
+        name = f"tester{self.name_suffix}-{self._count('workload') - 1}"
         return {
             "apiVersion": SCHEDULING_V1BETA1,
             "kind": "Workload",
-            "metadata": {"name": name, "namespace": self.namespace},
+            "metadata": self._metadata(name),
             "spec": {"podGroupTemplates": [{"name": "group", "schedulingPolicy": {"basic": {}}}]},
         }
 
@@ -207,8 +230,7 @@ class ObjectFactory:
     def pod_group(self, workload: dict, template: dict) -> dict:
         """A PodGroup made from ``template`` of ``workload``: ``<workload>-<template>-<n>``."""
         workload_name = workload["metadata"]["name"]
-        name = f"{workload_name}-{template['name']}-{self._pod_group_counter}"
-        self._pod_group_counter += 1
+        name = f"{workload_name}-{template['name']}-{self._count('pod group') - 1}"
         spec: dict[str, Any] = {
             "workloadRef": {"workloadName": workload_name, "templateName": template["name"]},
             "schedulingPolicy": copy.deepcopy(template["schedulingPolicy"]),
@@ -218,7 +240,7 @@ class ObjectFactory:
         return {
             "apiVersion": SCHEDULING_V1BETA1,
             "kind": "PodGroup",
-            "metadata": {"name": name, "namespace": self.namespace},
+            "metadata": self._metadata(name),
             "spec": spec,
         }
 
@@ -245,7 +267,7 @@ class ObjectFactory:
         return {
             "apiVersion": api_version,
             "kind": "DeviceTaintRule",
-            "metadata": {"name": name},
+            "metadata": self._metadata(name, namespaced=False),
             "spec": {
                 "deviceSelector": {"driver": self.driver_name, "pool": pool, "device": device},
                 "taint": dict(taint),

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from e2e_dra.builder._api import ObjectClient
 from e2e_dra.builder._objects import DEFAULT_ENV, is_unschedulable
 from e2e_dra.errors import E2EDRAError, ExecError
-from e2e_dra.kube import KubeError, NotFound, path, retrying
+from e2e_dra.kube import KubeError, NotFound, retrying
 from e2e_dra.waits import eventually
 
 POD_START_TIMEOUT = 300.0  # upstream's framework.PodStartTimeout
@@ -27,13 +27,13 @@ class PodFailed(E2EDRAError):
 class Pods:
     """Waits for and checks pods by name in one namespace, through the builder's client."""
 
-    def __init__(self, client: ObjectClient, namespace: str, *, log: Callable[[str], None]) -> None:
+    def __init__(self, client: ObjectClient, *, log: Callable[[str], None]) -> None:
         self.client = client
-        self.namespace = namespace
+        self.namespace = client.namespace
         self.log = log
 
     def read(self, name: str) -> dict:
-        return self.client.kube.get(path("v1", "pods", name, namespace=self.namespace))
+        return self.client.get("pods", name)
 
     def wait_running(self, name: str, timeout: float = POD_START_TIMEOUT) -> dict:
         """Until the pod runs; fails early if it ended instead."""
@@ -82,14 +82,11 @@ class Pods:
         )
 
     def wait_gone(self, name: str, timeout: float = POD_DELETE_TIMEOUT) -> None:
-        self.client.wait_gone(
-            path("v1", "pods", name, namespace=self.namespace), f"pod {name}", timeout
-        )
+        self.client.wait_gone("pods", name, timeout=timeout)
 
     def delete_and_wait(self, name: str, timeout: float = POD_DELETE_TIMEOUT) -> None:
         """Delete a pod the subtest expects to exist (NotFound fails), then wait until gone."""
-        self.log(f"Deleting Pod {name}")
-        self.client.kube.delete(path("v1", "pods", name, namespace=self.namespace))
+        self.client.delete("pods", name)
         self.wait_gone(name, timeout)
 
     def test(

@@ -6,20 +6,40 @@ phase that failed halfway leaves objects nobody recorded. It spares the driver p
 waits until the driver has nothing prepared, so the driver can be stopped without stranding
 claims. It tries every step and raises the first error at the end: one stuck object must not
 keep the rest, or the next subtest's objects, around.
+
+What the sweep needs to remember (classes created, clean-ups deferred) is the subtest's, kept in a
+:class:`Leftovers` that outlives phases and cluster restarts; a :class:`Sweeper` is one phase's,
+and reaches the server through that phase's client.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from e2e_dra.builder._api import ObjectClient
-from e2e_dra.builder._objects import RESOURCE_V1, SCHEDULING_V1BETA1
-from e2e_dra.kube import Kube, path, retrying
+from e2e_dra.builder._objects import SCHEDULING_V1BETA1
+from e2e_dra.kube import retrying
 from e2e_dra.waits import eventually
 from hostkit import Attempts
 
 DRIVER_POD_LABEL = ("app.kubernetes.io/part-of", "dra-test-driver")
 TEARDOWN_TIMEOUT = 60.0
+
+
+@dataclass
+class Leftovers:
+    """What a subtest's tear-down must remove beyond its namespace: the DeviceClasses it created
+    (cluster-wide, deleted by name, newest first) and the clean-ups it deferred."""
+
+    classes: list[str] = field(default_factory=list)
+    deferred: list[Callable[[Any], None]] = field(default_factory=list)
+
+    def track(self, obj: dict) -> None:
+        """Remember ``obj``, just created, if the namespace sweep would miss it."""
+        if obj["kind"] == "DeviceClass":
+            self.classes.append(obj["metadata"]["name"])
 
 
 class Sweeper:
@@ -28,54 +48,41 @@ class Sweeper:
     def __init__(
         self,
         client: ObjectClient,
-        namespace: str,
         driver_name: str,
+        leftovers: Leftovers,
         *,
         log: Callable[[str], None],
     ) -> None:
         self.client = client
-        self.namespace = namespace
+        self.namespace = client.namespace
         self.driver_name = driver_name
+        self.leftovers = leftovers
         self.log = log
-        self._classes: list[str] = []
-        self._deferred: list[Callable[[Kube], None]] = []
-
-    def track(self, obj: dict) -> None:
-        """Remember ``obj``, just created, if the namespace sweep would miss it: a DeviceClass
-        (cluster-wide) is deleted by name, newest first, at the end of :meth:`sweep`."""
-        if obj["kind"] == "DeviceClass":
-            self._classes.append(obj["metadata"]["name"])
-
-    def defer(self, cleanup: Callable[[Kube], None]) -> None:
-        """Run ``cleanup(kube)`` at :meth:`sweep`, before pods and claims are removed.
-
-        For objects that the generic tear-down cannot remove by itself (a claim held by a
-        test finalizer, a cluster-wide slice). ``cleanup`` gets the client current at that time.
-        """
-        self._deferred.append(cleanup)
 
     @property
-    def deferred(self) -> tuple[Callable[[Kube], None], ...]:
+    def deferred(self) -> tuple[Callable[[Any], None], ...]:
         """The cleanups :meth:`sweep` will run, in the order they were deferred."""
-        return tuple(self._deferred)
+        return tuple(self.leftovers.deferred)
 
-    def sweep(self, prepared_claims: Callable[[], list] | None = None) -> None:
-        """Deferred cleanups (newest first), test pods, pod groups, claims, until the driver
-        (``prepared_claims``) has unprepared them all, then the tracked classes. Tries every
-        step; raises the first error at the end."""
+    def sweep(
+        self, prepared_claims: Callable[[], list] | None = None, *, deferred_arg: Any = None
+    ) -> None:
+        """Deferred cleanups (newest first, each called with ``deferred_arg``), test pods, pod
+        groups, claims, until the driver (``prepared_claims``) has unprepared them all, then the
+        tracked classes. Tries every step; raises the first error at the end."""
         attempts = Attempts("tear-down", self.log)
 
         def attempt(step: str, fn: Callable[[], object]) -> None:
             attempts(step, retrying(fn))
 
-        while self._deferred:
-            cleanup = self._deferred.pop()
-            attempt("deferred cleanup", lambda cleanup=cleanup: cleanup(self.client.kube))
+        deferred, classes = self.leftovers.deferred, self.leftovers.classes
+        while deferred:
+            cleanup = deferred.pop()
+            attempt("deferred cleanup", lambda cleanup=cleanup: cleanup(deferred_arg))
         attempt("delete test pods", self._delete_test_pods)
         if retrying(self.client.kube.served)(SCHEDULING_V1BETA1):
             attempt("delete pod groups", self._delete_pod_groups)
-        claims = path(RESOURCE_V1, "resourceclaims", namespace=self.namespace)
-        attempt("delete claims", lambda: self._delete_all(claims))
+        attempt("delete claims", lambda: self._delete_all("resourceclaims"))
         if prepared_claims is not None:
             attempt(
                 "wait for unprepare",
@@ -89,31 +96,31 @@ class Sweeper:
         attempt(
             "wait for claims",
             lambda: eventually(
-                lambda: self.client.kube.list(claims),
+                lambda: self.client.list("resourceclaims"),
                 what=f"all ResourceClaims in {self.namespace} to be deleted",
                 timeout=TEARDOWN_TIMEOUT,
                 until=lambda items: not items,
             ),
         )
-        for name in reversed(self._classes):
+        for name in reversed(classes):
             attempt(
                 f"delete DeviceClass {name}",
                 lambda name=name: self.client.kube.delete(
-                    path(RESOURCE_V1, "deviceclasses", name), missing_ok=True
+                    self.client.url("deviceclasses", name), missing_ok=True
                 ),
             )
-        self._classes.clear()
+        classes.clear()
         attempts.raise_first()
 
     def _test_pods(self) -> list[dict]:
         key, value = DRIVER_POD_LABEL
-        pods = self.client.kube.list(path("v1", "pods", namespace=self.namespace))
+        pods = self.client.list("pods")
         return [p for p in pods if p["metadata"].get("labels", {}).get(key) != value]
 
     def _delete_test_pods(self) -> None:
         for pod in self._test_pods():
             if not pod["metadata"].get("deletionTimestamp"):
-                self.client.delete(pod, missing_ok=True)
+                self.client.delete("pods", pod["metadata"]["name"], missing_ok=True)
         eventually(
             self._test_pods,
             what=f"test pods in {self.namespace} to be deleted",
@@ -122,17 +129,17 @@ class Sweeper:
         )
 
     def _delete_pod_groups(self) -> None:
-        pod_groups = path(SCHEDULING_V1BETA1, "podgroups", namespace=self.namespace)
-        self._delete_all(pod_groups)
+        self._delete_all("podgroups")
         eventually(
-            lambda: self.client.kube.list(pod_groups),
+            lambda: self.client.list("podgroups"),
             what=f"pod groups in {self.namespace} to be deleted",
             timeout=TEARDOWN_TIMEOUT,
             until=lambda items: not items,
         )
 
-    def _delete_all(self, collection: str) -> None:
-        for item in self.client.kube.list(collection):
+    def _delete_all(self, resource: str) -> None:
+        for item in self.client.list(resource):
             if not item["metadata"].get("deletionTimestamp"):
-                self.log(f"Deleting {collection.rsplit('/', 1)[-1]} {item['metadata']['name']}")
-                self.client.kube.delete(f"{collection}/{item['metadata']['name']}", missing_ok=True)
+                name = item["metadata"]["name"]
+                self.log(f"Deleting {resource} {name}")
+                self.client.kube.delete(self.client.url(resource, name), missing_ok=True)

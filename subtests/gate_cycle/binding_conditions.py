@@ -27,7 +27,7 @@ DRADeviceBindingConditions is locked on from 1.38, so the control plane emulates
 from __future__ import annotations
 
 from e2e_dra.subtest import Context, Phase, Subtest
-from subtests import binding_conditions as bc
+from subtests import _binding_conditions as bc
 from subtests._gated_fields import driver_slice, expect_fields, stored_with_fields
 
 GATE = "DRADeviceBindingConditions"

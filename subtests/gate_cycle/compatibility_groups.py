@@ -12,12 +12,10 @@ from collections.abc import Sequence
 
 from e2e_dra.builder import is_allocated
 from e2e_dra.driver import Pool
-from e2e_dra.kube import path
 from e2e_dra.subtest import Context, Phase, Subtest
 
 POOL = "compatibility-groups-pool"
 COUNTER_SET = "gpu"
-RESOURCE_V1 = "resource.k8s.io/v1"
 
 
 def resources(nodes: Sequence[str]) -> list[Pool]:
@@ -60,7 +58,7 @@ def _grouped_pod(ctx: Context, count: int) -> tuple[str, str]:
 
 def _verify(ctx: Context, pod: str, claim: str) -> None:
     ctx.builder.wait_running(pod)
-    answer = ctx.kube.get(path(RESOURCE_V1, "resourceclaims", claim, namespace=ctx.namespace))
+    answer = ctx.builder.get("resourceclaims", claim)
     assert is_allocated(answer), f"ResourceClaim {claim} of pod {pod} is not allocated"
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import copy
 
 from e2e_dra.subtest import Context, Phase, Subtest
-from subtests import consumable_capacity as cc
+from subtests import _consumable_capacity as cc
 from subtests._gated_fields import driver_slice, expect_fields, stored_with_fields
 
 GATE = "DRAConsumableCapacity"
@@ -82,7 +82,7 @@ def initial(ctx: Context) -> Phase:
         with ctx.step("a new claim loses its capacity request; the shared device is taken"):
             claim_c, pod_c = cc.claim_and_pod(ctx, {"late": "1Gi"})
             name_c = claim_c["metadata"]["name"]
-            stored = ctx.builder.get(claim_c)
+            stored = ctx.builder.get("resourceclaims", claim_c["metadata"]["name"])
             kept = [
                 r["name"]
                 for r in stored["spec"]["devices"]["requests"]
@@ -97,7 +97,9 @@ def initial(ctx: Context) -> Phase:
             with ctx.step("the claim created while off gets a share of the default"):
                 ctx.builder.wait_running(pod_c["metadata"]["name"])
                 stored_c = copy.deepcopy(claim_c)
-                stored_c["spec"] = ctx.builder.get(claim_c)["spec"]
+                stored_c["spec"] = ctx.builder.get("resourceclaims", claim_c["metadata"]["name"])[
+                    "spec"
+                ]
                 recorded[name_c] = cc.shares_of(ctx, stored_c, {"late": DEFAULT_SHARE})
                 claims[name_c] = stored_c
                 running[name_c] = pod_c

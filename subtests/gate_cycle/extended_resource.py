@@ -12,8 +12,8 @@ locked gates from its command line, so it is not even restarted.
 from __future__ import annotations
 
 from e2e_dra.builder import POD_START_TIMEOUT, is_allocated
-from e2e_dra.kube import path
 from e2e_dra.subtest import Context, Phase, Subtest
+from e2e_dra.subtest_kit import devices_per_node
 from e2e_dra.waits import consistently, eventually
 from subtests._extended_resource import (
     claim_name_from_pod,
@@ -22,7 +22,6 @@ from subtests._extended_resource import (
     verify_pod_running_with_claim,
     wait_claims_gone,
 )
-from subtests._pools import devices_per_node
 
 PROBE_PENDING_FOR = 30.0  # upstream: Consistently 30 s
 # The kubelet's DRA reconcile loop runs once a minute and unprepares only with the gate on.
@@ -113,9 +112,7 @@ def initial(ctx: Context) -> Phase:
 
 def _assert_claim_allocated(ctx: Context, pod: str) -> None:
     name = claim_name_from_pod(ctx, pod)
-    claim = ctx.kube.get(
-        path("resource.k8s.io/v1", "resourceclaims", name, namespace=ctx.namespace)
-    )
+    claim = ctx.builder.get("resourceclaims", name)
     assert is_allocated(claim), f"ResourceClaim {name} of pod {pod} is no longer allocated"
 
 

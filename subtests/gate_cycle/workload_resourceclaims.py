@@ -5,9 +5,10 @@ and reservation; once the gate is back, new pods of the group share that claim a
 
 from __future__ import annotations
 
+from e2e_dra.builder import SCHEDULING_V1BETA1 as SCHEDULING
 from e2e_dra.subtest import Context, Phase, Subtest
-from subtests._pools import devices_per_node
-from subtests._workload import SCHEDULING, claim_path, claim_state, join_group, start_group, stays
+from e2e_dra.subtest_kit import devices_per_node
+from subtests._workload import claim_state, join_group, start_group, stays
 
 
 def initial(ctx: Context) -> Phase:
@@ -18,7 +19,7 @@ def initial(ctx: Context) -> Phase:
     def only_the_group_claim(ctx: Context) -> None:
         """Every claim in the namespace: exactly the group's, unchanged (no per-pod claims)."""
         stays(
-            lambda: ctx.kube.list(claim_path(ctx)),
+            lambda: ctx.builder.list("resourceclaims"),
             what=f"ResourceClaim {claim_name} staying the only, unchanged claim",
             holds=lambda items: [claim_state(c) for c in items] == [stable],
         )

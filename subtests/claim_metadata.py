@@ -42,10 +42,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from e2e_dra.builder import RESOURCE_V1 as V1
 from e2e_dra.builder import Builder, is_allocated
 from e2e_dra.kube import Conflict, Kube, KubeError, NotFound, path, retrying
 from e2e_dra.subtest import Context, Phase, Subtest
-from e2e_dra.subtest_kit import devices_per_node
+from e2e_dra.subtest_kit import RESOURCE_V1BETA1, RESOURCE_V1BETA2, devices_per_node
 from e2e_dra.versions import matches
 
 FINALIZER = "test.example.com/claim-metadata"
@@ -53,12 +54,11 @@ LABEL = "claim-metadata.example.com/step"
 ANNOTATION = "claim-metadata.example.com/step"
 FIELD_MANAGER = "e2e-dra-claim-metadata"
 
-V1 = "resource.k8s.io/v1"
 # The versions to write through, and the releases that serve each (v1beta1 is gone in 1.38).
 VERSIONS = {
     V1: None,
-    "resource.k8s.io/v1beta2": None,
-    "resource.k8s.io/v1beta1": "<1.38.0-alpha.0",
+    RESOURCE_V1BETA2: None,
+    RESOURCE_V1BETA1: "<1.38.0-alpha.0",
 }
 OPERATIONS = ("label", "annotation", "add finalizer", "remove finalizer")
 

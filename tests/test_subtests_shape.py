@@ -18,6 +18,7 @@ from kubernetes.client import models
 
 import subtests
 from e2e_dra.builder import (
+    RESOURCES,
     SUBTEST_LABEL,
     SUITE_LABEL,
     Builder,
@@ -25,6 +26,7 @@ from e2e_dra.builder import (
     SubtestObjects,
     is_unschedulable,
     object_path,
+    resource_of,
 )
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.subtest import Context, Subtest, discover
@@ -788,6 +790,142 @@ def test_object_paths() -> None:
     )
     with pytest.raises(E2EDRAError, match="ConfigMap"):
         object_path({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}})
+
+
+def test_objects_by_name_have_their_paths_at_the_usual_or_a_named_version() -> None:
+    b = builder()
+    claims = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
+    assert b.url("resourceclaims", "c") == f"{claims}/c"
+    assert b.url("resourceclaims") == claims
+    assert b.url("resourceclaims", "c", version="resource.k8s.io/v1beta1") == (
+        "/apis/resource.k8s.io/v1beta1/namespaces/default/resourceclaims/c"
+    )
+    assert b.url("resourceclaims", "c", subresource="status") == f"{claims}/c/status"
+    assert b.url("pods", "p") == "/api/v1/namespaces/default/pods/p"
+    assert b.url("podgroups", "g") == (
+        "/apis/scheduling.k8s.io/v1beta1/namespaces/default/podgroups/g"
+    )
+    # Cluster-wide resources have no namespace in their path.
+    assert b.url("resourceslices", "s") == "/apis/resource.k8s.io/v1/resourceslices/s"
+    assert b.url("devicetaintrules", "r") == ("/apis/resource.k8s.io/v1alpha3/devicetaintrules/r")
+    assert b.url("namespaces", "n") == "/api/v1/namespaces/n"
+    assert b.url("nodes", "127.0.0.1") == "/api/v1/nodes/127.0.0.1"
+    with pytest.raises(E2EDRAError, match="configmaps"):
+        b.url("configmaps", "x")
+    other = b.in_namespace("elsewhere")
+    assert other.url("resourceclaims", "c") == (
+        "/apis/resource.k8s.io/v1/namespaces/elsewhere/resourceclaims/c"
+    )
+    assert other.url("resourceslices", "s") == "/apis/resource.k8s.io/v1/resourceslices/s"
+    assert resource_of(b.external_claim()) == "resourceclaims"
+    assert resource_of(b.pod_inline()[1]) == "resourceclaimtemplates"
+    for kind, plural in (("ResourceClaim", "resourceclaims"), ("Pod", "pods")):
+        assert plural in RESOURCES, kind
+
+
+def test_a_builder_per_phase_shares_the_subtests_names_and_tear_down() -> None:
+    """Names count on across the phases' builders, and what one phase deferred or created is
+    torn down by the builder of the last: the state is the subtest's, the client the phase's."""
+    objects = SubtestObjects("core-dra", suite="upgrade-downgrade", image="example.test/busybox:1")
+    first, second = objects.builder(None), objects.builder(None)  # type: ignore[arg-type]
+    assert first is not second
+    assert first.external_claim()["metadata"]["name"] == "external-claimcore-dra"
+    assert second.external_claim()["metadata"]["name"] == "external-claimcore-dra-2"
+    assert first.pod()["metadata"]["name"] == "testercore-dra-1"
+    assert second.pod()["metadata"]["name"] == "testercore-dra-2"
+    workload, _ = first.workload_inline()
+    assert second.workload()["metadata"]["name"] == "testercore-dra-1"
+    assert workload["metadata"]["name"] == "testercore-dra-0"
+
+    def cleanup(b: Builder) -> None:
+        pass
+
+    first.defer(cleanup)
+    assert second.sweeper.deferred == (cleanup,)
+    objects.leftovers.track(first.device_class())
+    assert objects.builder(None).sweeper.leftovers.classes == ["defaultcore-dra-class"]  # type: ignore[arg-type]
+    # In another namespace: the same subtest, its names and its tear-down.
+    elsewhere = second.in_namespace("elsewhere")
+    assert elsewhere.external_claim()["metadata"] == {
+        "name": "external-claimcore-dra-3",
+        "namespace": "elsewhere",
+        "labels": labels("core-dra"),
+    }
+    assert elsewhere.sweeper.deferred == (cleanup,)
+    # Nothing re-points a builder: a restart means a new one.
+    assert not hasattr(first, "use_client") and not hasattr(first.client, "use_client")
+    assert not hasattr(objects, "kube")
+
+
+def test_every_object_the_builder_makes_carries_the_labels() -> None:
+    b = builder("workload-resourceclaims")
+    want = labels("workload-resourceclaims")
+    pod, template = b.pod_inline()
+    workload, workload_template = b.workload_inline()
+    pod_group = b.pod_group(workload, workload["spec"]["podGroupTemplates"][0])
+    made = [
+        b.device_class(),
+        b.class_with_extended_resource(b.extended_resource_name("x")),
+        b.external_claim(),
+        b.pod(),
+        b.pod_external("c"),
+        pod,
+        template,
+        workload,
+        workload_template,
+        pod_group,
+        b.grouped_pod_with_claims(pod_group),
+        b.device_taint_rule("r", pool="p", device="d", taint={"key": "k", "effect": "NoSchedule"}),
+    ]
+    for obj in made:
+        assert valid(obj)["metadata"]["labels"] == want, obj["kind"]
+    # The claims made from a template carry them too.
+    for obj in (template, workload_template):
+        models.V1ResourceClaimTemplate.model_validate(obj)
+        assert obj["spec"]["metadata"]["labels"] == want
+
+
+def test_what_the_builder_creates_is_labelled_even_if_made_by_hand() -> None:
+    b = builder("device-taints")
+    want = labels("device-taints")
+    hand_made = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "s", "labels": {"mine": "yes", SUBTEST_LABEL: "kept"}},
+        "spec": {"driver": "d", "pool": {"name": "p", "generation": 0, "resourceSliceCount": 1}},
+    }
+    labelled = b.labeled(hand_made)
+    assert labelled["metadata"]["labels"] == {**want, "mine": "yes", SUBTEST_LABEL: "kept"}
+    assert hand_made["metadata"]["labels"] == {"mine": "yes", SUBTEST_LABEL: "kept"}  # a copy
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "t", "namespace": "default"},
+        "spec": {"spec": b.claim_spec()},
+    }
+    labelled = valid(b.labeled(template))
+    assert labelled["metadata"]["labels"] == labelled["spec"]["metadata"]["labels"] == want
+
+
+def test_no_subtest_imports_another_subtest() -> None:
+    """Shared helpers live in e2e_dra.subtest_kit (or a subtests/_private module for a pair of
+    twins), never in a subtest module another one imports."""
+    import ast
+
+    root = Path(subtests.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("subtests"):
+                names = [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "subtests" and not any(p.startswith("_") for p in parts[1:]):
+                    found.append(f"{path.relative_to(root)}: {name}")
+    assert found == []
 
 
 def test_unschedulable_means_pending_with_reason() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import DRA_FEATURE_GATES, DRA_RUNTIME_CONFIG
 
-from e2e_dra.builder import Builder
+from e2e_dra.builder import Builder, SubtestObjects
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.kube import Kube, path
 from e2e_dra.subtest import Context, Subtest
@@ -52,7 +52,7 @@ def live(start_cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Li
         yield Live(kube, artifacts)
 
 
-def _run_chain(live: Live, subtest: Subtest) -> Builder:
+def _run_chain(live: Live, subtest: Subtest) -> SubtestObjects:
     """Set up the subtest's driver and builder, run its three phases, tear down."""
     from e2e_dra.driver import Driver
 
@@ -66,24 +66,24 @@ def _run_chain(live: Live, subtest: Subtest) -> Builder:
         reconcile_pool=subtest.reconcile_pool,
         log_dir=live.artifacts,
     )
-    builder = Builder(live.kube, subtest.name)
+    objects = SubtestObjects(subtest.name, suite="builder-real")
     driver.start()
     try:
         driver.wait_registered()
         if resources is not None:
             driver.wait_for_slices()
-        builder.set_up()
+        objects.builder(live.kube).set_up()
         phase = subtest.initial
         for name in ("after-cluster-creation", "after-cluster-upgrade", "after-cluster-downgrade"):
             logger.info(f"{subtest.name}: {name}")
-            ctx = Context(live.kube.fresh(), driver, builder, [NODE], name, live.artifacts)
-            builder.use_client(ctx.kube)
+            kube = live.kube.fresh()  # as after a restart: a new client, a new builder
+            ctx = Context(kube, driver, objects.builder(kube), [NODE], name, live.artifacts)
             phase = phase(ctx)
         assert phase is None
-        builder.tear_down(driver.prepared_claims)
+        objects.builder(live.kube.fresh()).tear_down(driver.prepared_claims)
     finally:
         driver.stop()
-    return builder
+    return objects
 
 
 def test_core_dra_chain_runs_and_leaves_nothing(live: Live) -> None:
@@ -115,7 +115,7 @@ def test_resource_claim_device_status_chain(live: Live) -> None:
 
 def test_env_check_looks_at_the_container(live: Live) -> None:
     """A pod without a claim runs, but the driver's env line is absent: the check must say so."""
-    builder = Builder(live.kube, "env-check")
+    builder: Builder = SubtestObjects("env-check", suite="builder-real").builder(live.kube)
     pod = builder.pod()
     builder.create(pod)
     try:

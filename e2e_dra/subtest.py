@@ -114,7 +114,8 @@ def unsupported_release(releases: str | None, *versions: str) -> str | None:
 
 @dataclass
 class Context:
-    """What a phase works with. Rebuilt after every cluster restart (fresh connections)."""
+    """What a phase works with, built for it: its own API client (closed when it ends), a
+    builder over that client, the subtest's driver, and where to keep artifacts and facts."""
 
     kube: Kube
     driver: Driver

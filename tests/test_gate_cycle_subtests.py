@@ -239,3 +239,29 @@ def test_a_gate_cycle_subtest_outside_its_releases_is_skipped_with_the_reason(
     backend = _gate_cycle_backend(tmp_path, "v1.36.5", knows_dependent=False)
 
     assert backend.unmet("workload-resourceclaims") == "needs Kubernetes >=1.37; v1.36.5 is not"
+
+
+@pytest.mark.parametrize(
+    ("package", "gate_cycle", "toggled", "error"),
+    [
+        ("mixed_up_one", False, '("SomeGate",)', "is not in a gate cycle and must not name"),
+        ("mixed_up_two", True, "()", "must name toggled_gates"),
+    ],
+)
+def test_a_subtest_in_the_wrong_suite_is_refused_when_discovered(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    package: str,
+    gate_cycle: bool,
+    toggled: str,
+    error: str,
+) -> None:
+    (tmp_path / package).mkdir()
+    (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / package / "one.py").write_text(
+        "from e2e_dra.subtest import Subtest\n"
+        f"SUBTEST = Subtest(name='one', initial=print, toggled_gates={toggled})\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(TypeError, match=error):
+        discover(package, gate_cycle=gate_cycle)

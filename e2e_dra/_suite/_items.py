@@ -1,5 +1,5 @@
 """The two test functions every suite module shares; a suite module imports them and names its
-suite (``E2E_DRA_SUITE``), and the e2e_dra plugin makes one item per entry of that suite's plan."""
+suite (``E2E_DRA_SUITE``), and the e2e_dra plugin makes one item per step of that suite's plan."""
 
 import pytest
 

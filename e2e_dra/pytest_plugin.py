@@ -43,6 +43,7 @@ from e2e_dra._paths import artifacts_dir
 from e2e_dra._suite import SUITES, Phase, Step, Suite, needed
 from e2e_dra._suite._artifacts import Summary
 from e2e_dra._suite._run import Backend, SuiteRun
+from e2e_dra._suite._together import subtest_of
 from e2e_dra.errors import InputError
 from e2e_dra.settings import Settings, use
 from e2e_dra.subtest import Subtest, discover
@@ -84,6 +85,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         metavar="N",
         help="seed of the random subtest order (default: a new one, printed at start and end)",
+    )
+    group.addoption(
+        "--e2e-dra-serial",
+        action="store_true",
+        default=False,
+        help="run the subtests of a phase one after another, not at the same time (slower; "
+        "to compare, or to tell an interference between subtests from a bug)",
     )
     parser.addini(SUBTESTS_INI, "package of the upgrade/downgrade subtests", default="subtests")
     parser.addini(
@@ -135,6 +143,7 @@ class SuitePlugin:
         self.plans: dict[str, list[Step]] = {}
         self.subtests: dict[str, dict[str, Subtest]] = {}
         self.selected: dict[str, set[str]] = {}
+        self.kept: dict[str, list[Step]] = {}  # what runs of each suite, in order
         self.summaries: dict[str, str] = {}
         self._collected: list[pytest.Item] = []
         self._deselected: set[int] = set()  # ids of every item deselected so far
@@ -186,6 +195,7 @@ class SuitePlugin:
             return result
         keep = self._needed(step_of, [item for item in items if id(item) in step_of])
         for suite, block in keep.items():
+            self.kept[suite] = [step_of[id(item)] for item in block]
             self.selected[suite] = {
                 step.subtest for item in block if isinstance(step := step_of[id(item)], Phase)
             }
@@ -262,7 +272,10 @@ class SuitePlugin:
         summary = Summary(artifacts, suite.name, self.seed, ids, backend.describe)
         self.summaries[suite.name] = str(summary.path)
         request.getfixturevalue("record_testsuite_property")("e2e_dra_seed", str(self.seed))
-        run = SuiteRun(suite.name, subtests, backend, summary)
+        together = not self.config.getoption("e2e_dra_serial")
+        run = SuiteRun(
+            suite.name, subtests, backend, summary, self.kept.get(suite.name, []), together=together
+        )
         try:
             # The edge of a suite run: SIGTERM (a CI job cancelled, ``kill``) ends it as Ctrl-C
             # does, the cluster's processes stopped at once (the engine registered that), the
@@ -307,7 +320,18 @@ class _LiveProgress(logging.Handler):
         finally:
             root.removeHandler(self)
 
+    def format(self, record: logging.LogRecord) -> str:
+        """A phase thread's line names its subtest: several run at the same time."""
+        line = super().format(record)
+        subtest = subtest_of(record)
+        if subtest is None:
+            return line
+        stamp, _, message = line.partition("] ")
+        return f"{stamp}] {subtest}: {message}"
+
     def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "e2e_dra_replayed", False):  # shown live already
+            return
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None:
             return

@@ -64,6 +64,9 @@ class Subtest:
     # The same for every release the kubelet runs (kubelet-last's E2E_DRA_KUBELET_VERSION may be
     # three minors behind); None: ``releases`` holds for the kubelet too.
     kubelet_releases: str | None = None
+    # Runs by itself, not at the same time as the other subtests' phases: for a subtest that
+    # disturbs the node the others share (kills containers, removes CDI specs, times the kubelet).
+    alone: bool = False
     # Gate cycle: the gates switched off in the middle phase and on again in the last.
     toggled_gates: tuple[str, ...] = ()
     # Gate cycle: gates that depend on a toggled one (a release refuses them on while it is off),

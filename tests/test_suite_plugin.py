@@ -30,12 +30,24 @@ PLUGIN = ("-p", "e2e_dra.pytest_plugin")  # what e2e_dra/conftest.py loads for t
 
 COMMON = """
 import os
+import time
 from e2e_dra.subtest import Subtest
 
 
 def _visit(name, ctx):
     with open(os.environ["TINY_RECORD"], "a") as record:
         record.write(f"{name}/{ctx.phase}\\n")
+    ctx.log(f"{name} visits {ctx.phase}")
+    meet = os.environ.get("TINY_MEET")  # every subtest named there must be in its phase at once
+    if meet and name in meet.split(","):
+        here = os.path.join(os.environ["TINY_MEET_DIR"], f"{ctx.phase}-{name}")
+        open(here, "w").close()
+        others = [os.path.join(os.environ["TINY_MEET_DIR"], f"{ctx.phase}-{n}") for n in meet.split(",")]
+        deadline = time.monotonic() + 5
+        while not all(os.path.exists(o) for o in others):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{name} waited alone in {ctx.phase}")
+            time.sleep(0.01)
     if f"{name}/{ctx.phase}" in os.environ.get("TINY_FAIL", "").split(","):
         raise AssertionError(f"{name} broke in {ctx.phase} on purpose")
 
@@ -147,7 +159,59 @@ def test_steps_and_phases_run_in_upgrade_order(suite: Tiny) -> None:
         + ["step:cleanup"]
     )
     assert suite.dry_steps() == UPGRADE_STEPS
+    # the subtests of a phase run at the same time: in any order within it
+    visited = suite.visited()
+    for phase in PHASES:
+        at = [i for i, v in enumerate(visited) if v.endswith(phase)]
+        assert len(at) == 3 and at == list(range(at[0], at[0] + 3))
+
+
+def test_serial_runs_the_subtests_of_a_phase_in_plan_order(suite: Tiny) -> None:
+    result = suite.run("--e2e-dra-seed=7", "--e2e-dra-serial")
+
+    result.assert_outcomes(passed=15)
+    ids = [r["id"] for r in suite.summary()["results"]]
     assert suite.visited() == [i for i in ids if "/" in i]
+
+
+def test_the_subtests_of_a_phase_run_at_the_same_time(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Each phase of alpha and beta waits until the other is in the same phase: only running
+    together lets both pass (serial, the first to come waits alone and fails)."""
+    monkeypatch.setenv("TINY_MEET", "alpha,beta")
+    monkeypatch.setenv("TINY_MEET_DIR", str(tmp_path))
+
+    suite.run().assert_outcomes(passed=15)
+
+    suite.forget_visits()
+    for meeting in tmp_path.glob("after-*"):
+        meeting.unlink()
+    serial = suite.run("--e2e-dra-serial")
+    assert serial.parseoutcomes()["failed"] >= 1
+    serial.stdout.fnmatch_lines(["*waited alone in after-cluster-creation*"])
+
+
+def test_a_subtest_that_fails_in_a_batch_fails_its_own_test_with_its_own_lines(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TINY_FAIL", "beta/after-cluster-upgrade")
+
+    result = suite.run("--e2e-dra-seed=7")
+
+    result.assert_outcomes(passed=13, failed=1, skipped=1)
+    (failed,) = [r for r in suite.summary()["results"] if r["outcome"] == "failed"]
+    assert failed["id"] == "beta/after-cluster-upgrade"
+    report = result.stdout.str()
+    section = report[report.index("test_phase[beta/after-cluster-upgrade] _") :]
+    assert "beta broke in after-cluster-upgrade on purpose" in section
+    assert "beta visits after-cluster-upgrade" in section  # its own captured lines
+
+
+def test_live_lines_of_a_phase_thread_name_their_subtest(suite: Tiny) -> None:
+    result = suite.run("--e2e-dra-seed=7")
+
+    result.stdout.fnmatch_lines(["[[]??:??:??[]] alpha: alpha visits after-cluster-creation"])
     for phase in PHASES:
         assert sorted(v.split("/")[0] for v in suite.visited() if v.endswith(phase)) == list(TINY)
 
@@ -463,3 +527,17 @@ def test_a_failed_test_outside_a_suite_reports_its_progress(pytester: pytest.Pyt
     result = pytester.runpytest(*PLUGIN, "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*Captured log call*", "INFO *a progress line outside a suite"])
+
+
+def test_a_subtest_declared_alone_runs_by_itself(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (suite.pytester.path / "tinysubs" / "gamma.py").write_text(
+        'from tinysubs._common import make\nSUBTEST = make("gamma", alone=True)\n'
+    )
+    monkeypatch.setenv("TINY_MEET", "alpha,gamma")
+    monkeypatch.setenv("TINY_MEET_DIR", str(tmp_path))
+
+    result = suite.run("--e2e-dra-seed=7")
+
+    result.stdout.fnmatch_lines(["*gamma waited alone in after-cluster-creation*"])

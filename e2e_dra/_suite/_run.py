@@ -4,13 +4,18 @@ pytest calls :meth:`SuiteRun.execute` once per step of the plan, in plan order. 
 what the steps share: the callable each subtest's chain continues with, which chains broke
 (their later phases are skipped, naming the phase that failed), and whether a cluster step broke
 the cluster (everything after it is skipped, except the cleanup, which always runs).
+
+The phases of one plan position run together (``_together``): the first of their tests runs them
+all, and each test reports its own subtest's outcome. A subtest declared ``alone`` runs by itself
+when its own test comes, and so does every phase with ``together`` off (the serial mode, kept to
+compare against).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -18,6 +23,7 @@ import pytest
 
 from e2e_dra._suite._artifacts import Summary
 from e2e_dra._suite._steps import ClusterStep, Phase, Step
+from e2e_dra._suite._together import Outcome, run_together
 from e2e_dra.errors import ComponentCrashed
 from e2e_dra.waits import check_abort
 
@@ -75,11 +81,18 @@ class SuiteRun:
         subtests: Mapping[str, Any],
         backend: Backend,
         summary: Summary,
+        plan: Sequence[Step] = (),
+        *,
+        together: bool = True,
     ) -> None:
         self.suite = suite
         self.subtests = dict(subtests)
         self.backend = backend
         self.summary = summary
+        self.plan = list(plan)  # the steps that run, in order: where the batches come from
+        self.together = together
+        self._outcomes: dict[Phase, Outcome] = {}  # ran in a batch, not reported yet
+        self._seconds: dict[Step, float] = {}  # a phase's own time, when it ran in a batch
         self._next: dict[str, Callable[[Any], Any] | None] = {}
         self._chain_broken: dict[str, str] = {}
         self._cluster_broken: str | None = None
@@ -100,14 +113,15 @@ class SuiteRun:
             self.summary.record(entry, "skipped", time.monotonic() - started, exc.msg)
             raise
         except BaseException as exc:
-            elapsed = time.monotonic() - started
+            elapsed = self._seconds.pop(entry, time.monotonic() - started)
             self._mark_broken(entry, f"{self._where(entry)} failed", exc)
             for line in self._collect(entry, exc):
                 exc.add_note(line)
             outcome = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
             self.summary.record(entry, outcome, elapsed, _one_line(exc))
             raise
-        self.summary.record(entry, "passed", time.monotonic() - started)
+        elapsed = self._seconds.pop(entry, time.monotonic() - started)
+        self.summary.record(entry, "passed", elapsed)
 
     def close(self) -> None:
         """Tear down once, also when pytest stopped early (``-x``, Ctrl-C)."""
@@ -158,7 +172,7 @@ class SuiteRun:
         added to the report of one that failed anyway."""
         try:
             if isinstance(entry, Phase):
-                self._run_phase(entry)
+                self._report_phase(entry)
             else:
                 self._run_step(entry)
         except Exception as exc:
@@ -183,6 +197,48 @@ class SuiteRun:
         if not step.always:
             check_abort()  # a component that died since the last entry: say so, do not go on
         self.backend.run_step(step)
+
+    def _report_phase(self, phase: Phase) -> None:
+        """Run ``phase`` (with the phases it runs together with, the first time), or replay how
+        it ended when it ran in an earlier test's batch."""
+        if not self.together or self.subtests[phase.subtest].alone:
+            self._run_phase(phase)
+            return
+        outcome = self._outcomes.pop(phase, None)
+        if outcome is None:
+            batch = self._batch(phase)
+            if batch == [phase]:
+                self._run_phase(phase)
+                return
+            jobs = {p.subtest: (lambda p=p: self._run_phase(p)) for p in batch}
+            logger.info(f"{phase.name}: {len(batch)} subtests at once: {', '.join(jobs)}")
+            done = run_together(jobs)
+            self._outcomes.update((p, done[p.subtest]) for p in batch)
+            outcome = self._outcomes.pop(phase)
+        else:  # its lines were logged during another test: this test's report shows them too
+            for record in outcome.records:
+                record.e2e_dra_replayed = True
+                logging.getLogger(record.name).handle(record)
+        self._seconds[phase] = outcome.seconds
+        if outcome.error is not None:
+            raise outcome.error
+
+    def _batch(self, phase: Phase) -> list[Phase]:
+        """The phases that run together with ``phase``, the first of its position in the plan to
+        run: it and the phases after it up to the next cluster step, but those that run alone or
+        are skipped."""
+        if phase not in self.plan:
+            return [phase]
+        start = end = self.plan.index(phase)
+        while end < len(self.plan) and isinstance(self.plan[end], Phase):
+            end += 1
+        batch = []
+        for step in self.plan[start:end]:
+            if not isinstance(step, Phase) or self.subtests[step.subtest].alone:
+                continue
+            if step == phase or self._skip_reason(step) is None:
+                batch.append(step)
+        return batch
 
     def _run_phase(self, phase: Phase) -> None:
         check_abort()

@@ -12,8 +12,16 @@ max over the runs that reached it.
 runs so far, would end after it (the first run always starts), so a soak fits the window it was
 given (a CI job, a work session) and says how many of the runs asked for it made.
 
+After each run it records what the run left on the host: processes of the cluster and node
+runtime, mounts, bytes under e2e-dra's caches and the node's directories, TCP ports listening. A
+leak shows as a column that grows from run to run (printed as a table at the end).
+
+A soak longer than a work session continues where the last one stopped: ``--resume`` reads the
+``soak.json`` of ``--artifacts`` and goes on numbering; every run records when it started and
+ended, so the table says which runs were consecutive (no gap longer than ``--gap`` minutes).
+
 Needs what the main job needs (root, releases, node runtime). Usage:
-``python benchmarks/soak.py [-n 10] [--seed 1] [--within 120] [-- -k core-dra]``.
+``python benchmarks/soak.py [-n 10] [--seed 1] [--within 120] [--resume] [-- -k core-dra]``.
 """
 
 from __future__ import annotations
@@ -29,6 +37,50 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+PROCESSES = (
+    "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
+    "etcd", "containerd", "containerd-shim-runc-v2",
+)  # fmt: skip
+MOUNT_ROOTS = ("/var/lib/kubelet", "/run/containerd", "/var/run/cdi", "/run/netns")
+NODE_DIRS = ("/var/lib/kubelet", "/var/run/cdi", "/var/lib/containerd", "/var/run/kubernetes")
+
+
+def leftovers() -> dict[str, int]:
+    """What is on the host between runs: a count or a size per kind (see the module)."""
+    found: dict[str, int] = {}
+    names = []
+    for stat in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            names.append(stat.read_text().strip())
+        except OSError:  # the process ended meanwhile
+            continue
+    found["processes"] = sum(1 for name in names if name in PROCESSES)
+    mounts = Path("/proc/mounts").read_text().splitlines()
+    found["mounts"] = sum(
+        1 for line in mounts if len(parts := line.split()) > 1 and parts[1].startswith(MOUNT_ROOTS)
+    )
+    found["cache_mb"] = _megabytes(Path.home() / ".cache" / "e2e-dra")
+    found["node_dirs_mb"] = sum(_megabytes(Path(d)) for d in NODE_DIRS)
+    listening = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        listening += sum(1 for row in rows if row.split()[3] == "0A")  # TCP_LISTEN
+    found["listening_ports"] = listening
+    return found
+
+
+def _megabytes(root: Path) -> int:
+    total = 0
+    for directory, _, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(directory, name)).st_size
+            except OSError:
+                continue
+    return total // 2**20
 
 
 def summaries(artifacts: Path) -> list[dict[str, Any]]:
@@ -62,6 +114,9 @@ def run_once(index: int, seed: int, root: Path, extra: list[str]) -> dict[str, A
                 failures.append(f"{result['id']}: {result.get('message', result['outcome'])}")
     return {
         "run": index,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - wall)),
+        "ended": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "leftovers": leftovers(),
         "seed": seed,
         "returncode": proc.returncode,
         "passed": proc.returncode == 0,
@@ -82,6 +137,22 @@ def report_run(run: dict[str, Any]) -> None:
     if not run["passed"] and not run["failures"]:
         print(f"  no failed entry recorded; see {run['log']}")
     sys.stdout.flush()
+
+
+def report_leftovers(runs: list[dict[str, Any]], gap_minutes: float) -> None:
+    """One row per run: what it left behind, and whether it followed the run before at once."""
+    kinds = list(runs[0].get("leftovers", {}))
+    print(f"\n{'run':>4} {'started':20} {'after':>6} " + " ".join(f"{k:>15}" for k in kinds))
+    previous_end: float | None = None
+    for run in runs:
+        start = time.mktime(time.strptime(run["started"], "%Y-%m-%dT%H:%M:%S"))
+        gap = "" if previous_end is None else f"{(start - previous_end) / 60:5.0f}m"
+        if previous_end is not None and start - previous_end > gap_minutes * 60:
+            gap += " (not consecutive)"
+        values = run.get("leftovers", {})
+        print(f"{run['run']:>4} {run['started']:20} {gap:>6} "
+              + " ".join(f"{values.get(k, '-'):>15}" for k in kinds))  # fmt: skip
+        previous_end = time.mktime(time.strptime(run["ended"], "%Y-%m-%dT%H:%M:%S"))
 
 
 def report_all(runs: list[dict[str, Any]], asked: int) -> None:
@@ -114,13 +185,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--within", type=float, metavar="MINUTES",
                         help="start no run that would end after this many minutes "
                         "(at the median run time so far)")  # fmt: skip
+    parser.add_argument(
+        "--resume", action="store_true", help="go on from the soak.json of --artifacts"
+    )
+    parser.add_argument(
+        "--gap",
+        type=float,
+        default=5.0,
+        metavar="MINUTES",
+        help="runs further apart than this are not consecutive (default 5)",
+    )
     parser.add_argument("pytest_args", nargs="*", help="after --: more pytest arguments")
     args = parser.parse_args(argv)
     if args.runs < 1 or (args.within is not None and args.within <= 0):
         parser.error("--runs and --within must be positive")
     started = time.monotonic()
-    runs: list[dict[str, Any]] = []
-    for index in range(1, args.runs + 1):
+    log = args.artifacts / "soak.json"
+    runs: list[dict[str, Any]] = json.loads(log.read_text()) if args.resume and log.exists() else []
+    first = len(runs) + 1
+    for index in range(first, first + args.runs):
         if runs and args.within is not None:
             typical = statistics.median(r["wall_seconds"] for r in runs)
             left = args.within * 60 - (time.monotonic() - started)
@@ -131,9 +214,10 @@ def main(argv: list[str] | None = None) -> int:
         run = run_once(index, args.seed + index - 1, args.artifacts, args.pytest_args)
         report_run(run)
         runs.append(run)
-    report_all(runs, args.runs)
-    (args.artifacts / "soak.json").write_text(json.dumps(runs, indent=1) + "\n")
-    print(f"\nall figures: {args.artifacts / 'soak.json'}")
+        log.write_text(json.dumps(runs, indent=1) + "\n")  # a session may end any time
+    report_all(runs, len(runs))
+    report_leftovers(runs, args.gap)
+    print(f"\nall figures: {log}")
     return 0 if all(r["passed"] for r in runs) else 1
 
 

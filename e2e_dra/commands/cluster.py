@@ -83,10 +83,10 @@ def _up(args: argparse.Namespace) -> int:
     except KeyboardInterrupt as exc:  # the engine stopped every component already
         logger.info(f"interrupted by {exc} while starting: every component is stopped")
         return 0
-    print(f"kubeconfig: {cluster.kubeconfig}", flush=True)
-    logger.info("cluster is up; press Ctrl-C to stop it")
-    try:
-        threading.Event().wait()  # until Ctrl-C or SIGTERM (the edge raises them here)
+    try:  # from here on, Ctrl-C or SIGTERM (the edge raises them here) is how it ends
+        print(f"kubeconfig: {cluster.kubeconfig}", flush=True)
+        logger.info("cluster is up; press Ctrl-C to stop it")
+        threading.Event().wait()
     except KeyboardInterrupt:
         pass
     finally:

@@ -102,10 +102,11 @@ class SuiteRun:
         except BaseException as exc:
             elapsed = time.monotonic() - started
             self._mark_broken(entry, f"{self._where(entry)} failed", exc)
-            for line in self._collect(entry, exc):
+            notes = self._collect(entry, exc)
+            for line in notes:
                 exc.add_note(line)
             outcome = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-            self.summary.record(entry, outcome, elapsed, _one_line(exc))
+            self.summary.record(entry, outcome, elapsed, _one_line(exc), notes)
             raise
         self.summary.record(entry, "passed", time.monotonic() - started)
 

@@ -89,7 +89,9 @@ class Page:
     def _where(self, record: SuiteRecord) -> str:
         started = record.started.isoformat() if record.started else "unknown start"
         state = "finished" if record.finished else "not finished (still running or cancelled)"
-        return f"{self.relative(record.path)}: started {started}, {record.wall_seconds:.0f}s, {state}"
+        return (
+            f"{self.relative(record.path)}: started {started}, {record.wall_seconds:.0f}s, {state}"
+        )
 
     def _runs(self) -> str:
         rows = []

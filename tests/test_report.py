@@ -207,6 +207,41 @@ def test_trace_of_nothing_is_an_empty_trace() -> None:
     assert trace_events([]) == {"traceEvents": [], "displayTimeUnit": "ms"}
 
 
+def test_the_summary_times_each_entry_and_each_component_from_the_suites_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from e2e_dra._suite import Phase
+    from e2e_dra._suite._artifacts import Summary
+
+    clock = [1000.0]
+    monkeypatch.setattr("e2e_dra._suite._artifacts.time.time", lambda: clock[0])
+    ready = [{"state": "0-initial", "component": "kubelet", "seconds": 2.0, "ready_at": 1005.0}]
+    summary = Summary(tmp_path, "s", 1, ["a/p"], lambda: {"components_ready": ready})
+    (tmp_path / "dumps").mkdir()
+    (tmp_path / "dumps" / "dump-a_p.json").write_text("{}")
+    clock[0] = 1012.0
+
+    summary.record(
+        Phase("s", "a", 0, "p"),
+        "failed",
+        4.0,
+        "boom",
+        [f"e2e-dra: dump: {tmp_path}/dumps/dump-a_p.json"],
+    )
+
+    data = json.loads((tmp_path / "summary.json").read_text())
+    assert data["schema_version"] == 1
+    assert data["results"][0]["start"] == 8.0
+    assert data["results"][0]["logs"] == [{"label": "dump", "path": "dumps/dump-a_p.json"}]
+    assert data["components_ready"] == [
+        {"state": "0-initial", "component": "kubelet", "seconds": 2.0, "ready": 5.0, "started": 3.0}
+    ]
+    record = load_summary(tmp_path / "summary.json")  # what the report reads back
+    assert record.ready[0].started == 3.0 and record.results[0].logs == (
+        ("dump", "dumps/dump-a_p.json"),
+    )
+
+
 # --- e2e-dra report ---------------------------------------------------------------------------
 
 

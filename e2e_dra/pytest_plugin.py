@@ -139,6 +139,7 @@ class SuitePlugin:
         self.subtests: dict[str, dict[str, Subtest]] = {}
         self.selected: dict[str, set[str]] = {}
         self.summaries: dict[str, str] = {}
+        self.report_line = ""  # where the report is, or why it is not
         self.junit = (
             _JUnitCases() if settings.ci and not config.getoption("xmlpath", None) else None
         )
@@ -293,7 +294,8 @@ class SuitePlugin:
 
     def write_outputs(self) -> None:
         """``report.html`` and ``trace.json`` of this run's suites, and in CI their JUnit files,
-        under ARTIFACTS. What cannot be written is said; it never fails a test."""
+        under ARTIFACTS. What cannot be written is said (in the terminal summary too); it never
+        fails a test."""
         if not self.summaries:
             return
         root = artifacts_dir()
@@ -302,9 +304,17 @@ class SuitePlugin:
                 for suite, xml in self.junit.documents(root).items():
                     atomic_write_text(root / junit_file_name(suite), xml)
             summaries = [Path(p) for p in self.summaries.values() if Path(p).is_file()]
-            write_report(summaries, root, lenient=True)
+            self.report_line = (
+                f"e2e-dra: report: {write_report(summaries, root, lenient=True).html}"
+            )
+            return
         except (E2EDRAError, OSError) as exc:
-            logger.warning(f"e2e-dra: cannot write the run's report under {root}: {exc}")
+            self.report_line = f"e2e-dra: cannot write the run's report under {root}: {exc}"
+        except Exception as exc:  # a bug of the report must not hide how the tests went
+            self.report_line = (
+                f"e2e-dra: writing the run's report failed (a bug): {type(exc).__name__}: {exc}"
+            )
+        logger.warning(self.report_line)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.summaries:
@@ -313,7 +323,8 @@ class SuitePlugin:
         terminalreporter.write_line(_seed_line(self.seed))
         for suite, path in self.summaries.items():
             terminalreporter.write_line(f"e2e-dra: {suite} summary (timings, versions): {path}")
-        terminalreporter.write_line(f"e2e-dra: report: {artifacts_dir() / 'report.html'}")
+        if self.report_line:
+            terminalreporter.write_line(self.report_line)
 
 
 class _JUnitCases:

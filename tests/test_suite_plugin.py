@@ -381,6 +381,15 @@ def test_each_suite_leaves_a_report_trace_and_timed_summary(suite: Tiny) -> None
     result.stdout.fnmatch_lines([f"e2e-dra: report: {artifacts / 'report.html'}"])
 
 
+def test_a_report_that_cannot_be_written_is_said_and_fails_no_test(suite: Tiny) -> None:
+    (suite.tmp_path / "artifacts" / "report.html").mkdir(parents=True)  # in the way
+
+    result = suite.run("--e2e-dra-seed=4")
+
+    result.assert_outcomes(passed=15)
+    result.stdout.fnmatch_lines(["*e2e-dra: cannot write the run's report under *"])
+
+
 def test_gate_cycle_gives_each_subtest_its_own_cluster(suite: Tiny) -> None:
     result = suite.run("--e2e-dra-seed=2", suite="test_feature_gate_cycle.py")
 

@@ -242,6 +242,26 @@ def test_the_summary_times_each_entry_and_each_component_from_the_suites_start(
     )
 
 
+def test_a_real_runs_summary_gets_every_clusters_ready_times(tmp_path: Path) -> None:
+    """ClusterRun keeps the clusters it brought up (the gate cycle brings up one per subtest):
+    their ready times all reach the summary, with the wall clock the summary makes relative."""
+    from types import SimpleNamespace
+
+    from e2e_dra._suite import SUITES
+    from e2e_dra._suite._cluster import ClusterRun
+    from localupcluster import ReadyTime
+
+    run = ClusterRun(SUITES["gate-cycle"], {}, tmp_path)
+    for state in ("one", "two"):  # what bring_up appends; no cluster is started here
+        cluster = SimpleNamespace(ready_times=[ReadyTime("etcd", state, 1.5, 2, 123.0)])
+        run._clusters.append(cluster)  # type: ignore[arg-type]
+
+    assert run.describe()["components_ready"] == [
+        {"state": s, "component": "etcd", "seconds": 1.5, "attempts": 2, "ready_at": 123.0}
+        for s in ("one", "two")
+    ]
+
+
 # --- e2e-dra report ---------------------------------------------------------------------------
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from html import escape
 from pathlib import Path
 
@@ -169,18 +168,13 @@ class Page:
         )
 
     def _links(self, record: SuiteRecord, result: Result, *, short: bool) -> str:
-        found = failure_links(record, result)
-        if not found:
-            return ""
-        name: Callable[[str, Path], str] = (
-            (lambda label, path: _short(label))
-            if short
-            else (lambda label, path: f"{label}: {path.name}")
-        )
+        """Links to what explains ``result``: short names in a matrix cell, file names below."""
         anchors = "".join(
-            f'<a href="{self.href(path)}">{escape(name(label, path))}</a>' for label, path in found
+            f'<a href="{self.href(path)}">'
+            f"{escape(_short(label) if short else f'{label}: {path.name}')}</a>"
+            for label, path in failure_links(record, result)
         )
-        return f'<span class="links">{anchors}</span>'
+        return f'<span class="links">{anchors}</span>' if anchors else ""
 
     def _failures(self) -> str:
         items = []

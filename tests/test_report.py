@@ -159,6 +159,25 @@ def test_a_runs_own_report_leaves_out_a_broken_summary_and_says_so(run: Path) ->
     assert "gate-cycle/summary.json: not JSON" in written.html.read_text()
 
 
+def test_an_old_summarys_failure_links_its_dump_driver_and_state_logs_by_convention(
+    run: Path,
+) -> None:
+    path = run / "upgrade-downgrade" / "summary.json"
+    summary = json.loads(path.read_text())
+    del summary["schema_version"]
+    for result in summary["results"]:
+        result.pop("logs", None)
+        result.pop("start")
+    path.write_text(json.dumps(summary))
+
+    hrefs = _hrefs(write_report([path], run).html.read_text())
+
+    assert "upgrade-downgrade/dumps/dump-device-taints_after-cluster-upgrade.json" in hrefs
+    assert "upgrade-downgrade/drivers/grpc-calls-defaultdevice-taints.k8s.io.json" in hrefs
+    assert f"upgrade-downgrade/kubelet-{STATES[1]}.log" in hrefs  # the state after the upgrade
+    assert f"upgrade-downgrade/kubelet-{STATES[0]}.log" not in hrefs
+
+
 def test_failure_notes_become_logs_under_the_suite_only(tmp_path: Path) -> None:
     suite = tmp_path / "suite"
     (suite / "dumps").mkdir(parents=True)

@@ -22,20 +22,44 @@ def failure_links(record: SuiteRecord, result: Result) -> list[tuple[str, Path]]
         if path is not None and path.is_file():
             links.setdefault(path, label)
     if not result.logs:  # a summary from before schema 1: the files by their conventions
-        for label, path in _conventional(directory, result):
+        for label, path in _conventional(record, result):
             if path.is_file():
                 links.setdefault(path, label)
     return [(label, path) for path, label in links.items()]
 
 
-def _conventional(directory: Path, result: Result) -> list[tuple[str, Path]]:
+STATE_STEPS = ("bring-up", "upgrade", "downgrade")
+"""The cluster steps that start a new state of an upgrade suite, in ``binaries``' order."""
+
+
+def _conventional(record: SuiteRecord, result: Result) -> list[tuple[str, Path]]:
+    directory = record.directory
     found = [("dump", directory / DUMPS_DIR / dump_file_name(result.id))]
+    state = _state_of(record, result)
+    if state is not None:
+        found += [
+            (f"{path.name.removesuffix(f'-{state}.log')} log", path)
+            for path in sorted(directory.glob(f"*-{state}.log"))
+        ]
     if result.subtest:
         drivers = directory / DRIVERS_DIR
         suffix = f"{result.subtest}.k8s.io"
         found += [("gRPC calls", p) for p in sorted(drivers.glob(f"grpc-calls-*{suffix}.json"))]
         found += [("driver log", p) for p in sorted(drivers.glob(f"driver-*{suffix}.log"))]
     return found
+
+
+def _state_of(record: SuiteRecord, result: Result) -> str | None:
+    """The state of an upgrade suite ``result`` ran in: the n-th of ``binaries`` after the n-th
+    cluster step that started one. None when that cannot be told (the gate cycle)."""
+    states = list(record.binaries)
+    started = 0
+    for entry in record.results:
+        if entry.subtest is None and entry.step in STATE_STEPS and entry.outcome != "skipped":
+            started += 1
+        if entry is result:
+            break
+    return states[started - 1] if 0 < started <= len(states) else None
 
 
 def _inside(directory: Path, relative: str) -> Path | None:

@@ -26,6 +26,7 @@ table { border-collapse: collapse; margin: .4em 0; }
 th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: left; vertical-align: top; }
 th { background: #f0f0f0; font-weight: 600; }
 td.cell { text-align: center; min-width: 3.5em; }
+table.matrix tr > th:first-child { white-space: nowrap; }
 td.passed { background: #d9f2d0; } td.failed { background: #f9c9cf; }
 td.skipped { background: #ececec; color: #666; } td.interrupted { background: #ffe3a6; }
 td.none { background: #fff; }

@@ -44,10 +44,11 @@ from e2e_dra._suite import SUITES, Phase, Step, Suite, needed
 from e2e_dra._suite._artifacts import Summary
 from e2e_dra._suite._run import Backend, SuiteRun
 from e2e_dra._suite._together import subtest_of
-from e2e_dra.errors import InputError
+from e2e_dra.errors import E2EDRAError, InputError
+from e2e_dra.report import JUnitCase, junit_file_name, junit_xml, write_report
 from e2e_dra.settings import Settings, use
 from e2e_dra.subtest import Subtest, discover
-from hostkit import handling_interrupts
+from hostkit import atomic_write_text, handling_interrupts
 
 SUITE_ATTR = "E2E_DRA_SUITE"
 STEP_FIXTURE = "e2e_dra_step"
@@ -55,6 +56,8 @@ PHASE_FIXTURE = "e2e_dra_phase"
 SUBTESTS_INI = "e2e_dra_subtests"
 GATE_CYCLE_SUBTESTS_INI = "e2e_dra_gate_cycle_subtests"
 PLUGIN_NAME = "e2e-dra-suites"
+
+logger = logging.getLogger(__name__)
 
 
 class _Hooks:
@@ -145,6 +148,10 @@ class SuitePlugin:
         self.selected: dict[str, set[str]] = {}
         self.kept: dict[str, list[Step]] = {}  # what runs of each suite, in order
         self.summaries: dict[str, str] = {}
+        self.report_line = ""  # where the report is, or why it is not
+        self.junit = (
+            _JUnitCases() if settings.ci and not config.getoption("xmlpath", None) else None
+        )
         self._collected: list[pytest.Item] = []
         self._deselected: set[int] = set()  # ids of every item deselected so far
         self._rescued: dict[int, pytest.Item] = {}  # deselected, but needed: they run
@@ -208,6 +215,8 @@ class SuitePlugin:
                 ordered += keep.pop(step.suite)
         for block in keep.values():  # a suite none of whose items was chosen as such
             ordered += block
+        if self.junit is not None:
+            self.junit.steps.update((i.nodeid, s) for i in ordered if (s := _step_of(i)))
         kept = {id(item) for item in ordered}
         unneeded = [item for key, item in self._rescued.items() if key not in kept]
         if unneeded:  # kept back from an early deselection, and no later choice needs them
@@ -283,7 +292,42 @@ class SuitePlugin:
             with self.progress.shown(), handling_interrupts(terminated=KeyboardInterrupt):
                 yield run
         finally:
-            run.close()
+            try:
+                run.close()
+            finally:
+                self.write_outputs()  # a job cancelled in the next suite still leaves these
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.junit is not None:
+            self.junit.add(report)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Once more, with every report (a suite's last teardown comes after its end)."""
+        self.write_outputs()
+
+    def write_outputs(self) -> None:
+        """``report.html`` and ``trace.json`` of this run's suites, and in CI their JUnit files,
+        under ARTIFACTS. What cannot be written is said (in the terminal summary too); it never
+        fails a test."""
+        if not self.summaries:
+            return
+        root = artifacts_dir()
+        try:
+            if self.junit is not None:
+                for suite, xml in self.junit.documents(root).items():
+                    atomic_write_text(root / junit_file_name(suite), xml)
+            summaries = [Path(p) for p in self.summaries.values() if Path(p).is_file()]
+            self.report_line = (
+                f"e2e-dra: report: {write_report(summaries, root, lenient=True).html}"
+            )
+            return
+        except (E2EDRAError, OSError) as exc:
+            self.report_line = f"e2e-dra: cannot write the run's report under {root}: {exc}"
+        except Exception as exc:  # a bug of the report must not hide how the tests went
+            self.report_line = (
+                f"e2e-dra: writing the run's report failed (a bug): {type(exc).__name__}: {exc}"
+            )
+        logger.warning(self.report_line)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.summaries:
@@ -292,6 +336,50 @@ class SuitePlugin:
         terminalreporter.write_line(_seed_line(self.seed))
         for suite, path in self.summaries.items():
             terminalreporter.write_line(f"e2e-dra: {suite} summary (timings, versions): {path}")
+        if self.report_line:
+            terminalreporter.write_line(self.report_line)
+
+
+class _JUnitCases:
+    """The suites' test reports as JUnit cases, for CI without ``--junitxml``: one case per
+    item, named ``<suite> <subtest> <phase>`` (``<suite> <step>``), as testgrid shows them."""
+
+    def __init__(self) -> None:
+        self.steps: dict[str, Step] = {}  # nodeid -> the step of a suite's item
+        self._cases: dict[str, dict[str, JUnitCase]] = {}  # suite -> nodeid -> case
+
+    def add(self, report: pytest.TestReport) -> None:
+        step = self.steps.get(report.nodeid)
+        if step is None:
+            return
+        cases = self._cases.setdefault(step.suite, {})
+        before = cases.get(report.nodeid)
+        seconds = report.duration + (before.seconds if before else 0.0)
+        outcome, message, text = _junit_outcome(report)
+        if before is not None and (before.outcome != "passed" or outcome == "passed"):
+            outcome, message, text = before.outcome, before.message, before.text
+        name = f"{step.suite} {step.id.replace('/', ' ')}"
+        cases[report.nodeid] = JUnitCase(name, outcome, seconds, message, text)
+
+    def documents(self, artifacts: Path) -> dict[str, str]:
+        return {
+            suite: junit_xml(suite, list(cases.values()), artifacts)
+            for suite, cases in self._cases.items()
+        }
+
+
+def _junit_outcome(report: pytest.TestReport) -> tuple[str, str, str]:
+    """(outcome, message, text) of one phase (setup, call, teardown) of a test."""
+    if report.passed:
+        return "passed", "", ""
+    if report.skipped:
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        return "skipped", reason.removeprefix("Skipped: "), ""
+    text = report.longreprtext
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", "") or (text.strip().splitlines() or [""])[-1]
+    return ("failed" if report.when == "call" else "error"), message, text
 
 
 class _LiveProgress(logging.Handler):

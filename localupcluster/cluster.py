@@ -83,12 +83,14 @@ class ModifyOptions:
 
 @dataclass(frozen=True)
 class ReadyTime:
-    """How long one component took from its (last) start to ready, for the benchmark."""
+    """How long one component took from its (last) start to ready, for the benchmark; ``at`` is
+    the wall-clock time (``time.time()``) it was ready, so a timeline can place it."""
 
     component: str
     state: str
     seconds: float
     attempts: int
+    at: float = 0.0
 
 
 def binary_index(argv: list[str], component: str) -> int:
@@ -503,7 +505,7 @@ class Cluster:
             except ComponentNotReady as exc:
                 raise self._not_ready(cmd, str(exc)) from None
             seconds = time.monotonic() - (cmd.started_at or time.monotonic())
-            self.ready_times.append(ReadyTime(component, state, seconds, attempt))
+            self.ready_times.append(ReadyTime(component, state, seconds, attempt, time.time()))
             self._log.info(f"started {name} with pid {cmd.pid}, ready after {seconds:.1f}s")
             return
 

@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "e2e_dra._gotool",
         ),
     ),
+    ("report", ("e2e_dra.report",)),  # reads artifacts: summaries in, HTML/trace/JUnit out
     ("versions", ("e2e_dra.versions",)),
     ("releases", ("e2e_dra.releases",)),
     ("node runtime", ("e2e_dra.provision",)),

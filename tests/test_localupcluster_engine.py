@@ -108,6 +108,7 @@ def test_upgrade_then_downgrade_swaps_binaries_in_reverse_then_forward_order(
     assert all(versions(tree, c)[-1] == OLD_VERSION for c in KUBE_CLUSTER_COMPONENTS)
     assert restore.file_by_component == {c: tree.new_bin / c for c in KUBE_CLUSTER_COMPONENTS}
     assert {t.state for t in cluster.ready_times} == {"0-initial", "1-upgraded", "2-restored"}
+    assert all(t.at > 0 for t in cluster.ready_times)  # when, for the report's timeline
 
 
 def test_the_cluster_holds_the_host_lock_its_caller_names(tree: FakeTree, cluster: Cluster) -> None:

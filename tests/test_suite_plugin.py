@@ -42,7 +42,8 @@ def _visit(name, ctx):
     if meet and name in meet.split(","):
         here = os.path.join(os.environ["TINY_MEET_DIR"], f"{ctx.phase}-{name}")
         open(here, "w").close()
-        others = [os.path.join(os.environ["TINY_MEET_DIR"], f"{ctx.phase}-{n}") for n in meet.split(",")]
+        where = os.environ["TINY_MEET_DIR"]
+        others = [os.path.join(where, f"{ctx.phase}-{n}") for n in meet.split(",")]
         deadline = time.monotonic() + 5
         while not all(os.path.exists(o) for o in others):
             if time.monotonic() > deadline:
@@ -393,6 +394,65 @@ def test_junit_has_one_case_per_phase_and_subtest_plus_the_cluster_steps(suite: 
     assert names == sorted(expected)
     properties = {p.get("name"): p.get("value") for p in root.iter("property")}
     assert properties["e2e_dra_seed"] == "5"
+
+
+def _junit_cases(path: Path) -> dict[str, ET.Element]:
+    return {case.get("name", ""): case for case in ET.parse(path).getroot().iter("testcase")}
+
+
+def test_ci_writes_junit_per_suite_named_as_testgrid_shows_them(suite: Tiny, monkeypatch) -> None:
+    monkeypatch.setenv("TINY_FAIL", "beta/after-cluster-upgrade")
+    suite.run("--e2e-dra-seed=3")
+    suite.run("--e2e-dra-seed=3", suite="test_feature_gate_cycle.py")
+    artifacts = suite.tmp_path / "artifacts"
+
+    cases = _junit_cases(artifacts / "junit_e2e-dra_upgrade-downgrade.xml")
+    assert set(cases) == {f"upgrade-downgrade {step}" for step in UPGRADE_STEPS} | {
+        f"upgrade-downgrade {name} {phase}" for name in TINY for phase in PHASES
+    }
+    assert {case.get("classname") for case in cases.values()} == {"e2e-dra.upgrade-downgrade"}
+    failure = cases["upgrade-downgrade beta after-cluster-upgrade"].find("failure")
+    assert failure is not None
+    assert "beta broke in after-cluster-upgrade on purpose" in failure.get("message", "")
+    assert "e2e-dra: artifacts: upgrade-downgrade\n" in (failure.text or "")  # relative
+    assert str(artifacts) not in (failure.text or "")
+    skipped = cases["upgrade-downgrade beta after-cluster-downgrade"].find("skipped")
+    assert skipped is not None and "after-cluster-upgrade' failed" in skipped.get("message", "")
+    gate_cycle = _junit_cases(artifacts / "junit_e2e-dra_gate-cycle.xml")
+    assert {"gate-cycle versions", "gate-cycle one bring-up", "gate-cycle two gate-off"} <= set(
+        gate_cycle
+    )
+
+
+def test_junit_is_the_users_when_they_ask_for_it(suite: Tiny, tmp_path: Path) -> None:
+    suite.run(f"--junitxml={tmp_path / 'mine.xml'}")
+
+    assert (tmp_path / "mine.xml").is_file()
+    assert not list((tmp_path / "artifacts").glob("junit_*.xml"))
+
+
+def test_each_suite_leaves_a_report_trace_and_timed_summary(suite: Tiny) -> None:
+    result = suite.run("--e2e-dra-seed=4")
+    artifacts = suite.tmp_path / "artifacts"
+
+    summary = suite.summary()
+    assert summary["schema_version"] == 1
+    starts = [r["start"] for r in summary["results"]]
+    assert starts == sorted(starts) and starts[0] >= 0
+    html = (artifacts / "report.html").read_text()
+    assert all(f">{name}<" in html for name in TINY)
+    trace = json.loads((artifacts / "trace.json").read_text())
+    assert len([e for e in trace["traceEvents"] if e["ph"] == "X"]) == 15
+    result.stdout.fnmatch_lines([f"e2e-dra: report: {artifacts / 'report.html'}"])
+
+
+def test_a_report_that_cannot_be_written_is_said_and_fails_no_test(suite: Tiny) -> None:
+    (suite.tmp_path / "artifacts" / "report.html").mkdir(parents=True)  # in the way
+
+    result = suite.run("--e2e-dra-seed=4")
+
+    result.assert_outcomes(passed=15)
+    result.stdout.fnmatch_lines(["*e2e-dra: cannot write the run's report under *"])
 
 
 def test_gate_cycle_gives_each_subtest_its_own_cluster(suite: Tiny) -> None:

@@ -1,13 +1,14 @@
 """What a run leaves behind under ARTIFACTS: a summary, and on failure a dump of the cluster.
 
 Both are written whole or not at all (temp file + rename), and the summary is rewritten after
-every entry, so a run that is interrupted still leaves a summary that says how far it got.
+every entry, so a run that is interrupted still leaves a summary that says how far it got. Its
+shape is promised to readers (``e2e-dra report``) by :mod:`e2e_dra.report`: ``schema_version``,
+each result's ``start``, a failure's ``logs``, the components' ready times.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 from e2e_dra._suite._steps import Phase, Step
 from e2e_dra.kube import Kube, KubeError, path
+from e2e_dra.report import SCHEMA_VERSION, artifact_logs, dump_file_name, safe_name
 from hostkit import atomic_write_text
 
 
@@ -25,8 +27,7 @@ def write_json(path: Path, data: Any) -> Path:
     return path
 
 
-def safe_name(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "unnamed"
+__all__ = ["Summary", "dump_cluster", "resource_versions", "safe_name", "write_json"]
 
 
 class Summary:
@@ -49,13 +50,31 @@ class Summary:
         self._results: list[dict[str, Any]] = []
         self._finished = False
 
-    def record(self, entry: Step, outcome: str, seconds: float, message: str = "") -> None:
+    def record(
+        self,
+        entry: Step,
+        outcome: str,
+        seconds: float,
+        message: str = "",
+        notes: list[str] | None = None,
+        started: float | None = None,
+    ) -> None:
+        """``entry`` ended ``seconds`` after it started (``started``, a time.time(); by default
+        ``seconds`` ago: a phase that ran with others started earlier than its test reports it);
+        ``notes`` are its failure's lines, whose files under this suite's directory become the
+        result's ``logs``."""
+        begun = time.time() - seconds if started is None else started
+        start = max(0.0, begun - self._started)
         result: dict[str, Any] = {"id": entry.id, "outcome": outcome, "seconds": round(seconds, 3)}
+        result["start"] = round(start, 3)
         result["phase" if isinstance(entry, Phase) else "step"] = entry.name
         if entry.subtest:
             result["subtest"] = entry.subtest
         if message:
             result["message"] = message
+        logs = artifact_logs(notes or [], self.path.parent)
+        if logs:
+            result["logs"] = logs
         self._results.append(result)
         self.write()
 
@@ -75,18 +94,35 @@ class Summary:
             if "subtest" in result:
                 name = result["subtest"]
                 per_subtest[name] = per_subtest.get(name, 0) + result["seconds"]
+        described = dict(description if description is not None else self._describe())
+        if "components_ready" in described:
+            described["components_ready"] = self._relative(described["components_ready"])
         return {
+            "schema_version": SCHEMA_VERSION,
             "suite": self.suite,
             "seed": self.seed,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(self._started)),
             "wall_seconds": round(time.time() - self._started, 3),
             "finished": self._finished,
             "plan": self.plan,
-            **(description if description is not None else self._describe()),
+            **described,
             "seconds_per_phase": {k: round(v, 3) for k, v in per_phase.items()},
             "seconds_per_subtest": {k: round(v, 3) for k, v in per_subtest.items()},
             "results": self._results,
         }
+
+    def _relative(self, ready: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Ready times with the wall-clock ``ready_at`` turned into ``started`` and ``ready``,
+        seconds since the suite started, as the results' ``start``."""
+        out = []
+        for entry in ready:
+            entry = dict(entry)
+            at = entry.pop("ready_at", None)
+            if isinstance(at, int | float) and at > 0:
+                entry["ready"] = round(at - self._started, 3)
+                entry["started"] = round(entry["ready"] - float(entry.get("seconds", 0)), 3)
+            out.append(entry)
+        return out
 
 
 def resource_versions(kube: Kube) -> list[str]:
@@ -134,4 +170,4 @@ def dump_cluster(kube: Kube, directory: Path, label: str, namespace: str = "defa
             break
         except KubeError as exc:
             dump["devicetaintrules"] = {"error": str(exc)}
-    return write_json(directory / f"dump-{safe_name(label)}.json", dump)
+    return write_json(directory / dump_file_name(label), dump)

@@ -138,6 +138,7 @@ class ClusterRun:
         self.harnesses = Harnesses(self.subtests, artifacts / "drivers", NAMESPACE, suite.name)
         self.findings = Findings(NAMESPACE, self.harnesses.take_dropped_fields)
         self._watch: contextlib.AbstractContextManager[None] | None = None  # for crashes
+        self._clusters: list[Cluster] = []  # every one brought up: their components' ready times
 
     # --- what the suite run asks ----------------------------------------------------------------
 
@@ -188,7 +189,18 @@ class ClusterRun:
         )
 
     def describe(self) -> dict[str, Any]:
-        return self.state.describe()
+        """The state's view, and when each component was ready (``ready_at``: wall clock; the
+        summary makes it relative to the suite's start)."""
+        info = self.state.describe()
+        ready = [
+            {"state": t.state, "component": t.component, "seconds": round(t.seconds, 3)}
+            | {"attempts": t.attempts, "ready_at": t.at}
+            for cluster in self._clusters
+            for t in cluster.ready_times
+        ]
+        if ready:
+            info["components_ready"] = ready
+        return info
 
     # --- services of the steps ------------------------------------------------------------------
 
@@ -217,6 +229,7 @@ class ClusterRun:
         source_dir = self.state.current().source_dir
         assert source_dir is not None
         self.cluster = Cluster(source_dir, log_dir, log=logger, host_lock=settings().host_lock)
+        self._clusters.append(self.cluster)
         node_env = self.state.node_env
         self.state.cluster_env = {k: env[k] for k in sorted(env) if k not in node_env}
         self.state.log_dir = log_dir

@@ -93,6 +93,7 @@ class SuiteRun:
         self.together = together
         self._outcomes: dict[Phase, Outcome] = {}  # ran in a batch, not reported yet
         self._seconds: dict[Step, float] = {}  # a phase's own time, when it ran in a batch
+        self._started: dict[Step, float] = {}  # and when it started (time.time())
         self._next: dict[str, Callable[[Any], Any] | None] = {}
         self._chain_broken: dict[str, str] = {}
         self._cluster_broken: str | None = None
@@ -115,13 +116,16 @@ class SuiteRun:
         except BaseException as exc:
             elapsed = self._seconds.pop(entry, time.monotonic() - started)
             self._mark_broken(entry, f"{self._where(entry)} failed", exc)
-            for line in self._collect(entry, exc):
+            notes = self._collect(entry, exc)
+            for line in notes:
                 exc.add_note(line)
             outcome = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-            self.summary.record(entry, outcome, elapsed, _one_line(exc))
+            self.summary.record(
+                entry, outcome, elapsed, _one_line(exc), notes, self._started.pop(entry, None)
+            )
             raise
         elapsed = self._seconds.pop(entry, time.monotonic() - started)
-        self.summary.record(entry, "passed", elapsed)
+        self.summary.record(entry, "passed", elapsed, started=self._started.pop(entry, None))
 
     def close(self) -> None:
         """Tear down once, also when pytest stopped early (``-x``, Ctrl-C)."""
@@ -220,6 +224,7 @@ class SuiteRun:
                 record.e2e_dra_replayed = True
                 logging.getLogger(record.name).handle(record)
         self._seconds[phase] = outcome.seconds
+        self._started[phase] = outcome.started
         if outcome.error is not None:
             raise outcome.error
 

@@ -29,6 +29,7 @@ class Outcome:
     """How one phase ended, kept until its own test reports it."""
 
     error: BaseException | None = None
+    started: float = 0.0  # time.time()
     seconds: float = 0.0
     records: list[logging.LogRecord] = field(default_factory=list)
 
@@ -66,6 +67,7 @@ def run_together(jobs: Mapping[str, Callable[[], None]]) -> dict[str, Outcome]:
     root.addHandler(recorder)
 
     def run(name: str, job: Callable[[], None]) -> None:
+        outcomes[name].started = time.time()
         started = time.monotonic()
         try:
             job()

@@ -27,7 +27,7 @@ from typing import NoReturn, TextIO
 
 from e2e_dra import __version__
 from e2e_dra._console import showing_progress
-from e2e_dra.commands import build, cluster, driver, provision, releases
+from e2e_dra.commands import build, cluster, driver, provision, releases, report
 from e2e_dra.errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
@@ -43,7 +43,14 @@ from localupcluster import ClusterError
 PROG = "e2e-dra"
 
 # One module per area, in the order --help lists them; each has ``register(subparsers) -> None``.
-COMMAND_MODULES: tuple[ModuleType, ...] = (releases, build, provision, driver, cluster)
+COMMAND_MODULES: tuple[ModuleType, ...] = (
+    releases,
+    build,
+    provision,
+    driver,
+    cluster,
+    report,
+)
 
 
 class _OneLineErrorParser(argparse.ArgumentParser):

@@ -1,0 +1,49 @@
+"""The report of one or more runs, read back from their artifacts: ``report.html`` (matrix,
+failures with their logs, versions, timelines), ``trace.json`` (Perfetto) and JUnit XML.
+
+It reads ``summary.json`` files and nothing of a cluster, so it runs anywhere the artifacts are:
+at the end of each suite, at the end of the run, and as ``e2e-dra report`` over the artifact
+folders of several machines. What the summary promises its readers is in ``_schema``.
+"""
+
+from e2e_dra.report._junit import JUnitCase, junit_file_name, junit_xml
+from e2e_dra.report._load import (
+    MAX_SUMMARY_BYTES,
+    Result,
+    SuiteRecord,
+    SummaryError,
+    find_summaries,
+    load_summary,
+)
+from e2e_dra.report._schema import (
+    SCHEMA_VERSION,
+    SUMMARY_FILE,
+    artifact_logs,
+    dump_file_name,
+    safe_name,
+)
+from e2e_dra.report._trace import trace_events
+from e2e_dra.report._write import REPORT_FILE, TRACE_FILE, Written, summaries_of, write_report
+
+__all__ = [
+    "MAX_SUMMARY_BYTES",
+    "REPORT_FILE",
+    "SCHEMA_VERSION",
+    "SUMMARY_FILE",
+    "TRACE_FILE",
+    "JUnitCase",
+    "Result",
+    "SuiteRecord",
+    "SummaryError",
+    "Written",
+    "artifact_logs",
+    "dump_file_name",
+    "find_summaries",
+    "junit_file_name",
+    "junit_xml",
+    "load_summary",
+    "safe_name",
+    "summaries_of",
+    "trace_events",
+    "write_report",
+]

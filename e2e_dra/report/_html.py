@@ -1,0 +1,264 @@
+"""``report.html``: one self-contained page (inline CSS and SVG, no script, nothing fetched) of
+one or more runs: the matrix of subtests by suite and phase, each failure with links to what
+explains it, a version strip and a timeline per suite.
+
+Links are relative to the page, so the artifacts folder can be copied or served as it is.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from html import escape
+from pathlib import Path
+
+from e2e_dra.report._links import failure_links
+from e2e_dra.report._load import Result, SuiteRecord
+from e2e_dra.report._timeline import COLORS, Timeline
+
+PALETTE = ("#cfe3ff", "#ffe0b3", "#d9f2d0", "#f3d1f0", "#fff3a6", "#d6d6f5")
+MARK = {"passed": "✓", "failed": "✗", "skipped": "\u2013", "interrupted": "!"}
+
+CSS = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
+h1 { font-size: 1.5em; margin: 0 0 .3em; } h2 { margin-top: 1.6em; } h3 { margin-bottom: .3em; }
+table { border-collapse: collapse; margin: .4em 0; }
+th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: left; vertical-align: top; }
+th { background: #f0f0f0; font-weight: 600; }
+td.cell { text-align: center; min-width: 3.5em; }
+table.matrix tr > th:first-child { white-space: nowrap; }
+td.passed { background: #d9f2d0; } td.failed { background: #f9c9cf; }
+td.skipped { background: #ececec; color: #666; } td.interrupted { background: #ffe3a6; }
+td.none { background: #fff; }
+.links a { display: block; font-size: 11px; } .mark { font-weight: 700; }
+.summary span { margin-right: 1.2em; } .muted { color: #777; }
+.timeline text { font: 11px system-ui, sans-serif; } .timeline .barlabel { fill: #fff; }
+ul.failures li { margin-bottom: .5em; } code { font-size: 12px; }
+.legend span { display: inline-block; margin-right: 1em; }
+.legend i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; }
+"""
+
+
+class Page:
+    """The page for ``records`` (each one suite's summary), written into ``out``'s folder."""
+
+    def __init__(self, records: list[SuiteRecord], out: Path, problems: list[str]) -> None:
+        self.records = records
+        self.base = out.parent
+        self.problems = problems
+        self._versions: dict[str, str] = {}
+
+    def relative(self, path: Path) -> str:
+        return Path(os.path.relpath(path, self.base)).as_posix()
+
+    def href(self, path: Path) -> str:
+        return escape(self.relative(path), quote=True)
+
+    def html(self) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M:%S %z")
+        body = [
+            "<h1>e2e-dra report</h1>",
+            f'<p class="muted">written {escape(when)}; {len(self.records)} suite run(s)</p>',
+            self._problems(),
+            self._runs(),
+            "<h2>Matrix</h2>",
+            self._legend(),
+            self._matrix(),
+            self._failures(),
+        ]
+        for record in self.records:
+            body.append(f"<h2>{escape(record.suite)}</h2>")
+            body.append(f'<p class="muted">{escape(self._where(record))}</p>')
+            body.append(self._versions_strip(record))
+            body.append("<h3>Timeline</h3>")
+            body.append(Timeline(record).svg())
+        return (
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            "<title>e2e-dra report</title>"
+            f"<style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+        )
+
+    # --- parts --------------------------------------------------------------------------------
+
+    def _problems(self) -> str:
+        if not self.problems:
+            return ""
+        items = "".join(f"<li>{escape(p)}</li>" for p in self.problems)
+        return f"<p>Left out:</p><ul>{items}</ul>"
+
+    def _where(self, record: SuiteRecord) -> str:
+        started = record.started.isoformat() if record.started else "unknown start"
+        state = "finished" if record.finished else "not finished (still running or cancelled)"
+        return (
+            f"{self.relative(record.path)}: started {started}, {record.wall_seconds:.0f}s, {state}"
+        )
+
+    def _runs(self) -> str:
+        rows = []
+        for record in self.records:
+            counts: dict[str, int] = {}
+            for r in record.results:
+                counts[r.outcome] = counts.get(r.outcome, 0) + 1
+            said = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+            link = f'<a href="{self.href(record.path)}">summary.json</a>'
+            rows.append(
+                f"<tr><td>{escape(record.suite)}</td><td>{escape(self._where(record))}</td>"
+                f"<td>{escape(said)}</td><td>{link}</td></tr>"
+            )
+        return (
+            "<table class=summary><tr><th>suite</th><th>run</th><th>results</th><th></th></tr>"
+            + "".join(rows)
+            + "</table>"
+        )
+
+    def _legend(self) -> str:
+        return (
+            '<p class="legend">'
+            + "".join(
+                f'<span><i style="background:{COLORS[o]}"></i>{MARK[o]} {o}</span>'
+                for o in ("passed", "failed", "skipped", "interrupted")
+            )
+            + "</p>"
+        )
+
+    def _columns(self) -> list[tuple[str, str]]:
+        columns: dict[tuple[str, str], None] = {}
+        for record in self.records:
+            for phase in record.phases():
+                columns[(record.suite, phase)] = None
+        return list(columns)
+
+    def _matrix(self) -> str:
+        columns = self._columns()
+        cells: dict[tuple[str, str, str], list[tuple[SuiteRecord, Result]]] = {}
+        for record in self.records:
+            for r in record.results:
+                if r.phase is not None and r.subtest is not None:
+                    cells.setdefault((r.subtest, record.suite, r.phase), []).append((record, r))
+        subtests = sorted({key[0] for key in cells})
+        if not subtests:
+            return "<p>No subtest ran.</p>"
+        suites = list(dict.fromkeys(suite for suite, _ in columns))
+        head = "<tr><th rowspan=2>subtest</th>" + "".join(
+            f"<th colspan={sum(1 for s, _ in columns if s == suite)}>{escape(suite)}</th>"
+            for suite in suites
+        )
+        head += "</tr><tr>" + "".join(f"<th>{escape(p)}</th>" for _, p in columns) + "</tr>"
+        rows = []
+        for subtest in subtests:
+            tds = [self._cell(cells.get((subtest, suite, phase), [])) for suite, phase in columns]
+            rows.append(f"<tr><th>{escape(subtest)}</th>{''.join(tds)}</tr>")
+        return f'<table class="matrix">{head}{"".join(rows)}</table>'
+
+    def _cell(self, entries: list[tuple[SuiteRecord, Result]]) -> str:
+        if not entries:
+            return '<td class="cell none"></td>'
+        worst = _worst([r.outcome for _, r in entries])
+        marks = " ".join(MARK[r.outcome] for _, r in entries)
+        tip = "\n".join(
+            f"{r.outcome} after {r.seconds:.1f}s" + (f": {r.message}" if r.message else "")
+            for _, r in entries
+        )
+        links = ""
+        for record, r in entries:
+            if r.outcome in ("failed", "interrupted"):
+                links += self._links(record, r, short=True)
+        return (
+            f'<td class="cell {worst}" title="{escape(tip, quote=True)}">'
+            f'<span class="mark">{marks}</span>{links}</td>'
+        )
+
+    def _links(self, record: SuiteRecord, result: Result, *, short: bool) -> str:
+        """Links to what explains ``result``: short names in a matrix cell, file names below."""
+        anchors = "".join(
+            f'<a href="{self.href(path)}">'
+            f"{escape(_short(label) if short else f'{label}: {path.name}')}</a>"
+            for label, path in failure_links(record, result)
+        )
+        return f'<span class="links">{anchors}</span>' if anchors else ""
+
+    def _failures(self) -> str:
+        items = []
+        for record in self.records:
+            for r in record.results:
+                if r.outcome not in ("failed", "interrupted"):
+                    continue
+                items.append(
+                    f"<li><b>{escape(record.suite)}</b> <code>{escape(r.id)}</code> {r.outcome}"
+                    f" after {r.seconds:.1f}s: {escape(r.message)}"
+                    f"{self._links(record, r, short=False)}</li>"
+                )
+        if not items:
+            return "<h2>Failures</h2><p>None.</p>"
+        return f'<h2>Failures</h2><ul class="failures">{"".join(items)}</ul>'
+
+    def _color(self, version: str) -> str:
+        if version not in self._versions:
+            self._versions[version] = PALETTE[len(self._versions) % len(PALETTE)]
+        return self._versions[version]
+
+    def _versions_strip(self, record: SuiteRecord) -> str:
+        raw = record.raw
+        parts = ["<h3>Versions</h3>"]
+        if record.binaries:
+            components = list(dict.fromkeys(c for row in record.binaries.values() for c in row))
+            head = "<tr><th>state</th>" + "".join(f"<th>{escape(c)}</th>" for c in components)
+            rows = []
+            for state, row in record.binaries.items():
+                tds = "".join(
+                    f'<td style="background:{self._color(row[c])}">{escape(row[c])}</td>'
+                    if c in row
+                    else "<td></td>"
+                    for c in components
+                )
+                rows.append(f"<tr><th>{escape(state)}</th>{tds}</tr>")
+            parts.append(f'<table class="versions">{head}</tr>{"".join(rows)}</table>')
+        else:
+            current = _get(raw, "current", "version")
+            parts.append(f"<p>every component: {escape(str(current or 'unknown'))}</p>")
+        facts = []
+        for key, what in (
+            ("feature_gates_dropped", "dropped feature gates"),
+            ("runtime_config_dropped", "dropped runtime config"),
+        ):
+            dropped = raw.get(key)
+            if isinstance(dropped, dict) and dropped:
+                said = "; ".join(f"{k}: {v}" for k, v in dropped.items())
+                facts.append(f"<li>{what}: {escape(said)}</li>")
+        for which in ("previous", "current"):
+            version = _get(raw, which, "version")
+            deviations = _get(raw, which, "deviations")
+            if isinstance(deviations, list):
+                for deviation in deviations:
+                    facts.append(
+                        f"<li>{escape(str(version))} deviates: {escape(str(deviation))}</li>"
+                    )
+        parts.append(
+            f"<ul>{''.join(facts)}</ul>" if facts else "<p>No dropped gates, no deviations.</p>"
+        )
+        return "\n".join(parts)
+
+
+def _worst(outcomes: list[str]) -> str:
+    for outcome in ("failed", "interrupted", "passed", "skipped"):
+        if outcome in outcomes:
+            return outcome
+    return "none"
+
+
+def _short(label: str) -> str:
+    """A link's text inside a matrix cell: "kube-apiserver log" stays, the dump's long label
+    ("DRA objects, pods and events") becomes "dump"."""
+    lowered = label.lower()
+    if "dra objects" in lowered or lowered == "dump":
+        return "dump"
+    if "grpc" in lowered:
+        return "gRPC calls"
+    return label.removesuffix(" log") + " log" if "log" in lowered else label
+
+
+def _get(raw: dict, *keys: str) -> object:
+    value: object = raw
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value

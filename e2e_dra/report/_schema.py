@@ -1,0 +1,52 @@
+"""What ``summary.json`` promises its readers, shared by the writer (the suite) and the report.
+
+The suite writes a summary; the report (maybe on another machine, maybe a later release of
+e2e-dra) reads it. The names both sides must agree on live here, below both: the schema's
+version, the file name of a failure's dump, and which paths of a failure's notes are artifacts.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+"""1: results carry ``start`` (seconds since the suite started) and a failure's ``logs``; the
+summary carries ``components_ready``. A summary without ``schema_version`` is from before."""
+
+SUMMARY_FILE = "summary.json"
+DUMPS_DIR = "dumps"
+DRIVERS_DIR = "drivers"
+
+_PATH = re.compile(r"(?<![\w.])(/[^\s'\"<>]+)")
+
+
+def safe_name(text: str) -> str:
+    """``text`` as one file name component."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "unnamed"
+
+
+def dump_file_name(entry_id: str) -> str:
+    """The file under ``dumps/`` holding the cluster as it was when ``entry_id`` failed."""
+    return f"dump-{safe_name(entry_id)}.json"
+
+
+def artifact_logs(notes: list[str], directory: Path) -> list[dict[str, str]]:
+    """The files under ``directory`` that a failure's notes name, as ``{"label", "path"}`` with
+    the path relative to ``directory`` (so the artifacts can move); the label is what the note
+    says before the path ("kube-apiserver log"). Directories and files elsewhere are left out:
+    only what a report can link to and what exists."""
+    found: dict[str, dict[str, str]] = {}
+    base = directory.resolve()
+    for note in notes:
+        for match in _PATH.finditer(note):
+            path = Path(match.group(1).rstrip(".,;:)"))
+            try:
+                relative = path.resolve().relative_to(base)
+            except (ValueError, OSError):
+                continue
+            if not path.is_file() or str(relative) in found:
+                continue
+            label = note[: match.start()].strip().removeprefix("e2e-dra:").strip().rstrip(":")
+            found[str(relative)] = {"label": label or path.name, "path": str(relative)}
+    return list(found.values())

@@ -122,6 +122,8 @@ def pytest_e2e_dra_backend(
 def e2e_dra_run(request: pytest.FixtureRequest) -> Iterator[SuiteRun]:
     """The running suite of this module; its teardown stops the cluster."""
     plugin = request.config.pluginmanager.get_plugin(PLUGIN_NAME)
+    if not isinstance(plugin, SuitePlugin):  # pytest_configure registers it, always
+        raise RuntimeError(f"the {PLUGIN_NAME} plugin is not registered (found {plugin!r})")
     yield from plugin.running(request)
 
 
@@ -191,11 +193,11 @@ class SuitePlugin:
             }
         ordered: list[pytest.Item] = []
         for item in items:  # the others keep the order pytest's plugins gave them
-            step = step_of.get(id(item))
-            if step is None:
+            found = step_of.get(id(item))
+            if found is None:
                 ordered.append(item)
-            elif step.suite in keep:
-                ordered += keep.pop(step.suite)
+            elif found.suite in keep:
+                ordered += keep.pop(found.suite)
         for block in keep.values():  # a suite none of whose items was chosen as such
             ordered += block
         kept = {id(item) for item in ordered}

@@ -143,9 +143,9 @@ class Process:
         if self.capture:
             self._spawn(self._read_output, "output")
         self._spawn(self._watch, "watch")
-        if opener is not None:
+        if opener is not None and before_run is not None:  # the one comes with the other
             try:
-                before_run(self.identity)  # type: ignore[misc]  # set with opener
+                before_run(self.identity)
                 os.write(opener, b"go\n")
             finally:
                 os.close(opener)  # without "go", the gate reads EOF and the process exits

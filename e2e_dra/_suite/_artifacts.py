@@ -97,6 +97,7 @@ def resource_versions(kube: Kube) -> list[str]:
 
 def dump_cluster(kube: Kube, directory: Path, label: str, namespace: str = "default") -> Path:
     """DRA objects, pods, events and nodes as the server sees them now, in one JSON file."""
+    unreachable: str | None
     try:
         versions = resource_versions(kube)
     except KubeError as exc:  # the API server is away: dump what does not need discovery

@@ -166,7 +166,7 @@ class ClaimWatch:
                         elif event.get("type") == "ERROR":  # e.g. 410 Gone: list again
                             break
                 finally:
-                    events.close()  # type: ignore[attr-defined]
+                    events.close()
             except Exception as exc:  # the API server restarts: list and watch again
                 log.debug("ResourceClaim watch: %s", exc)
                 self._stopping.wait(1.0)

@@ -77,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The program's edge: Ctrl-C and SIGTERM are handled here, for every command (what runs
     registers what must stop at once, as the engine does for its cluster)."""
     stdout = sys.stdout
-    sys.stdout = _GuardedStdout(stdout)  # type: ignore[assignment]
+    sys.stdout = _GuardedStdout(stdout)
     try:
         with handling_interrupts(terminated=Terminated):
             return _run(argv)

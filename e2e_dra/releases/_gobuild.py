@@ -11,13 +11,13 @@ the first build of a second version reuses most of the first one's work.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import shutil
 import stat
 import time
 from collections.abc import Iterator
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ import httpx
 
 from e2e_dra._cache import CacheEntry
 from e2e_dra._console import console, fancy
-from e2e_dra._gotool import GoToolchain, go_build, go_env, run_go, toolchain_for
+from e2e_dra._gotool import BuildProgress, GoToolchain, go_build, go_env, run_go, toolchain_for
 from e2e_dra._paths import cache_root
 from e2e_dra._platform import host_platform
 from e2e_dra.errors import ProvisionError, ReleaseError, UnbuildableRelease
@@ -107,7 +107,7 @@ class GoBuildSource:
         self._transport = transport
         self.cache_dir = Path(cache_dir) if cache_dir else cache_root() / "kubernetes"
 
-    @cached_property
+    @functools.cached_property
     def proxy(self) -> ModuleProxy:
         """Made on first use, so that a cache hit needs neither GOPROXY nor the network."""
         return ModuleProxy(KUBERNETES_MODULE, self._proxy_url, transport=self._transport)
@@ -216,7 +216,7 @@ class GoBuildSource:
                     log=log,
                     env=env,
                     toolchain=toolchain,
-                    on_progress=lambda where, command=command: bar.detail(f"{command} {where}"),
+                    on_progress=functools.partial(_show_progress, bar, command),
                 )
                 timings[command] = round(time.monotonic() - begun, 1)
                 (bin_dir / command).chmod(0o555)
@@ -533,6 +533,10 @@ class _Bar:
 
     def detail(self, text: str) -> None:
         pass
+
+
+def _show_progress(bar: _Bar, command: str, where: BuildProgress) -> None:
+    bar.detail(f"{command} {where}")
 
 
 @contextlib.contextmanager

@@ -9,12 +9,12 @@ stepped over: a mirror may refuse a single release (one here refuses v1.35.7 and
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from functools import cached_property
 from typing import Any
 
 import httpx
@@ -169,7 +169,7 @@ class ModuleProxy:
             raise status_error(url, response, GOPROXY_SETTING)
         return response.text
 
-    @cached_property
+    @functools.cached_property
     def listed(self) -> list[KubeVersion]:
         """Release tags of ``@v/list`` (possibly incomplete), oldest first."""
         body = self._ok("list") or ""
@@ -201,9 +201,11 @@ class ModuleProxy:
 
         limit = key(version)
         listed = [
-            v for v in (self._ok("list") or "").split() if (k := key(v)) and limit and k < limit
+            (k, v)
+            for v in (self._ok("list") or "").split()
+            if (k := key(v)) and limit and k < limit
         ]
-        for candidate in sorted(listed, key=key, reverse=True)[:5]:
+        for _, candidate in sorted(listed, reverse=True)[:5]:
             if self.serves(candidate):
                 return candidate
         return None
@@ -262,7 +264,7 @@ class ModuleProxy:
             newest = of_kind[-1] if of_kind else None
             start = newest.pre_number + 1 if newest and newest.pre_number is not None else 0
             found = self._probe_upward(
-                lambda n, pre=pre: _release(line.major, line.minor, 0, pre, n), start
+                functools.partial(_release, line.major, line.minor, 0, pre), start
             )
             newest = found or newest
             if newest is not None:

@@ -18,10 +18,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
-from packaging.version import InvalidVersion, Version
 
 from e2e_dra._gotool import go_binary, go_env, go_version_key
 from e2e_dra.errors import InputError, NotFoundError, ProvisionError, ReleaseError, VersionError
+from e2e_dra.releases import _gosemver as gosemver
 from e2e_dra.releases._gomodule import Substitute, go_directive
 from e2e_dra.releases._http import (
     GOPROXY_SETTING,
@@ -191,23 +191,19 @@ class ModuleProxy:
         return True
 
     def newest_served_below(self, version: str) -> str | None:
-        """The newest listed release of this module older than ``version`` that is served."""
-
-        def key(text: str) -> Version | None:
-            try:
-                return Version(text.lstrip("v").split("+")[0])
-            except InvalidVersion:
-                return None
-
-        limit = key(version)
+        """The newest listed version of this module older than ``version`` that is served
+        (compared as Go compares module versions); the five newest are asked."""
+        limit = gosemver.parse(version)
+        if limit is None:
+            return None
         listed = [
-            (k, v)
-            for v in (self._ok("list") or "").split()
-            if (k := key(v)) and limit and k < limit
+            parsed
+            for text in (self._ok("list") or "").split()
+            if (parsed := gosemver.parse(text)) is not None and parsed < limit
         ]
-        for _, candidate in sorted(listed, reverse=True)[:5]:
-            if self.serves(candidate):
-                return candidate
+        for candidate in sorted(listed, reverse=True)[:5]:
+            if self.serves(candidate.text):
+                return candidate.text
         return None
 
     def info(self, version: str) -> dict[str, Any]:

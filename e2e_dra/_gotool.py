@@ -32,7 +32,7 @@ from e2e_dra._paths import cache_root
 from e2e_dra._platform import host_platform
 from e2e_dra.errors import ProvisionError
 from e2e_dra.settings import settings
-from supervise import ProcessError, run
+from e2e_dra.supervise import ProcessError, run
 
 logger = logging.getLogger(__name__)
 

@@ -44,9 +44,9 @@ from e2e_dra._suite import SUITES, Phase, Step, Suite, needed
 from e2e_dra._suite._artifacts import Summary
 from e2e_dra._suite._run import Backend, SuiteRun
 from e2e_dra.errors import InputError
+from e2e_dra.hostkit import handling_interrupts
 from e2e_dra.settings import Settings, use
 from e2e_dra.subtest import Subtest, discover
-from hostkit import handling_interrupts
 
 SUITE_ATTR = "E2E_DRA_SUITE"
 STEP_FIXTURE = "e2e_dra_step"

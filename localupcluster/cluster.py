@@ -27,7 +27,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hostkit import Attempts, on_interrupt, poll
+from e2e_dra.hostkit import Attempts, on_interrupt, poll
+from e2e_dra.supervise import describe_exit
 from localupcluster._components import (
     COMPONENTS,
     DEFAULT_SETTINGS,
@@ -51,7 +52,6 @@ from localupcluster._readiness import (
 )
 from localupcluster._tls import AdminTLS, admin_tls
 from localupcluster.cmd import Cmd
-from supervise import describe_exit
 
 MAX_RETRIES = 10
 """Restarts of a component that exits before it is ready (e.g. its port not yet released)."""

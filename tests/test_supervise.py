@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from hostkit import poll
-from supervise import (
+from e2e_dra.hostkit import poll
+from e2e_dra.supervise import (
     Process,
     ProcessError,
     ProcessId,
@@ -347,7 +347,8 @@ def test_a_parent_killed_before_it_noted_its_child_leaves_nothing_running(tmp_pa
         [
             sys.executable,
             "-c",
-            "import os, signal, sys; from pathlib import Path; from supervise import Process\n"
+            "import os, signal, sys; from pathlib import Path\n"
+            "from e2e_dra.supervise import Process\n"
             f"p = Process('held', ['sh', '-c', 'touch {ran}; sleep 300'])\n"
             f"def die(who):\n"
             f"    Path('{child}').write_text(str(who.pid))\n"

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from e2e_dra._suite._steps import Phase, Step
+from e2e_dra.hostkit import atomic_write_text
 from e2e_dra.kube import Kube, KubeError, path
-from hostkit import atomic_write_text
 
 
 def write_json(path: Path, data: Any) -> Path:

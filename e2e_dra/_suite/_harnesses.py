@@ -22,8 +22,8 @@ from e2e_dra._suite._artifacts import write_json
 from e2e_dra._suite._nets import Finding
 from e2e_dra.builder import SubtestObjects
 from e2e_dra.driver import Driver
+from e2e_dra.hostkit import Attempts
 from e2e_dra.kube import Kube
-from hostkit import Attempts
 
 SLICES_TIMEOUT = 300.0
 REGISTRATION_TIMEOUT = 60.0

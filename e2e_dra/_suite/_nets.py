@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 from e2e_dra.builder import SUBTEST_LABEL
 from e2e_dra.errors import E2EDRAError
+from e2e_dra.hostkit import poll
 from e2e_dra.kube import Kube, KubeError, path, retrying
 from e2e_dra.settings import settings
-from hostkit import poll
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ from typing import Any
 
 from e2e_dra.builder._api import ObjectClient
 from e2e_dra.builder._objects import SCHEDULING_V1BETA1
+from e2e_dra.hostkit import Attempts
 from e2e_dra.kube import retrying
 from e2e_dra.waits import eventually
-from hostkit import Attempts
 
 DRIVER_POD_LABEL = ("app.kubernetes.io/part-of", "dra-test-driver")
 TEARDOWN_TIMEOUT = 60.0

@@ -37,7 +37,7 @@ from e2e_dra.errors import (
     E2EDRAError,
     describe_os_error,
 )
-from hostkit import handling_interrupts
+from e2e_dra.hostkit import handling_interrupts
 from localupcluster import ClusterError
 
 PROG = "e2e-dra"

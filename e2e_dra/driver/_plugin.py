@@ -33,8 +33,8 @@ from e2e_dra.driver._rpc import handler, short_name
 from e2e_dra.driver._server import serve_unix, stop_server
 from e2e_dra.driver._slices import Pool, SlicePublisher
 from e2e_dra.errors import E2EDRAError
+from e2e_dra.hostkit import Attempts, poll
 from e2e_dra.kube import Kube, path
-from hostkit import Attempts, poll
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from supervise._identity import ProcessId, group_members, terminate
+from e2e_dra.supervise._identity import ProcessId, group_members, terminate
 
 _EOF = object()
 _GATE = ("/bin/sh", "-c", 'IFS= read -r go && [ "$go" = go ] && exec "$@" </dev/null', "gate")

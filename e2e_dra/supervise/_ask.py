@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from supervise._process import ProcessError
+from e2e_dra.supervise._process import ProcessError
 
 ANSWER_LIMIT = 64 * 1024
 """Bytes kept of each stream: far more than any version line or workspace status."""

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e_dra.errors import LocalError, describe_os_error
-from hostkit import atomic_write_text
+from e2e_dra.hostkit import atomic_write_text
 
 logger = logging.getLogger(__name__)
 

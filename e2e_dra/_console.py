@@ -67,7 +67,7 @@ def is_progress(record: logging.LogRecord) -> bool:
     return record.levelno >= logging.INFO and record.name.split(".")[0] in PROGRESS_LOGGERS
 
 
-class _PlainHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _PlainHandler(logging.StreamHandler):
     """``[HH:MM:SS] message`` on stderr, one line each, never wrapped.
 
     Best effort: a reader that went away (a closed pipe, a full disk under the log) must not turn

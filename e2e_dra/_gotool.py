@@ -24,7 +24,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +32,7 @@ from e2e_dra._paths import cache_root
 from e2e_dra._platform import host_platform
 from e2e_dra.errors import ProvisionError
 from e2e_dra.settings import settings
-from supervise import ProcessError, run
+from e2e_dra.supervise import ProcessError, run
 
 logger = logging.getLogger(__name__)
 
@@ -178,6 +178,39 @@ def go_env(**extra: str) -> dict[str, str]:
     return env
 
 
+HEARTBEAT_SECONDS = 30.0
+"""How often a running go command says it is still running (a cold Kubernetes build compiles for
+many minutes, and a log that is not a terminal shows no progress bar)."""
+
+
+@dataclass(frozen=True)
+class BuildProgress:
+    """Where a ``go build`` is: ``compiled`` of ``total`` packages (None when ``go list`` could
+    not count them), the package it compiles now, and seconds since it started."""
+
+    compiled: int
+    total: int | None
+    package: str | None
+    elapsed: float
+
+    def __str__(self) -> str:
+        counted = f"{self.compiled}/{self.total}" if self.total is not None else f"{self.compiled}"
+        now = f", now {self.package}" if self.package else ""
+        return f"{counted} packages compiled, {duration(self.elapsed)}{now}"
+
+
+def duration(seconds: float) -> str:
+    """``42s``, ``5m30s``, ``1h02m03s``: as Go prints a rounded duration."""
+    whole = int(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m{secs:02d}s"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
 def run_go(
     args: Sequence[str],
     *,
@@ -186,16 +219,148 @@ def run_go(
     log: Path | None = None,
     env: dict[str, str] | None = None,
     toolchain: GoToolchain | None = None,
+    heartbeat: float = HEARTBEAT_SECONDS,
 ) -> None:
     """Run ``go <args>`` in ``cwd`` (its own session: an interrupted build must not leave
-    compilers running); a failure raises with the tail of its output and the log."""
+    compilers running); a failure raises with the tail of its output and the log. Every
+    ``heartbeat`` seconds a line says it is still running. For ``go build``, see :func:`go_build`.
+    """
+    started = time.monotonic()
+    _run_go(
+        args,
+        cwd=cwd,
+        what=what,
+        log=log,
+        env=env,
+        toolchain=toolchain,
+        heartbeat=heartbeat,
+        on_tick=lambda: logger.info(f"still {what}: {duration(time.monotonic() - started)}"),
+    )
+
+
+def go_build(
+    targets: Sequence[str],
+    *,
+    output: Path,
+    flags: Sequence[str] = (),
+    cwd: Path,
+    what: str,
+    log: Path | None = None,
+    env: dict[str, str] | None = None,
+    toolchain: GoToolchain | None = None,
+    heartbeat: float = HEARTBEAT_SECONDS,
+    on_progress: Callable[[BuildProgress], None] | None = None,
+) -> BuildProgress:
+    """``go build -v <flags> -o <output> <targets>``, saying how far it is.
+
+    The packages it needs are counted first (``go list -deps``); ``-v`` then prints each package
+    as it is compiled (never one the build cache holds). Every ``heartbeat`` seconds a line says
+    how many have been compiled of how many, and ``on_progress`` (a progress bar) hears of each
+    package. Returns where the build ended.
+    """
+    env = env or go_env()
+    needed = _count_packages(targets, flags, cwd=cwd, what=what, env=env, toolchain=toolchain)
+    started = time.monotonic()
+    compiled: list[str] = []
+
+    def now() -> BuildProgress:
+        return BuildProgress(
+            compiled=len(compiled),
+            total=len(needed) if needed is not None else None,
+            package=compiled[-1] if compiled else None,
+            elapsed=time.monotonic() - started,
+        )
+
+    def on_line(line: str) -> None:
+        # -v prints bare import paths; errors and "go: downloading" lines are not packages
+        package = line.strip()
+        if needed is not None:
+            is_package = package in needed
+        else:
+            is_package = _IMPORT_PATH.fullmatch(package) is not None
+        if is_package:
+            compiled.append(package)
+            if on_progress is not None:
+                on_progress(now())
+
+    if needed is not None:
+        logger.info(f"{what}: {len(needed)} packages to compile or take from the build cache")
+    _run_go(
+        ["build", "-v", *flags, "-o", str(output), *targets],
+        cwd=cwd,
+        what=what,
+        log=log,
+        env=env,
+        toolchain=toolchain,
+        heartbeat=heartbeat,
+        on_line=on_line,
+        on_tick=lambda: logger.info(f"still {what}: {now()}"),
+    )
+    ended = now()
+    if ended.total is not None:
+        cached = max(0, ended.total - ended.compiled)
+        logger.info(
+            f"{what}: {ended.compiled} of {ended.total} packages compiled, "
+            f"{cached} from the build cache"
+        )
+    return ended
+
+
+_IMPORT_PATH = re.compile(r"[A-Za-z0-9_.~+\-]+(/[A-Za-z0-9_.~+\-]+)*")
+
+
+def _count_packages(
+    targets: Sequence[str],
+    flags: Sequence[str],
+    *,
+    cwd: Path,
+    what: str,
+    env: dict[str, str],
+    toolchain: GoToolchain | None,
+) -> set[str] | None:
+    """The packages ``go build <flags> <targets>`` needs (``go list -deps``), or None when go
+    list fails: then the build runs anyway and reports the error if it is one."""
+    cmd = [toolchain.go if toolchain else go_binary(), "list", "-deps", *flags, *targets]
+    try:
+        done = run(f"{what} (counting packages)", cmd, cwd=cwd, env=env)
+    except ProcessError as exc:
+        logger.info(f"{what}: cannot count its packages ({exc}); building without a total")
+        return None
+    if done.returncode != 0:
+        last = (done.output.strip().splitlines() or ["no output"])[-1]
+        logger.info(f"{what}: go list cannot count its packages ({last}); building without a total")
+        return None
+    return {line.strip() for line in done.output.splitlines() if line.strip()}
+
+
+def _run_go(
+    args: Sequence[str],
+    *,
+    cwd: Path,
+    what: str,
+    log: Path | None,
+    env: dict[str, str] | None,
+    toolchain: GoToolchain | None,
+    heartbeat: float,
+    on_tick: Callable[[], None],
+    on_line: Callable[[str], None] | None = None,
+) -> None:
     cmd = [toolchain.go if toolchain else go_binary(), *args]
     logger.info(f"{what}: go {' '.join(args[:2])} ...")
     started = time.monotonic()
     log = log or cwd / "go-build.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     try:
-        done = run(what, cmd, cwd=cwd, env=env or go_env(), log_file=log)
+        done = run(
+            what,
+            cmd,
+            cwd=cwd,
+            env=env or go_env(),
+            log_file=log,
+            on_line=on_line,
+            on_tick=on_tick,
+            tick=heartbeat,
+        )
     except ProcessError as exc:
         raise ProvisionError(f"{what}: {exc}") from exc
     if done.returncode != 0:
@@ -203,4 +368,4 @@ def run_go(
             f"{what} failed (go exited {done.returncode}); last lines of {log}:\n  "
             + "\n  ".join(done.tail(15).splitlines())
         )
-    logger.info(f"{what}: done in {time.monotonic() - started:.0f}s")
+    logger.info(f"{what}: done in {duration(time.monotonic() - started)}")

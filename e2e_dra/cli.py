@@ -13,7 +13,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from hostkit import handling_interrupts  # light: what every layer needs, nothing else
+from e2e_dra.hostkit import handling_interrupts  # light: what every layer needs, nothing else
 
 PROG = "e2e-dra"
 _EXIT_INTERRUPTED = 130  # e2e_dra.errors.EXIT_INTERRUPTED, not imported: start-up stays light

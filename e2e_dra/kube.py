@@ -13,7 +13,7 @@ import json
 import os
 import threading
 import urllib.parse
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -247,8 +247,9 @@ class Kube:
         resource_version: str | None = None,
         timeout_seconds: int = 300,
         **query: Any,
-    ) -> Iterator[dict]:
-        """Watch events (``{"type", "object"}``) until the server ends the watch."""
+    ) -> Generator[dict, None, None]:
+        """Watch events (``{"type", "object"}``) until the server ends the watch (or the caller
+        closes the generator)."""
         query.update(watch="true", timeoutSeconds=timeout_seconds, allowWatchBookmarks="true")
         if resource_version:
             query["resourceVersion"] = resource_version

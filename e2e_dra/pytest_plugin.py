@@ -45,10 +45,10 @@ from e2e_dra._suite._artifacts import Summary
 from e2e_dra._suite._run import Backend, SuiteRun
 from e2e_dra._suite._together import subtest_of
 from e2e_dra.errors import E2EDRAError, InputError
+from e2e_dra.hostkit import atomic_write_text, handling_interrupts
 from e2e_dra.report import JUnitCase, junit_file_name, junit_xml, write_report
 from e2e_dra.settings import Settings, use
 from e2e_dra.subtest import Subtest, discover
-from hostkit import atomic_write_text, handling_interrupts
 
 SUITE_ATTR = "E2E_DRA_SUITE"
 STEP_FIXTURE = "e2e_dra_step"
@@ -133,6 +133,8 @@ def pytest_e2e_dra_backend(
 def e2e_dra_run(request: pytest.FixtureRequest) -> Iterator[SuiteRun]:
     """The running suite of this module; its teardown stops the cluster."""
     plugin = request.config.pluginmanager.get_plugin(PLUGIN_NAME)
+    if not isinstance(plugin, SuitePlugin):  # pytest_configure registers it, always
+        raise RuntimeError(f"the {PLUGIN_NAME} plugin is not registered (found {plugin!r})")
     yield from plugin.running(request)
 
 
@@ -208,11 +210,11 @@ class SuitePlugin:
             }
         ordered: list[pytest.Item] = []
         for item in items:  # the others keep the order pytest's plugins gave them
-            step = step_of.get(id(item))
-            if step is None:
+            found = step_of.get(id(item))
+            if found is None:
                 ordered.append(item)
-            elif step.suite in keep:
-                ordered += keep.pop(step.suite)
+            elif found.suite in keep:
+                ordered += keep.pop(found.suite)
         for block in keep.values():  # a suite none of whose items was chosen as such
             ordered += block
         if self.junit is not None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from e2e_dra.errors import VersionError
-from supervise import ANSWER_LIMIT, ProcessError, ask
+from e2e_dra.supervise import ANSWER_LIMIT, ProcessError, ask
 
 __all__ = [
     "KubeVersion",
@@ -374,7 +374,7 @@ def _binary_version(binary: Path) -> str:
 
 
 def _run(cmd: list[str], *, cwd: Path | None, env: dict[str, str] | None, what: str) -> str:
-    """``cmd``'s output, bounded in size and time (see :func:`supervise.ask`)."""
+    """``cmd``'s output, bounded in size and time (see :func:`e2e_dra.supervise.ask`)."""
     try:
         answer = ask(what, cmd, cwd=cwd, env=env, timeout=RUN_TIMEOUT)
     except ProcessError as exc:

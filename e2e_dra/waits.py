@@ -8,8 +8,8 @@ A wait also ends at once when a registered check (:func:`abort_when`) reports a 
 component that crashed makes every wait hopeless, and saying so with the component's name and log
 beats a timeout five minutes later that blames the condition.
 
-The loop and its deadline rule are :func:`hostkit.poll`'s; this module adds the abort checks, which
-errors count as "not yet", and the messages.
+The loop and its deadline rule are :func:`e2e_dra.hostkit.poll`'s; this module adds the abort
+checks, which errors count as "not yet", and the messages.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar, cast
 
 from e2e_dra.errors import ComponentCrashed, ExecError
+from e2e_dra.hostkit import poll as poll_until
 from e2e_dra.kube import KubeError
-from hostkit import poll as poll_until
 
 T = TypeVar("T")
 

@@ -26,10 +26,10 @@ from typing import Any
 
 import psutil
 
-from hostkit import atomic_write_text
+from e2e_dra.hostkit import atomic_write_text
+from e2e_dra.supervise import ProcessId, start_ticks, terminate
 from localupcluster._errors import ClusterError
 from localupcluster._log import Log, engine_log
-from supervise import ProcessId, start_ticks, terminate
 
 DEFAULT_PATH = "/tmp/e2e-dra-host.lock"
 STOP_GRACE = 10.0

@@ -6,7 +6,7 @@ import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from hostkit import poll
+from e2e_dra.hostkit import poll
 from localupcluster._components import ETCD
 from localupcluster._tls import AdminTLS, unverified
 from localupcluster.cmd import Cmd

@@ -27,7 +27,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hostkit import Attempts, on_interrupt, poll
+from e2e_dra.hostkit import Attempts, on_interrupt, poll
+from e2e_dra.supervise import describe_exit
 from localupcluster._components import (
     COMPONENTS,
     DEFAULT_SETTINGS,
@@ -51,7 +52,6 @@ from localupcluster._readiness import (
 )
 from localupcluster._tls import AdminTLS, admin_tls
 from localupcluster.cmd import Cmd
-from supervise import describe_exit
 
 MAX_RETRIES = 10
 """Restarts of a component that exits before it is ready (e.g. its port not yet released)."""
@@ -366,7 +366,7 @@ class Cluster:
                 f"{' and '.join(missing_tools)} not found on PATH: hack/local-up-cluster.sh needs "
                 "them to write the cluster's certificates (put them on PATH and run again)"
             )
-        self._script = Cmd(
+        self._script = cmd = Cmd(
             f"local-up-cluster-{state}",
             ["bash", str(script), "-o", str(bin_dir), "-d"],
             log_file=self.log_dir / f"local-up-cluster-{state}.log",
@@ -375,7 +375,7 @@ class Cluster:
             capture=True,
         )
         self._log.info(f"running hack/local-up-cluster.sh -d (log: {self._script.log_file})")
-        self._script.start(before_run=lambda who: self._lock.record(self._script.name, who.pid))
+        cmd.start(before_run=lambda who: self._lock.record(cmd.name, who.pid))
         for line in self._script.lines(idle_timeout=SCRIPT_IDLE_TIMEOUT):
             if OLD_SCRIPT_READY_LINE in line:
                 break  # older script: it keeps etcd running until we stop it
@@ -490,7 +490,7 @@ class Cluster:
             cmd = Cmd(name, self._exec_argv(argv), log_file=log_file, env=self._env)
             # Noted in the host lock's ledger before it runs: a SIGKILL of ours in between would
             # otherwise leave a component that no successor knows to stop.
-            cmd.start(before_run=lambda who, name=name: self._lock.record(name, who.pid))
+            cmd.start(before_run=lambda who: self._lock.record(name, who.pid))
             self.running[component] = cmd
             try:
                 self._wait_ready(component, cmd)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from decimal import Decimal
+from typing import Any
 
 from kubernetes.utils import parse_quantity
 
@@ -20,7 +21,12 @@ DEVICE = "shared-device"
 CAPACITY = "memory"
 TOTAL = "10Gi"
 # Each share consumes 2Gi + n * 2Gi: a request is rounded up to the next such value.
-REQUEST_POLICY = {"default": "2Gi", "validRange": {"min": "2Gi", "step": "2Gi"}}
+DEFAULT_REQUEST = "2Gi"
+"""What a share without a capacity request consumes: the request policy's default."""
+REQUEST_POLICY: dict[str, Any] = {
+    "default": DEFAULT_REQUEST,
+    "validRange": {"min": "2Gi", "step": "2Gi"},
+}
 SHARED_DEVICE = {
     "name": DEVICE,
     "allowMultipleAllocations": True,

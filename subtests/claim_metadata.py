@@ -473,7 +473,7 @@ def report(release: str, outcomes: list[Outcome]) -> str:
             if not bad:
                 lines.append(f"    {method}: ok ({len(done)})")
                 continue
-            tried = [o for o in bad if not o.error.startswith(NOT_TRIED)]
+            tried = [o for o in bad if not (o.error or "").startswith(NOT_TRIED)]
             where = ", ".join(f"{o.version.rsplit('/', 1)[-1]} {o.operation}" for o in tried)
             lines.append(f"    {method}: FAILED {len(bad)} of {len(done)}: {where}")
             lines += [f"      {error}" for error in dict.fromkeys(o.error for o in tried)]

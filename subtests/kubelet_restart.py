@@ -187,11 +187,11 @@ def initial(ctx: Context) -> Phase:
                     poll=0.5,
                     until=lambda refs: all(ref.uid != uid for ref in refs),
                 )
-                calls = _all_done(ctx, UNPREPARE, uid)
-                errors = [call.error for _, call in calls]
+                unprepares = _all_done(ctx, UNPREPARE, uid)
+                errors = [call.error for _, call in unprepares]
                 assert errors == [None], (
                     f"NodeUnprepareResources of claim {uid}: want one successful call, got "
-                    f"{len(calls)} with errors {errors}"
+                    f"{len(unprepares)} with errors {errors}"
                 )
             with ctx.step("the claim leaves the checkpoint"):
                 eventually(

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from hostkit import poll
+from e2e_dra.hostkit import poll
 
 CLUSTER_BINARIES = (
     "kube-apiserver",

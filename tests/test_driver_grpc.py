@@ -25,8 +25,8 @@ from e2e_dra.driver._pb import (
     health_v1alpha1_pb2,
     pluginregistration_v1_pb2,
 )
+from e2e_dra.hostkit import poll
 from e2e_dra.kube import NotFound
-from hostkit import poll
 
 DRIVER = "test-driver.cdi.k8s.io"
 NODE = "node-1"

@@ -7,7 +7,9 @@ tests/real/test_gobuild_real.py.
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -16,7 +18,16 @@ from environment import Environ
 from module_proxy import KUBERNETES_GO_MOD, ProxyTree
 
 from e2e_dra._cache import CacheEntry
-from e2e_dra._gotool import GoToolchain, go_version, run_go, toolchain_for
+from e2e_dra._gotool import (
+    BuildProgress,
+    GoToolchain,
+    duration,
+    go_build,
+    go_env,
+    go_version,
+    run_go,
+    toolchain_for,
+)
 from e2e_dra.errors import E2EDRAError, InputError, ProvisionError, ReleaseError, VersionError
 from e2e_dra.releases import release_source, versions_under_test
 from e2e_dra.releases._gobuild import (
@@ -623,6 +634,147 @@ def test_run_go_logs_the_build_and_a_failure_names_its_last_lines(tmp_path: Path
     assert str(e.value).endswith("\n  compiling vet\n  undefined: x")
     text = log.read_text()
     assert "compiling build ./...\nundefined: x\n" in text and "exit status 2" in text
+
+
+_FAKE_GO = """#!/bin/sh
+# A stand-in for the go command: `go list -deps` names four packages, `go build -v` compiles
+# three of them (one is in the build cache), with a quiet spell and an error line in between.
+case "$1" in
+list)
+    [ -n "$LIST_FAILS" ] && { echo "go: cannot find main module" >&2; exit 1; }
+    printf 'unsafe\\nexample.com/a\\nexample.com/b\\nexample.com/cmd\\n'
+    ;;
+build)
+    echo "$*" > "$ARGS"
+    echo "go: downloading example.com/a v1.0.0"
+    echo example.com/a
+    sleep 0.5
+    echo example.com/b
+    echo "# example.com/b"
+    sleep 0.3
+    echo example.com/cmd
+    ;;
+esac
+"""
+
+
+def _fake_go(tmp_path: Path) -> GoToolchain:
+    go = tmp_path / "go"
+    go.write_text(_FAKE_GO)
+    go.chmod(0o755)
+    return GoToolchain(name="go1.99.0", go=str(go))
+
+
+def test_go_build_counts_its_packages_and_says_how_far_it_is_while_quiet(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A cold build of kube-apiserver once printed nothing for 11 minutes: now each package
+    compiled reaches the progress bar, and a heartbeat line comes even when none appeared."""
+    caplog.set_level(logging.INFO, logger="e2e_dra")
+    args = tmp_path / "args"
+    seen: list[BuildProgress] = []
+    ended = go_build(
+        ["./cmd"],
+        output=tmp_path / "out" / "cmd",
+        flags=["-ldflags", "-s -w"],
+        cwd=tmp_path,
+        what="building cmd",
+        log=tmp_path / "build.log",
+        env=dict(os.environ, ARGS=str(args)),
+        toolchain=_fake_go(tmp_path),
+        heartbeat=0.1,
+        on_progress=seen.append,
+    )
+
+    output = str(tmp_path / "out" / "cmd")
+    assert args.read_text().split() == [
+        "build",
+        "-v",
+        "-ldflags",
+        "-s",
+        "-w",
+        "-o",
+        output,
+        "./cmd",
+    ]
+    assert [(p.compiled, p.total, p.package) for p in seen] == [
+        (1, 4, "example.com/a"),
+        (2, 4, "example.com/b"),
+        (3, 4, "example.com/cmd"),
+    ]
+    assert (ended.compiled, ended.total) == (3, 4)
+    messages = [r.getMessage() for r in caplog.records]
+    assert "building cmd: 4 packages to compile or take from the build cache" in messages
+    heartbeats = [m for m in messages if m.startswith("still building cmd: ")]
+    # during the quiet half second after the first package, with nothing new to say
+    quiet = [m for m in heartbeats if m.startswith("still building cmd: 1/4 packages compiled")]
+    assert len(quiet) >= 2, heartbeats
+    assert quiet[0] == "still building cmd: 1/4 packages compiled, 0s, now example.com/a"
+    assert "building cmd: 3 of 4 packages compiled, 1 from the build cache" in messages
+    assert "example.com/b\n# example.com/b\n" in (tmp_path / "build.log").read_text()
+
+
+def test_go_build_without_a_count_still_counts_what_it_compiles(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="e2e_dra")
+    ended = go_build(
+        ["."],
+        output=tmp_path / "cmd",
+        cwd=tmp_path,
+        what="building cmd",
+        env=dict(os.environ, ARGS=str(tmp_path / "args"), LIST_FAILS="1"),
+        toolchain=_fake_go(tmp_path),
+        heartbeat=0.1,
+    )
+
+    assert (ended.compiled, ended.total) == (3, None)  # "# example.com/b" is no package
+    messages = [r.getMessage() for r in caplog.records]
+    assert (
+        "building cmd: go list cannot count its packages (go: cannot find main module); "
+        "building without a total" in messages
+    )
+    assert "still building cmd: 1 packages compiled, 0s, now example.com/a" in messages
+
+
+def test_a_quiet_go_command_says_it_is_still_running(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="e2e_dra")
+    go = tmp_path / "go"
+    go.write_text("#!/bin/sh\nsleep 0.5\n")
+    go.chmod(0o755)
+    run_go(
+        ["mod", "download", "example.com/a@v1.0.0"],
+        cwd=tmp_path,
+        what="downloading example.com/a@v1.0.0",
+        toolchain=GoToolchain(name="go1.99.0", go=str(go)),
+        heartbeat=0.1,
+    )
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages.count("still downloading example.com/a@v1.0.0: 0s") >= 2
+
+
+def test_durations_read_as_go_prints_them() -> None:
+    assert [duration(s) for s in (0, 42.9, 330, 3723)] == ["0s", "42s", "5m30s", "1h02m03s"]
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="needs the Go toolchain")
+def test_go_build_with_real_go_compiles_what_go_list_counts(tmp_path: Path) -> None:
+    """The counting rests on two facts about the go command: `go list -deps` names what a build
+    needs, and `go build -v` names each package it compiles, never one from the build cache."""
+    module = tmp_path / "hello"
+    module.mkdir()
+    (module / "go.mod").write_text("module example.com/hello\n\ngo 1.22\n")
+    (module / "main.go").write_text("package main\n\nfunc main() {}\n")
+    env = go_env()  # its build cache is this test's own: cold
+    cold = go_build(["."], output=tmp_path / "hello-bin", cwd=module, what="hello", env=env)
+    warm = go_build(["."], output=tmp_path / "hello-bin", cwd=module, what="hello", env=env)
+
+    assert cold.total is not None and cold.total > 10  # the runtime's packages
+    assert cold.total - 1 <= cold.compiled <= cold.total  # "unsafe" is never compiled
+    assert (warm.compiled, warm.total) == (0, cold.total)
+    assert (tmp_path / "hello-bin").is_file()
 
 
 # --- a package moved out of k8s.io/kubernetes (1.38's iptables client) ------------------------

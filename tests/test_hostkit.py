@@ -1,5 +1,6 @@
-"""hostkit: a file is the old one or the new one, never half of either; a wait probes until its
-deadline and says what it saw last. Waits run on a fake clock: no test sleeps or times itself."""
+"""e2e_dra.hostkit: a file is the old one or the new one, never half of either; a wait probes
+until its deadline and says what it saw last. Waits run on a fake clock: no test sleeps or times
+itself."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hostkit import atomic_copy, atomic_write_text, poll, write_if_changed
+from e2e_dra.hostkit import atomic_copy, atomic_write_text, poll, write_if_changed
 
 # --- files -----------------------------------------------------------------------------------
 
@@ -252,7 +253,7 @@ def test_before_each_runs_before_every_probe_and_is_never_retried(clock: FakeClo
 
 INTERRUPTED = """
 import os, signal, sys, time
-from hostkit import handling_interrupts, on_interrupt
+from e2e_dra.hostkit import handling_interrupts, on_interrupt
 
 def note(what):
     def stop(why):

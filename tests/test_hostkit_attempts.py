@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hostkit import Attempts
+from e2e_dra.hostkit import Attempts
 
 
 def test_every_step_is_tried_and_the_first_error_raised_with_the_others_as_notes() -> None:

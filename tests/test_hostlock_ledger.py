@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from hostkit import poll
+from e2e_dra.hostkit import poll
 from localupcluster._hostlock import HostLock, _alive, start_time
 
 HOLDER = """

@@ -2,15 +2,19 @@
 
 A module may import its own layer and the layers below it, never one above. Across layers it
 imports public names only: ``e2e_dra.releases``, not ``e2e_dra.releases._select``. At the bottom,
-``hostkit`` (atomic files, waits with a deadline) imports nothing of ours, and the process
-supervisor (``supervise``) nothing but it. The engine (``localupcluster``) stands alone: it imports
-nothing of e2e-dra but those two, and its users hand it a logger and paths.
+``e2e_dra.hostkit`` (atomic files, waits with a deadline) imports nothing of ours, and the process
+supervisor (``e2e_dra.supervise``) nothing but it. The engine (``localupcluster``) stands alone: it
+imports nothing of e2e-dra but those two, and its users hand it a logger and paths. (Importing
+either runs ``e2e_dra/__init__.py`` first, which imports ``e2e_dra.errors``, itself standard
+library only: checked below in a fresh interpreter.)
 Imports under ``if TYPE_CHECKING:`` count too: a type is a dependency as well.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,8 +22,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("host", ("hostkit",)),
-    ("processes", ("supervise",)),
+    ("host", ("e2e_dra.hostkit",)),
+    ("processes", ("e2e_dra.supervise",)),
     (
         "base",
         (
@@ -65,7 +69,7 @@ STANDALONE: dict[str, set[str]] = {
 """Layers that import no other layer of ours, whatever their place, but the ones named: the engine
 uses the host kit and the process supervisor, as the node runtime and the builds below it do."""
 
-PACKAGES = ("e2e_dra", "hostkit", "localupcluster", "subtests", "supervise")
+PACKAGES = ("e2e_dra", "localupcluster", "subtests")
 
 
 def _owner(module: str) -> tuple[int, str] | None:
@@ -195,3 +199,34 @@ def test_the_engine_and_the_releases_name_the_same_components() -> None:
     from localupcluster import KUBE_CLUSTER_COMPONENTS
 
     assert SERVER_COMPONENTS == KUBE_CLUSTER_COMPONENTS
+
+
+ENGINE_BELOW = {"e2e_dra", "e2e_dra.errors", "e2e_dra.hostkit", "e2e_dra.supervise"}
+
+
+@pytest.mark.parametrize(
+    ("module", "allowed"),
+    [
+        ("e2e_dra.hostkit", {"e2e_dra", "e2e_dra.errors", "e2e_dra.hostkit"}),
+        ("e2e_dra.supervise", ENGINE_BELOW),
+        ("localupcluster", ENGINE_BELOW),
+    ],
+)
+def test_the_bottom_layers_and_the_engine_load_nothing_else_of_e2e_dra(
+    module: str, allowed: set[str]
+) -> None:
+    """They live under ``e2e_dra`` (so that they cannot clash with PyPI projects of the same
+    names), which makes Python run the package's ``__init__`` first: that must stay light."""
+    script = (
+        f"import sys, {module}; "
+        "print(' '.join(m for m in sys.modules if m.split('.')[0] == 'e2e_dra'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    loaded = {
+        name
+        for name in done.stdout.split()
+        if not any(name.startswith(f"{package}.") for package in allowed - {"e2e_dra"})
+    }
+    assert loaded <= allowed, sorted(loaded - allowed)

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from fake_k8s.harness import FakeTree, make_fake_tree
 
-from hostkit import poll
+from e2e_dra.hostkit import poll
+from e2e_dra.supervise import group_members
 from localupcluster._hostlock import HostLock
-from supervise import group_members
 
 
 def e2e_dra() -> str:

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from fake_k8s.harness import NEW_VERSION, OLD_VERSION, FakeTree, make_fake_tree
 
+from e2e_dra.supervise import group_members
 from localupcluster import KUBE_CLUSTER_COMPONENTS, Cluster, ClusterError, ModifyOptions
-from supervise import group_members
 
 ALL = ("etcd", *KUBE_CLUSTER_COMPONENTS)
 
@@ -294,7 +294,7 @@ import logging, sys, time
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 from fake_k8s.harness import FakeTree
-from hostkit import handling_interrupts
+from e2e_dra.hostkit import handling_interrupts
 from localupcluster import Cluster
 logging.basicConfig(level=logging.INFO)  # a standalone user shows the engine's records
 env = {env!r}

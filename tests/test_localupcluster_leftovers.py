@@ -17,8 +17,8 @@ import pytest
 from fake_k8s.harness import FakeTree, make_fake_tree
 
 from e2e_dra.errors import ComponentCrashed
+from e2e_dra.supervise import group_members
 from e2e_dra.waits import abort_when, eventually
-from supervise import group_members
 
 OWNER = """
 import json, sys, time

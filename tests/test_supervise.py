@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from hostkit import poll
-from supervise import (
+from e2e_dra.hostkit import poll
+from e2e_dra.supervise import (
     Process,
     ProcessError,
     ProcessId,
@@ -205,6 +205,51 @@ def test_run_captures_output_and_the_exit_status(tmp_path: Path) -> None:
     assert text.rstrip().endswith("terminated, result: exit status 2")
 
 
+def test_run_hands_over_each_line_as_it_comes_and_ticks_while_the_command_is_quiet(
+    tmp_path: Path,
+) -> None:
+    """A long build's heartbeat: ticks come while nothing is printed, lines as they are printed,
+    and both before the command has ended."""
+    events: list[str] = []
+    script = "echo one; sleep 0.6; echo two; sleep 0.6"
+    done = run(
+        "build",
+        ["sh", "-c", script],
+        log_file=tmp_path / "b.log",
+        on_line=lambda line: events.append(line),
+        on_tick=lambda: events.append("tick"),
+        tick=0.1,
+    )
+    assert done.returncode == 0 and done.output == "one\ntwo"
+    assert events[0] == "one"
+    assert events.index("two") >= 3  # ticks came during the first sleep
+    assert events.count("tick") - events.index("two") >= 2  # and after the last line, too
+    assert "one\ntwo\n" in (tmp_path / "b.log").read_text()
+
+
+def test_a_callback_that_raises_kills_the_whole_group(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    script = f"sleep 300 & echo $! >> {pids}; echo $$ >> {pids}; echo started; wait"
+
+    def refuse(line: str) -> None:
+        raise ValueError(f"refused {line}")
+
+    with pytest.raises(ValueError, match="refused started"):
+        run("build", ["sh", "-c", script], log_file=tmp_path / "b.log", on_line=refuse)
+    for pid in map(int, pids.read_text().split()):
+        assert not psutil_alive(pid)
+    assert "killing: interrupted (ValueError)" in (tmp_path / "b.log").read_text()
+
+
+def test_run_with_a_heartbeat_still_times_out(tmp_path: Path) -> None:
+    started = time.monotonic()
+    ticks: list[float] = []
+    with pytest.raises(ProcessError, match=r"did not finish within 0\.5s"):
+        run("hung", ["sleep", "300"], timeout=0.5, on_tick=lambda: ticks.append(1), tick=0.1)
+    assert time.monotonic() - started < 15
+    assert len(ticks) >= 3
+
+
 def test_run_kills_the_whole_group_on_timeout(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     script = f"sleep 300 & echo $! >> {pids}; echo $$ >> {pids}; wait"
@@ -302,7 +347,8 @@ def test_a_parent_killed_before_it_noted_its_child_leaves_nothing_running(tmp_pa
         [
             sys.executable,
             "-c",
-            "import os, signal, sys; from pathlib import Path; from supervise import Process\n"
+            "import os, signal, sys; from pathlib import Path\n"
+            "from e2e_dra.supervise import Process\n"
             f"p = Process('held', ['sh', '-c', 'touch {ran}; sleep 300'])\n"
             f"def die(who):\n"
             f"    Path('{child}').write_text(str(who.pid))\n"

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from e2e_dra._suite._steps import Phase, Step
+from e2e_dra.hostkit import atomic_write_text
 from e2e_dra.kube import Kube, KubeError, path
 from e2e_dra.report import SCHEMA_VERSION, artifact_logs, dump_file_name, safe_name
-from hostkit import atomic_write_text
 
 
 def write_json(path: Path, data: Any) -> Path:
@@ -133,6 +133,7 @@ def resource_versions(kube: Kube) -> list[str]:
 
 def dump_cluster(kube: Kube, directory: Path, label: str, namespace: str = "default") -> Path:
     """DRA objects, pods, events and nodes as the server sees them now, in one JSON file."""
+    unreachable: str | None
     try:
         versions = resource_versions(kube)
     except KubeError as exc:  # the API server is away: dump what does not need discovery

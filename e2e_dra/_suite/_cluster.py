@@ -24,13 +24,13 @@ from e2e_dra._suite._harnesses import Harnesses
 from e2e_dra._suite._report import crash_reason, failure_report
 from e2e_dra._suite._steps import ClusterStep, Phase, Step, Suite
 from e2e_dra.errors import E2EDRAError
+from e2e_dra.hostkit import Attempts
 from e2e_dra.kube import Kube, path, retrying
 from e2e_dra.provision import ensure_node_runtime
 from e2e_dra.releases import Release, VersionsUnderTest, versions_under_test
 from e2e_dra.settings import settings
 from e2e_dra.subtest import Context, Subtest
 from e2e_dra.waits import abort_when, eventually
-from hostkit import Attempts
 from localupcluster import Cluster, ModifyOptions
 
 if TYPE_CHECKING:

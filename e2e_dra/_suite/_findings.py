@@ -23,8 +23,8 @@ from e2e_dra._suite._nets import (
     wait_slices_removed,
 )
 from e2e_dra._suite._steps import Cleanup, Phase, Step
+from e2e_dra.hostkit import Attempts
 from e2e_dra.kube import Kube
-from hostkit import Attempts
 
 AT_CLEANUP = "the cleanup"
 

@@ -12,6 +12,7 @@ driver stops, so no claim is left prepared by a driver that is gone.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,8 +22,8 @@ from e2e_dra._suite._artifacts import write_json
 from e2e_dra._suite._nets import Finding
 from e2e_dra.builder import SubtestObjects
 from e2e_dra.driver import Driver
+from e2e_dra.hostkit import Attempts
 from e2e_dra.kube import Kube
-from hostkit import Attempts
 
 SLICES_TIMEOUT = 300.0
 REGISTRATION_TIMEOUT = 60.0
@@ -127,12 +128,13 @@ class Harnesses:
             harness = self._harnesses.pop(name)
             if tear_down and kube is not None:
                 attempts(
-                    f"tear down objects of {name}",
-                    lambda h=harness: h.objects.builder(kube).tear_down(h.driver.prepared_claims),
+                    f"tear down objects of {name}", functools.partial(_tear_down, harness, kube)
                 )
             attempts(f"stop driver {harness.driver.name}", harness.driver.stop)
             stopped[harness.driver.name] = name
-            attempts("save gRPC calls", lambda h=harness: _save_calls(h.driver, self.log_dir))
+            attempts(
+                "save gRPC calls", functools.partial(_save_calls, harness.driver, self.log_dir)
+            )
             dropped_fields += [Finding(name, t) for t in harness.driver.take_dropped_fields()]
         return stopped, dropped_fields
 
@@ -187,3 +189,8 @@ def _message(message: Any) -> Any:
     from google.protobuf.message import Message
 
     return MessageToDict(message) if isinstance(message, Message) else str(message)
+
+
+def _tear_down(harness: Harness, kube: Kube) -> None:
+    """Remove what the subtest left, waiting until its driver has nothing prepared."""
+    harness.objects.builder(kube).tear_down(harness.driver.prepared_claims)

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 from e2e_dra.builder import SUBTEST_LABEL
 from e2e_dra.errors import E2EDRAError
+from e2e_dra.hostkit import poll
 from e2e_dra.kube import Kube, KubeError, path, retrying
 from e2e_dra.settings import settings
-from hostkit import poll
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +166,7 @@ class ClaimWatch:
                         elif event.get("type") == "ERROR":  # e.g. 410 Gone: list again
                             break
                 finally:
-                    events.close()  # type: ignore[attr-defined]
+                    events.close()
             except Exception as exc:  # the API server restarts: list and watch again
                 log.debug("ResourceClaim watch: %s", exc)
                 self._stopping.wait(1.0)

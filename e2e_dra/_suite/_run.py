@@ -111,7 +111,7 @@ class SuiteRun:
             self._run_checked(entry)
         except pytest.skip.Exception as exc:
             self._mark_broken(entry, f"skipped in {self._where(entry)}: {exc.msg}")
-            self.summary.record(entry, "skipped", time.monotonic() - started, exc.msg)
+            self.summary.record(entry, "skipped", time.monotonic() - started, exc.msg or "")
             raise
         except BaseException as exc:
             elapsed = self._seconds.pop(entry, time.monotonic() - started)

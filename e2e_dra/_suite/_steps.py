@@ -67,8 +67,13 @@ class Suite(Protocol):
     @property
     def name(self) -> str: ...
 
-    phases: tuple[str, ...]
-    gate_cycle: bool  # its subtests live in the gate cycle's package and toggle gates
+    @property
+    def phases(self) -> tuple[str, ...]: ...
+
+    @property
+    def gate_cycle(self) -> bool:
+        """Its subtests live in the gate cycle's package and toggle gates."""
+        ...
 
     def plan(self, subtests: Sequence[str], seed: int) -> list[Step]: ...
 

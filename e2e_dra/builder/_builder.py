@@ -15,6 +15,7 @@ and the :class:`Sweeper` (the tear-down).
 
 from __future__ import annotations
 
+import builtins
 import copy
 import logging
 from collections import Counter
@@ -233,7 +234,7 @@ class Builder(ObjectFactory):
         """``env`` in the container prints each ``k=v`` line (as a substring, like upstream)."""
         self.pods.check_env(pod_name, container, env)
 
-    def exec(self, pod_name: str, container: str, command: list[str]) -> tuple[str, str]:
+    def exec(self, pod_name: str, container: str, command: builtins.list[str]) -> tuple[str, str]:
         """Run ``command`` in a container; (stdout, stderr)."""
         return self.pods.exec(pod_name, container, command)
 
@@ -247,6 +248,6 @@ class Builder(ObjectFactory):
         finalizer, a cluster-wide slice)."""
         self.objects.defer(cleanup)
 
-    def tear_down(self, prepared_claims: Callable[[], list] | None = None) -> None:
+    def tear_down(self, prepared_claims: Callable[[], builtins.list[Any]] | None = None) -> None:
         """Remove what the subtest left, waiting until the driver has nothing prepared."""
         self.sweeper.sweep(prepared_claims, deferred_arg=self)

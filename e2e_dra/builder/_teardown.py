@@ -14,15 +14,16 @@ and reaches the server through that phase's client.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from e2e_dra.builder._api import ObjectClient
 from e2e_dra.builder._objects import SCHEDULING_V1BETA1
+from e2e_dra.hostkit import Attempts
 from e2e_dra.kube import retrying
 from e2e_dra.waits import eventually
-from hostkit import Attempts
 
 DRIVER_POD_LABEL = ("app.kubernetes.io/part-of", "dra-test-driver")
 TEARDOWN_TIMEOUT = 60.0
@@ -78,7 +79,7 @@ class Sweeper:
         deferred, classes = self.leftovers.deferred, self.leftovers.classes
         while deferred:
             cleanup = deferred.pop()
-            attempt("deferred cleanup", lambda cleanup=cleanup: cleanup(deferred_arg))
+            attempt("deferred cleanup", functools.partial(cleanup, deferred_arg))
         attempt("delete test pods", self._delete_test_pods)
         if retrying(self.client.kube.served)(SCHEDULING_V1BETA1):
             attempt("delete pod groups", self._delete_pod_groups)
@@ -105,8 +106,8 @@ class Sweeper:
         for name in reversed(classes):
             attempt(
                 f"delete DeviceClass {name}",
-                lambda name=name: self.client.kube.delete(
-                    self.client.url("deviceclasses", name), missing_ok=True
+                functools.partial(
+                    self.client.kube.delete, self.client.url("deviceclasses", name), missing_ok=True
                 ),
             )
         classes.clear()

@@ -37,7 +37,7 @@ from e2e_dra.errors import (
     E2EDRAError,
     describe_os_error,
 )
-from hostkit import handling_interrupts
+from e2e_dra.hostkit import handling_interrupts
 from localupcluster import ClusterError
 
 PROG = "e2e-dra"
@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The program's edge: Ctrl-C and SIGTERM are handled here, for every command (what runs
     registers what must stop at once, as the engine does for its cluster)."""
     stdout = sys.stdout
-    sys.stdout = _GuardedStdout(stdout)  # type: ignore[assignment]
+    sys.stdout = _GuardedStdout(stdout)
     try:
         with handling_interrupts(terminated=Terminated):
             return _run(argv)

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from hostkit import atomic_write_text
+from e2e_dra.hostkit import atomic_write_text
 
 # Old enough for every runtime that supports CDI; it covers env-only container edits.
 CDI_VERSION = "0.3.0"

@@ -42,7 +42,7 @@ class PluginIdentity:
 
     def create(self) -> None:
         labels = {"app.kubernetes.io/part-of": "dra-test-driver"}
-        objects = [
+        objects: list[tuple[str, dict]] = [
             (
                 path("v1", "serviceaccounts", namespace=self.namespace),
                 {

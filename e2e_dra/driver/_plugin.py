@@ -9,6 +9,7 @@ it, works with the cluster, and stops it, like kopf's in-thread runner.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 from pathlib import Path
@@ -32,8 +33,8 @@ from e2e_dra.driver._rpc import handler, short_name
 from e2e_dra.driver._server import serve_unix, stop_server
 from e2e_dra.driver._slices import Pool, SlicePublisher
 from e2e_dra.errors import E2EDRAError
+from e2e_dra.hostkit import Attempts, poll
 from e2e_dra.kube import Kube, path
-from hostkit import Attempts, poll
 
 log = logging.getLogger(__name__)
 
@@ -157,9 +158,7 @@ class Driver:
         attempts("close the health service", self.health.close)
         while self._servers:
             server, socket = self._servers.pop()
-            attempts(
-                f"stop {socket}", lambda server=server, socket=socket: stop_server(server, socket)
-            )
+            attempts(f"stop {socket}", functools.partial(stop_server, server, socket))
         publisher, self._publisher = self._publisher, None
         if publisher is not None:
             registered = self.calls.succeeded(REGISTRATION_METHOD)
@@ -194,13 +193,15 @@ class Driver:
     def _start_api_side(self) -> None:
         if self._admin is None:
             return
+        api = self._admin
         if not self.privileged_client:
             self._identity = PluginIdentity(self._admin, self.name, self.namespace)
             self._identity.create()
-            self._api = self._identity.client(self.node_name)
+            api = self._identity.client(self.node_name)
+        self._api = api
         self._publisher = SlicePublisher(
             self.name,
-            self._api,
+            api,
             reconcile_pool=self._reconcile_pool,
             owner_node=self.node_name,
         )
@@ -212,6 +213,8 @@ class Driver:
     def _fetch_claim(self, namespace: str, name: str) -> dict:
         if self._get_claim is not None:
             return self._get_claim(namespace, name)
+        if self._api is None:  # the constructor refuses a driver with neither
+            raise DriverError(f"driver {self.name}: no API client to read claim {namespace}/{name}")
         version = self._publisher.api_version if self._publisher else "resource.k8s.io/v1"
         return self._api.get(path(version, "resourceclaims", name, namespace=namespace))
 
@@ -315,7 +318,8 @@ class Driver:
         # driver's threads, and those that name it.
         handler.addFilter(
             lambda record: (
-                record.threadName.startswith(self._threads) or self.name in record.getMessage()
+                (record.threadName or "").startswith(self._threads)
+                or self.name in record.getMessage()
             )
         )
         logging.getLogger("e2e_dra.driver").addHandler(handler)

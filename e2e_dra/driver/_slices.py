@@ -16,7 +16,7 @@ import hashlib
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 from e2e_dra import kube as kube_api
@@ -210,7 +210,7 @@ class SlicePublisher:
         self._kick.wait(RESYNC_PERIOD)
         abandoned.set()
 
-    def _consume(self, events: Iterator[dict], abandoned: threading.Event) -> None:
+    def _consume(self, events: Generator[dict, None, None], abandoned: threading.Event) -> None:
         try:
             for event in events:
                 if abandoned.is_set() or event.get("type") == "ERROR":
@@ -278,7 +278,7 @@ class SlicePublisher:
                 return False
             if self._written.get(name) == current["metadata"].get("resourceVersion"):
                 return False  # the server drops fields we sent; rewriting cannot help
-        manifest = {
+        manifest: dict = {
             "apiVersion": self.api_version,
             "kind": "ResourceSlice",
             "metadata": {"name": name, **({"ownerReferences": o} if (o := self._owner()) else {})},

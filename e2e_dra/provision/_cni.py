@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from e2e_dra.errors import ProvisionError
-from hostkit import atomic_copy, write_if_changed
+from e2e_dra.hostkit import atomic_copy, write_if_changed
 
 DEBIAN_PLUGIN_DIR = Path("/usr/lib/cni")
 CNI_BIN_DIR = Path("/opt/cni/bin")

@@ -12,9 +12,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from e2e_dra.hostkit import write_if_changed
 from e2e_dra.provision._cni import CNI_BIN_DIR
 from e2e_dra.provision._daemon import Daemon
-from hostkit import write_if_changed
 
 #: where CDI specs are read from; /var/run/cdi is where DRA drivers of the suite write them.
 CDI_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")

@@ -5,8 +5,8 @@ daemons are started detached in their own session and remembered in a PID file: 
 process's start time and the program's name. A later run trusts the file only while that PID is
 still the process that started then (a reused PID has another start time), and stops it by PID,
 never by name: other runtimes on the host are not ours to touch. Starting, identifying and
-stopping are the shared supervisor's (``supervise``); this module adds the PID file and waiting
-until the daemon is ready.
+stopping are the shared supervisor's (``e2e_dra.supervise``); this module adds the PID file and
+waiting until the daemon is ready.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from e2e_dra.errors import ProvisionError
-from hostkit import atomic_write_text, poll
-from supervise import Process, ProcessError, ProcessId, terminate
+from e2e_dra.hostkit import atomic_write_text, poll
+from e2e_dra.supervise import Process, ProcessError, ProcessId, terminate
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from e2e_dra._cache import CacheEntry
-from e2e_dra._gotool import go_env, go_version, run_go
+from e2e_dra._gotool import go_build, go_env, go_version, run_go
 from e2e_dra._paths import cache_root
 from e2e_dra.errors import ProvisionError
 from e2e_dra.settings import settings
@@ -160,11 +160,8 @@ def build(tool: GoTool) -> Path:
             )
             (src / "main.go").write_text(tool.main_source)
             run_go(["mod", "tidy"], cwd=src, what=f"{what} (resolving modules)", log=log)
-            run_go(
-                ["build", *flags, "-o", str(bin_dir / tool.binaries[0]), "."],
-                cwd=src,
-                what=what,
-                log=log,
+            go_build(
+                ["."], output=bin_dir / tool.binaries[0], flags=flags, cwd=src, what=what, log=log
             )
         missing = [b for b in tool.binaries if not (bin_dir / b).is_file()]
         if missing:

@@ -99,11 +99,14 @@ def ensure_node_runtime(
             "run `e2e-dra provision` as root"
         )
 
-    def containerd_bin() -> Path:
-        found = _gobuilds.cached_bin_dir(tools["containerd"])
+    def built_bin(tool: str) -> Path:
+        found = _gobuilds.cached_bin_dir(tools[tool])
         if found is None:
-            raise ProvisionError("containerd is not built")
+            raise ProvisionError(f"{tool} is not built")
         return found
+
+    def containerd_bin() -> Path:
+        return built_bin("containerd")
 
     pieces = [
         _Piece("debian packages", _check_packages, _install_packages),
@@ -138,7 +141,7 @@ def ensure_node_runtime(
     return NodeRuntime(
         root=root,
         runtime_endpoint=layout.endpoint,
-        path_dirs=[_gobuilds.cached_bin_dir(tools[t]) for t in ("etcd", "cfssl", "containerd")],
+        path_dirs=[built_bin(t) for t in ("etcd", "cfssl", "containerd")],
         cgroup_v1=_kubelet.uses_cgroup_v1(),
         containerd_bin_dir=containerd_bin(),
         results=results,

@@ -31,6 +31,7 @@ from e2e_dra._cache import CacheEntry
 from e2e_dra._paths import server_cache_dir
 from e2e_dra._platform import host_platform
 from e2e_dra.errors import InputError, NotFoundError, ReleaseError, VersionError
+from e2e_dra.hostkit import write_if_changed
 from e2e_dra.releases._extract import extract_binaries
 from e2e_dra.releases._http import (
     RELEASE_URL_SETTING,
@@ -47,7 +48,6 @@ from e2e_dra.releases._transfer import download
 from e2e_dra.settings import DEFAULT_RELEASE_URL as DEFAULT_BASE_URL
 from e2e_dra.settings import settings
 from e2e_dra.versions import Minor, parse_minor, parse_version
-from hostkit import write_if_changed
 
 logger = logging.getLogger(__name__)
 

@@ -11,13 +11,13 @@ the first build of a second version reuses most of the first one's work.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import shutil
 import stat
 import time
-from collections.abc import Callable, Iterator
-from functools import cached_property
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ import httpx
 
 from e2e_dra._cache import CacheEntry
 from e2e_dra._console import console, fancy
-from e2e_dra._gotool import GoToolchain, go_env, run_go, toolchain_for
+from e2e_dra._gotool import BuildProgress, GoToolchain, go_build, go_env, run_go, toolchain_for
 from e2e_dra._paths import cache_root
 from e2e_dra._platform import host_platform
 from e2e_dra.errors import ProvisionError, ReleaseError, UnbuildableRelease
@@ -107,7 +107,7 @@ class GoBuildSource:
         self._transport = transport
         self.cache_dir = Path(cache_dir) if cache_dir else cache_root() / "kubernetes"
 
-    @cached_property
+    @functools.cached_property
     def proxy(self) -> ModuleProxy:
         """Made on first use, so that a cache hit needs neither GOPROXY nor the network."""
         return ModuleProxy(KUBERNETES_MODULE, self._proxy_url, transport=self._transport)
@@ -202,19 +202,21 @@ class GoBuildSource:
         ldflags = version_ldflags(version, info)
         env = self._go_env()
         timings: dict[str, float] = {}
-        with _progress(len(commands), f"building Kubernetes {version}") as step:
+        with _progress(len(commands), f"building Kubernetes {version}") as bar:
             for index, command in enumerate(commands, 1):
-                step(command)
+                bar.step(command)
                 begun = time.monotonic()
-                package = f"{KUBERNETES_MODULE}/cmd/{command}"
-                run_go(
-                    ["build", "-o", str(bin_dir / command), "-ldflags", ldflags, package],
+                go_build(
+                    [f"{KUBERNETES_MODULE}/cmd/{command}"],
+                    output=bin_dir / command,
+                    flags=["-ldflags", ldflags],
                     cwd=module_dir,
                     what=f"building {command} {version} ({index}/{len(commands)}, "
                     f"{toolchain.name})",
                     log=log,
                     env=env,
                     toolchain=toolchain,
+                    on_progress=functools.partial(_show_progress, bar, command),
                 )
                 timings[command] = round(time.monotonic() - begun, 1)
                 (bin_dir / command).chmod(0o555)
@@ -522,11 +524,26 @@ def copy_source_tree(
         (platform_dir / goarch).symlink_to("../../../../../bin")
 
 
+class _Bar:
+    """The steps of a build on a terminal: :meth:`step` starts the next one, :meth:`detail` says
+    where it is. Does nothing where there is no terminal (the build logs its progress)."""
+
+    def step(self, name: str) -> None:
+        pass
+
+    def detail(self, text: str) -> None:
+        pass
+
+
+def _show_progress(bar: _Bar, command: str, where: BuildProgress) -> None:
+    bar.detail(f"{command} {where}")
+
+
 @contextlib.contextmanager
-def _progress(total: int, title: str) -> Iterator[Callable[[str], None]]:
-    """``step(name)`` marks the start of the next of ``total`` steps; a bar on a terminal."""
+def _progress(total: int, title: str) -> Iterator[_Bar]:
+    """A bar of ``total`` steps on a terminal."""
     if not fancy():
-        yield lambda _name: None
+        yield _Bar()
         return
     from rich.progress import (
         BarColumn,
@@ -542,11 +559,16 @@ def _progress(total: int, title: str) -> Iterator[Callable[[str], None]]:
         *columns, MofNCompleteColumn(), TimeElapsedColumn(), console=console(), transient=True
     ) as progress:
         task = progress.add_task(title, total=total)
-        started: list[str] = []
 
-        def step(name: str) -> None:
-            progress.update(task, description=f"{title}: {name}", completed=len(started))
-            started.append(name)
+        class Live(_Bar):
+            started = 0
 
-        yield step
+            def step(self, name: str) -> None:
+                progress.update(task, description=f"{title}: {name}", completed=self.started)
+                self.started += 1
+
+            def detail(self, text: str) -> None:
+                progress.update(task, description=f"{title}: {text}")
+
+        yield Live()
         progress.update(task, completed=total)

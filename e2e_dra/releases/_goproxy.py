@@ -9,19 +9,19 @@ stepped over: a mirror may refuse a single release (one here refuses v1.35.7 and
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from functools import cached_property
 from typing import Any
 
 import httpx
-from packaging.version import InvalidVersion, Version
 
 from e2e_dra._gotool import go_binary, go_env, go_version_key
 from e2e_dra.errors import InputError, NotFoundError, ProvisionError, ReleaseError, VersionError
+from e2e_dra.releases import _gosemver as gosemver
 from e2e_dra.releases._gomodule import Substitute, go_directive
 from e2e_dra.releases._http import (
     GOPROXY_SETTING,
@@ -169,7 +169,7 @@ class ModuleProxy:
             raise status_error(url, response, GOPROXY_SETTING)
         return response.text
 
-    @cached_property
+    @functools.cached_property
     def listed(self) -> list[KubeVersion]:
         """Release tags of ``@v/list`` (possibly incomplete), oldest first."""
         body = self._ok("list") or ""
@@ -191,21 +191,19 @@ class ModuleProxy:
         return True
 
     def newest_served_below(self, version: str) -> str | None:
-        """The newest listed release of this module older than ``version`` that is served."""
-
-        def key(text: str) -> Version | None:
-            try:
-                return Version(text.lstrip("v").split("+")[0])
-            except InvalidVersion:
-                return None
-
-        limit = key(version)
+        """The newest listed version of this module older than ``version`` that is served
+        (compared as Go compares module versions); the five newest are asked."""
+        limit = gosemver.parse(version)
+        if limit is None:
+            return None
         listed = [
-            v for v in (self._ok("list") or "").split() if (k := key(v)) and limit and k < limit
+            parsed
+            for text in (self._ok("list") or "").split()
+            if (parsed := gosemver.parse(text)) is not None and parsed < limit
         ]
-        for candidate in sorted(listed, key=key, reverse=True)[:5]:
-            if self.serves(candidate):
-                return candidate
+        for candidate in sorted(listed, reverse=True)[:5]:
+            if self.serves(candidate.text):
+                return candidate.text
         return None
 
     def info(self, version: str) -> dict[str, Any]:
@@ -262,7 +260,7 @@ class ModuleProxy:
             newest = of_kind[-1] if of_kind else None
             start = newest.pre_number + 1 if newest and newest.pre_number is not None else 0
             found = self._probe_upward(
-                lambda n, pre=pre: _release(line.major, line.minor, 0, pre, n), start
+                functools.partial(_release, line.major, line.minor, 0, pre), start
             )
             newest = found or newest
             if newest is not None:

@@ -98,9 +98,9 @@ def assemble(
     for go_file in dest.rglob("*.go"):
         go_file.chmod(0o644)
         go_file.write_text(rewrite(go_file.read_text()))
-    for path in dest.rglob("*"):
-        if path.is_dir():
-            path.chmod(0o755)
+    for entry in dest.rglob("*"):
+        if entry.is_dir():
+            entry.chmod(0o755)
     (dest / "go.mod").write_text(f"module {split.module}\n\ngo {go_line}\n")
 
 

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from e2e_dra.errors import E2EDRAError, LocalError, describe_os_error
+from e2e_dra.hostkit import atomic_write_text
 from e2e_dra.report._html import Page
 from e2e_dra.report._load import SuiteRecord, find_summaries, load_summary
 from e2e_dra.report._trace import trace_events
-from hostkit import atomic_write_text
 
 REPORT_FILE = "report.html"
 TRACE_FILE = "trace.json"

@@ -33,7 +33,7 @@ def resources(nodes: Sequence[str]) -> list[Pool]:
         for i in range(4)
     ]
     counters = [{"name": COUNTER_SET, "counters": {"mem": {"value": "4"}}}]
-    slices = [{"sharedCounters": counters}, {"devices": devices}]
+    slices: list[dict] = [{"sharedCounters": counters}, {"devices": devices}]
     return [Pool(POOL, slices=slices, node_name=nodes[0])]
 
 

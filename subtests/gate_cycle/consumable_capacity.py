@@ -38,7 +38,7 @@ GATE = "DRAConsumableCapacity"
 FIELDS = (("allowMultipleAllocations",), ("capacity", "*", "requestPolicy"))
 DEVICES = [cc.SHARED_DEVICE]
 # Without a capacity request a share consumes the request policy's default.
-DEFAULT_SHARE = cc.REQUEST_POLICY["default"]
+DEFAULT_SHARE = cc.DEFAULT_REQUEST
 
 
 def initial(ctx: Context) -> Phase:

@@ -28,8 +28,8 @@ import psutil
 import pytest
 
 from e2e_dra.settings import settings
+from e2e_dra.supervise import ProcessId, terminate
 from localupcluster._hostlock import start_time
-from supervise import ProcessId, terminate
 
 pytestmark = pytest.mark.real
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 
-from hostkit import poll
+from e2e_dra.hostkit import poll
 
 _POLL = 0.05
 

@@ -7,13 +7,14 @@ reader must see the old file or the new one. And the suite, the driver, the node
 engine and the process supervisor all wait for something on this host with a deadline, and all of
 them stop things in steps where one failure must not strand the rest. One copy of each, here: this
 package sits below everything of ours, imports nothing of it, and the standalone engine and
-supervisor may use it too.
+supervisor may use it too. (It lives under ``e2e_dra`` so that it cannot clash with the PyPI
+project named ``hostkit``.)
 """
 
-from hostkit._atomic import atomic_copy, atomic_write_text, write_if_changed
-from hostkit._attempts import Attempts
-from hostkit._interrupts import handling_interrupts, on_interrupt
-from hostkit._poll import Polled, poll
+from e2e_dra.hostkit._atomic import atomic_copy, atomic_write_text, write_if_changed
+from e2e_dra.hostkit._attempts import Attempts
+from e2e_dra.hostkit._interrupts import handling_interrupts, on_interrupt
+from e2e_dra.hostkit._poll import Polled, poll
 
 __all__ = [
     "Attempts",

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from supervise._identity import ProcessId, group_members, terminate
+from e2e_dra.supervise._identity import ProcessId, group_members, terminate
 
 _EOF = object()
 _GATE = ("/bin/sh", "-c", 'IFS= read -r go && [ "$go" = go ] && exec "$@" </dev/null', "gate")
@@ -143,9 +143,9 @@ class Process:
         if self.capture:
             self._spawn(self._read_output, "output")
         self._spawn(self._watch, "watch")
-        if opener is not None:
+        if opener is not None and before_run is not None:  # the one comes with the other
             try:
-                before_run(self.identity)  # type: ignore[misc]  # set with opener
+                before_run(self.identity)
                 os.write(opener, b"go\n")
             finally:
                 os.close(opener)  # without "go", the gate reads EOF and the process exits
@@ -204,6 +204,30 @@ class Process:
                 self._lines.put(_EOF)
                 return
             yield str(item)
+
+    def follow(self, interval: float) -> Iterator[str | None]:
+        """Output lines as they come (capture mode), and ``None`` each time another ``interval``
+        seconds have passed, whether or not lines came: a caller's heartbeat. Ends when the
+        process closes its output."""
+        if not self.capture:
+            raise self.error(f"command {self.name} does not capture its output")
+        if interval <= 0:
+            raise ValueError(f"interval must be positive, not {interval!r}")
+        next_tick = time.monotonic() + interval
+        while True:
+            try:
+                item = self._lines.get(timeout=max(0.0, next_tick - time.monotonic()))
+            except queue.Empty:
+                item = None
+            if item is _EOF:
+                self._lines.put(_EOF)
+                return
+            if item is not None:
+                yield str(item)
+            now = time.monotonic()
+            if now >= next_tick:
+                next_tick = now + interval
+                yield None
 
     def wait(self, timeout: float | None = None) -> int:
         """Exit status, once the process has ended and its trailer is in the log."""
@@ -283,18 +307,40 @@ def run(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     timeout: float | None = None,
+    on_line: Callable[[str], None] | None = None,
+    on_tick: Callable[[], None] | None = None,
+    tick: float = 30.0,
 ) -> Finished:
     """Run ``argv`` to completion in a session of its own, its output captured (and appended to
-    ``log_file``). A timeout, an interrupt or any other exception while it runs kills its whole
-    group first (an interrupted build must not leave compilers running), then propagates; a
-    timeout raises :class:`ProcessError`.
+    ``log_file``). A timeout, an interrupt or any other exception while it runs (one raised by a
+    callback too) kills its whole group first (an interrupted build must not leave compilers
+    running), then propagates; a timeout raises :class:`ProcessError`.
+
+    ``on_line`` is called with each output line as it comes, and ``on_tick`` every ``tick``
+    seconds while the command runs (a heartbeat for a long build), both in the calling thread.
     """
     process = Process(
         name, argv, log_file=log_file, env=env, cwd=cwd, capture=True, new_session=True
     )
+    deadline = None if timeout is None else time.monotonic() + timeout
     process.start()
     try:
-        returncode = process.wait(timeout)
+        if on_line is not None or on_tick is not None:
+            for line in process.follow(tick):
+                if line is None:
+                    if on_tick is not None:
+                        on_tick()
+                elif on_line is not None:
+                    on_line(line)
+                if deadline is not None and time.monotonic() > deadline:
+                    raise ProcessError(f"command {name} did not finish within {timeout:g}s")
+        if deadline is None:
+            returncode = process.wait()
+        else:
+            try:
+                returncode = process.wait(max(0.0, deadline - time.monotonic()))
+            except ProcessError:
+                raise ProcessError(f"command {name} did not finish within {timeout:g}s") from None
     except BaseException as exc:
         why = (
             "timed out" if isinstance(exc, ProcessError) else f"interrupted ({type(exc).__name__})"

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from supervise._process import ProcessError
+from e2e_dra.supervise._process import ProcessError
 
 ANSWER_LIMIT = 64 * 1024
 """Bytes kept of each stream: far more than any version line or workspace status."""
@@ -96,6 +96,8 @@ def ask(
 
 def _keep(stream: IO[bytes], into: bytearray, limit: int, over: list[str], key: str) -> None:
     with stream:
+        # Popen's pipes are io.BufferedReader (read1: what is there, without waiting for a full
+        # buffer); typeshed types them as IO[bytes], which has no read1
         while chunk := stream.read1(_READ):  # type: ignore[attr-defined]
             room = limit - len(into)
             if len(chunk) > room:

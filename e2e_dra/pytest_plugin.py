@@ -291,7 +291,7 @@ class SuitePlugin:
             # The edge of a suite run: SIGTERM (a CI job cancelled, ``kill``) ends it as Ctrl-C
             # does, the cluster's processes stopped at once (the engine registered that), the
             # phase reported interrupted, the cleanup run and summary.json finished.
-            with self.progress.shown(), handling_interrupts(terminated=KeyboardInterrupt):
+            with self.progress.shown(), handling_interrupts(terminated=Terminated):
                 yield run
         finally:
             try:
@@ -382,6 +382,13 @@ def _junit_outcome(report: pytest.TestReport) -> tuple[str, str, str]:
     crash = getattr(report.longrepr, "reprcrash", None)
     message = getattr(crash, "message", "") or (text.strip().splitlines() or [""])[-1]
     return ("failed" if report.when == "call" else "error"), message, text
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during a suite: unwinds as Ctrl-C does, and says which signal it was."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(f"{signal_name} received")
 
 
 class _LiveProgress(logging.Handler):

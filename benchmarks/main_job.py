@@ -16,13 +16,14 @@ Needs what the main job needs (root, releases, node runtime). Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from soak import summaries  # the same reading of a run's summary.json files
 
 REPO = Path(__file__).resolve().parents[1]
 MODES = {"together": [], "serial": ["--e2e-dra-serial"]}
@@ -40,10 +41,7 @@ def run(mode: str, seed: int, root: Path, extra: list[str]) -> dict[str, Any]:
             argv, cwd=REPO, env={**os.environ, "ARTIFACTS": str(artifacts)}, stdout=log,
             stderr=subprocess.STDOUT, check=False,
         )  # fmt: skip
-    suites = {}
-    for path in sorted(artifacts.glob("*/summary.json")):
-        data = json.loads(path.read_text())
-        suites[data["suite"]] = data
+    suites = {summary["suite"]: summary for summary in summaries(artifacts)}
     return {"wall": time.monotonic() - started, "status": proc.returncode, "suites": suites}
 
 

@@ -436,16 +436,11 @@ class _LiveProgress(logging.Handler):
         try:
             line = self.format(record)
             with self._write_lock:
-                suspended = capman.global_and_fixture_disabled() if capman else _nothing()
-                with suspended:
+                quiet = capman.global_and_fixture_disabled() if capman else contextlib.nullcontext()
+                with quiet:
                     reporter.write_line(line)
         except Exception:  # a progress line must never fail a test
             self.handleError(record)
-
-
-@contextlib.contextmanager
-def _nothing() -> Iterator[None]:
-    yield
 
 
 def _suite_of(module: Any) -> Suite | None:

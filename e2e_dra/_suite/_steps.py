@@ -12,6 +12,7 @@ built and tested without a cluster.
 from __future__ import annotations
 
 import random
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class ClusterStep:
+class ClusterStep(ABC):
     """A step that changes the cluster; ``subtest`` names the subtest a per-subtest step (the
     gate cycle's own cluster) belongs to."""
 
@@ -38,8 +39,9 @@ class ClusterStep:
         """The test id: ``upgrade``, ``core-dra/gate-off``."""
         return f"{self.subtest}/{self.name}" if self.subtest else self.name
 
+    @abstractmethod
     def run(self, cluster: ClusterRun) -> None:
-        raise NotImplementedError(f"{type(self).__name__}.run")
+        """Do this step's part to the cluster."""
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -151,6 +152,7 @@ class Cluster:
         self._lock = HostLock(host_lock, log=self._log)
         self._cancel_stop_on_interrupt: Callable[[], None] | None = None
         self._stopping = False
+        self._stop_lock = threading.RLock()
         self._dropped_sudo_said = False
 
     # -- public API ----------------------------------------------------------------------------
@@ -294,7 +296,15 @@ class Cluster:
         ]
 
     def stop(self, reason: str = "cluster stopped") -> list[str]:
-        """Stop everything in reverse start order; returns the names of what was stopped."""
+        """Stop everything in reverse start order; returns the names of what was stopped.
+
+        One stop at a time: an interrupt's stop runs in a thread of its own, and the program's
+        own stop (its teardown) then waits for it and finds nothing left to stop.
+        """
+        with self._stop_lock:
+            return self._stop(reason)
+
+    def _stop(self, reason: str) -> list[str]:
         if self._stopping:
             return []
         self._stopping = True

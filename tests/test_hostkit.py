@@ -306,3 +306,37 @@ def test_an_interrupt_runs_every_registered_stop_then_ends_as_the_edge_chose(
     else:
         assert done.returncode == returncode
     assert done.stdout.strip() == said
+
+
+HOLDS_A_LOCK = """
+import os, signal, sys, threading, time
+from e2e_dra.hostkit import handling_interrupts, on_interrupt
+
+terminal = threading.Lock()  # what a log handler holds while it writes a line
+
+def stop(why):
+    with terminal:  # the stop logs too
+        with open(sys.argv[1], "a") as out:
+            out.write(f"stopped:{why}\\n")
+
+on_interrupt(stop)
+with handling_interrupts(terminated=SystemExit):
+    with terminal:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)
+"""
+
+
+def test_a_stop_never_waits_for_a_lock_the_interrupted_main_thread_holds(tmp_path: Path) -> None:
+    """The signal arrives while the main thread writes a line (holding the writer's lock) and
+    the stop logs a line too: the stop must not run inside the handler, or it waits for ever."""
+    notes = tmp_path / "notes"
+    done = subprocess.run(
+        [sys.executable, "-c", HOLDS_A_LOCK, str(notes)],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
+    assert done.returncode == 1, done.stderr
+    assert notes.read_text() == "stopped:SIGTERM\n"  # ran, once the main thread let go

@@ -5,11 +5,17 @@ line, the pytest plugin, a script). A library that must stop something at once w
 is interrupted (the engine's cluster processes) only says what (:func:`on_interrupt`) and
 installs no handler of its own, so two libraries cannot fight over a signal.
 
-On a signal, every registered stop runs first (the newest first; one that fails does not keep
-the others from running), then the program ends as its edge chose: Ctrl-C raises
+On a signal, every registered stop starts at once (the newest first; one that fails does not
+keep the others from running), and the program ends as its edge chose: Ctrl-C raises
 KeyboardInterrupt where the program is; SIGTERM raises the edge's ``terminated`` exception (so
 it unwinds exactly as after Ctrl-C), or with ``terminated=None`` the process dies of the signal
-as it would have without us. The registered stops also run when the interpreter exits.
+as it would have without us, once the stops are done. The registered stops also run when the
+interpreter exits.
+
+The stops run in a thread of their own, never in the signal handler: the handler runs in the
+main thread between any two of its bytecodes, maybe while it holds a lock (a log handler's, a
+terminal writer's) that a stop needs too, and a stop run there would wait for it for ever. The
+edge waits for that thread before it lets the program go on.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import itertools
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from types import FrameType
 
@@ -55,11 +62,23 @@ def run_stops(why: str) -> None:
             print(f"stopping after {why} failed: {exc}", file=sys.stderr, flush=True)
 
 
+STOPS_GRACE = 120.0
+"""How long the program's edge waits for the stops after a signal before it goes on anyway."""
+
+
+class _DyingOf(BaseException):
+    """Unwinds to the edge, which then dies of the signal (``terminated=None``)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 @contextlib.contextmanager
 def handling_interrupts(
     *, terminated: type[BaseException] | None = KeyboardInterrupt
 ) -> Iterator[None]:
-    """SIGINT and SIGTERM run the registered stops, then end the program (see the module).
+    """SIGINT and SIGTERM start the registered stops, then end the program (see the module).
 
     Only the main thread can install handlers; elsewhere this does nothing. The handlers of
     before are back when the block ends.
@@ -67,23 +86,38 @@ def handling_interrupts(
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    stoppers: list[threading.Thread] = []
 
     def handle(signum: int, frame: FrameType | None) -> None:
         why = signal.Signals(signum).name
-        run_stops(why)
+        stopper = threading.Thread(target=run_stops, args=(why,), name=f"stops after {why}")
+        stopper.start()
+        stoppers.append(stopper)
         if signum == signal.SIGINT:
             raise KeyboardInterrupt(why)
         if terminated is not None:
             raise terminated(why)
-        signal.signal(signum, signal.SIG_DFL)  # die of it, as without us
-        signal.raise_signal(signum)
+        raise _DyingOf(signum)
 
     previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
+    except _DyingOf as dying:
+        _wait_for(stoppers)
+        signal.signal(dying.signum, signal.SIG_DFL)  # die of it, as without us
+        signal.raise_signal(dying.signum)
     finally:
+        _wait_for(stoppers)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _wait_for(stoppers: list[threading.Thread]) -> None:
+    deadline = time.monotonic() + STOPS_GRACE
+    for stopper in stoppers:
+        stopper.join(max(0.0, deadline - time.monotonic()))
+        if stopper.is_alive():
+            print(f"{stopper.name}: still running after {STOPS_GRACE:.0f}s", file=sys.stderr)
 
 
 atexit.register(run_stops, "interpreter exit")

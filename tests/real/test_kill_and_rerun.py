@@ -92,6 +92,17 @@ def read_until(job: subprocess.Popen[str], pattern: str, seen: list[str]) -> re.
     pytest.fail(f"the job never printed {pattern!r}:\n{''.join(seen[-40:])}")
 
 
+def finish(job: subprocess.Popen[str], timeout: float) -> str:
+    """The rest of the job's output once it ended; a job that does not end within ``timeout``
+    fails the test with every thread's stack (pytest's faulthandler prints them on SIGABRT)."""
+    try:
+        return job.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        job.send_signal(signal.SIGABRT)
+        rest = job.communicate(timeout=30)[0]
+        pytest.fail(f"the job did not end within {timeout:.0f}s; its threads:\n{rest[-12000:]}")
+
+
 def alive_in_ledger() -> list[dict[str, object]]:
     """Processes the host lock's ledger names that still run (same pid and start time)."""
     lock = settings().host_lock
@@ -203,7 +214,7 @@ def test_a_component_crash_in_a_phase_is_named_and_the_run_stops_cleanly(
         read_until(job, rf"\] after-cluster-creation: {SUBTEST}", seen)
         cluster.update(started_by(seen))  # pids and start times of all the job started
         os.kill(int(scheduler[2]), signal.SIGKILL)
-        rest, _ = job.communicate(timeout=JOB_TIMEOUT)
+        rest = finish(job, timeout=JOB_TIMEOUT)
     finally:
         if job.poll() is None:
             job.kill()
@@ -237,7 +248,7 @@ def test_sigterm_in_a_phase_ends_the_job_like_ctrl_c(
         read_until(job, rf"\] after-cluster-creation: {SUBTEST}", seen)
         cluster.update(started_by(seen))
         job.send_signal(signal.SIGTERM)
-        rest, _ = job.communicate(timeout=120)
+        rest = finish(job, timeout=120)
     finally:
         if job.poll() is None:
             job.kill()

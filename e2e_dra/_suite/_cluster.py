@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from e2e_dra._suite._artifacts import dump_cluster
 from e2e_dra._suite._findings import Findings
 from e2e_dra._suite._harnesses import Harnesses
+from e2e_dra._suite._nodelogs import StateLogs
 from e2e_dra._suite._report import crash_reason, failure_report
 from e2e_dra._suite._steps import ClusterStep, Phase, Step, Suite
 from e2e_dra.errors import E2EDRAError
@@ -139,6 +141,7 @@ class ClusterRun:
         self.findings = Findings(NAMESPACE, self.harnesses.take_dropped_fields)
         self._watch: contextlib.AbstractContextManager[None] | None = None  # for crashes
         self._clusters: list[Cluster] = []  # every one brought up: their components' ready times
+        self._node_logs: StateLogs | None = None  # once the node runtime is known
 
     # --- what the suite run asks ----------------------------------------------------------------
 
@@ -222,6 +225,7 @@ class ClusterRun:
         runtime = ensure_node_runtime(self.state.current().source_dir)
         self.state.node_env = runtime.env()
         self.state.node_runtime = runtime.root
+        self._node_logs = StateLogs(self.artifacts, runtime.containerd_log)
 
     def bring_up(
         self, log_dir: Path, state: str, bin_dir: Path, env: dict[str, str], gates: str = ""
@@ -234,6 +238,7 @@ class ClusterRun:
         self.state.cluster_env = {k: env[k] for k in sorted(env) if k not in node_env}
         self.state.log_dir = log_dir
         logger.info(f"bringing up state {state} with {bin_dir}")
+        self._state_begins(state)
         self.cluster.start(state, bin_dir, {**node_env, **env}, gates)
         if self._watch is None:  # every wait of the run ends at once when a component crashes
             self._watch = abort_when(self._crashed)
@@ -248,6 +253,7 @@ class ClusterRun:
         learns the server anew, and every driver's slices are waited for (the kubelet wipes
         them when it restarts)."""
         cluster, api = self._up()
+        self._state_begins(state)
         undo = cluster.modify(state, options)
         api.server_restarted()
         self.harnesses.wait_for_slices(why)
@@ -260,6 +266,7 @@ class ClusterRun:
         harness = self.harnesses.get(subtest.name)
         if harness is not None and not on:
             harness.driver.set_expect_dropped_fields(True)
+        self._state_begins(state)
         cluster.toggle_feature_gates(state, gates)
         api.server_restarted()
         if harness is not None and on and subtest.resources is not None:
@@ -290,6 +297,10 @@ class ClusterRun:
         """
         attempts = Attempts("cleanup", logger.info, note="e2e-dra: cleanup also failed")
         live = self._api_reachable()
+        if live:  # what the subtests left, as the server saw it last: passed or not
+            attempts("dump the DRA objects", lambda: self._dump("final"))
+        if self._node_logs is not None:  # before the teardown deletes the pods and their logs
+            attempts("copy the node's logs", self._node_logs.end)
         stopped, dropped_fields = self.harnesses.close(attempts, self.api, tear_down=live)
         self.findings.hold(dropped_fields)
         if live:
@@ -312,6 +323,16 @@ class ClusterRun:
         attempts.raise_first()
 
     # --- internals ------------------------------------------------------------------------------
+
+    def _state_begins(self, state: str) -> None:
+        """The node's logs of the state that ends are copied; ``state``'s count from now."""
+        if self._node_logs is not None:
+            self._node_logs.end()
+            self._node_logs.begin(state)
+
+    def _dump(self, label: str) -> None:
+        if self.api is not None:
+            dump_cluster(self.api, self.artifacts / "dumps", label, NAMESPACE)
 
     def _up(self) -> tuple[Cluster, Kube]:
         if self.cluster is None or self.api is None:

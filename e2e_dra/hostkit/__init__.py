@@ -11,7 +11,12 @@ supervisor may use it too. (It lives under ``e2e_dra`` so that it cannot clash w
 project named ``hostkit``.)
 """
 
-from e2e_dra.hostkit._atomic import atomic_copy, atomic_write_text, write_if_changed
+from e2e_dra.hostkit._atomic import (
+    atomic_copy,
+    atomic_copy_tail,
+    atomic_write_text,
+    write_if_changed,
+)
 from e2e_dra.hostkit._attempts import Attempts
 from e2e_dra.hostkit._interrupts import handling_interrupts, on_interrupt
 from e2e_dra.hostkit._poll import Polled, poll
@@ -20,6 +25,7 @@ __all__ = [
     "Attempts",
     "Polled",
     "atomic_copy",
+    "atomic_copy_tail",
     "atomic_write_text",
     "handling_interrupts",
     "on_interrupt",

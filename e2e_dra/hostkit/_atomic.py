@@ -42,6 +42,25 @@ def atomic_copy(source: Path, path: Path) -> None:
             os.utime(out.fileno(), ns=(info.st_atime_ns, info.st_mtime_ns))
 
 
+def atomic_copy_tail(source: Path, path: Path, *, since: int = 0, limit: int) -> int:
+    """Replace ``path`` with what ``source`` holds from offset ``since`` on, but at most its last
+    ``limit`` bytes (a log that keeps growing); returns the offset it copied up to. A source
+    shorter than ``since`` was rotated or truncated: then all of it counts."""
+    with open(source, "rb") as src:
+        end = os.fstat(src.fileno()).st_size
+        start = since if since <= end else 0
+        src.seek(max(start, end - limit))
+        with _replacing(path, None) as out:
+            left = end - src.tell()
+            while left > 0:
+                chunk = src.read(min(left, 1 << 20))
+                if not chunk:
+                    break
+                out.write(chunk)
+                left -= len(chunk)
+    return end
+
+
 def write_if_changed(path: Path, text: str) -> bool:
     """Replace ``path`` with ``text`` unless it holds that already, creating its directory; True
     when it changed (a daemon reading it must then restart)."""

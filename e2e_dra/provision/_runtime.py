@@ -66,6 +66,10 @@ class NodeRuntime:
             eviction_hard=settings().eviction_hard,
         )
 
+    @property
+    def containerd_log(self) -> Path:
+        return ContainerdLayout(self.root / "containerd").daemon.log_file
+
     def ctr(self) -> list[str]:
         """``ctr`` talking to this node's containerd (for inspecting images and tasks)."""
         if self.containerd_bin_dir is None:

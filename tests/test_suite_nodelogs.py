@@ -1,0 +1,68 @@
+"""Each cluster state keeps its part of containerd's log and its pods' container logs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from e2e_dra._suite import _nodelogs
+from e2e_dra._suite._nodelogs import StateLogs
+from e2e_dra.hostkit import atomic_copy_tail
+
+
+def pod_log(root: Path, pod: str, container: str, text: str) -> Path:
+    path = root / f"default_{pod}_0123" / container / "0.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_each_state_gets_its_own_part_of_containerd_log_and_the_pods_logs(tmp_path: Path) -> None:
+    containerd = tmp_path / "containerd.log"
+    containerd.write_text("an earlier run\n")
+    pods = tmp_path / "pods"
+    into = tmp_path / "artifacts"
+    logs = StateLogs(into, containerd, pods)
+    logs.begin("0-initial")
+    with containerd.open("a") as out:
+        out.write("initial: RunPodSandbox\n")
+    pod_log(pods, "claim-pod", "ctr", "hello\n")
+    logs.end()
+    logs.begin("1-upgraded")
+    with containerd.open("a") as out:
+        out.write("upgraded: StopPodSandbox\n")
+    copied = logs.end()
+
+    assert (into / "containerd-0-initial.log").read_text() == "initial: RunPodSandbox\n"
+    assert (into / "containerd-1-upgraded.log").read_text() == "upgraded: StopPodSandbox\n"
+    assert (into / "pods-0-initial/default_claim-pod_0123/ctr/0.log").read_text() == "hello\n"
+    assert into / "pods-1-upgraded/default_claim-pod_0123/ctr/0.log" in copied
+    assert logs.end() == []  # no state: nothing to copy twice
+
+
+def test_a_missing_node_copies_nothing_and_fails_nothing(tmp_path: Path) -> None:
+    logs = StateLogs(tmp_path / "a", tmp_path / "no-containerd.log", tmp_path / "no-pods")
+    logs.begin("0-initial")
+    assert logs.end() == []
+
+
+def test_a_copy_is_bounded_to_the_end_of_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_nodelogs, "MAX_BYTES", 10)
+    containerd = tmp_path / "containerd.log"
+    containerd.write_text("")
+    logs = StateLogs(tmp_path / "a", containerd, tmp_path / "pods")
+    logs.begin("0-initial")
+    containerd.write_text("0123456789abcdefghij")
+    logs.end()
+    assert (tmp_path / "a" / "containerd-0-initial.log").read_text() == "abcdefghij"
+
+
+def test_a_rotated_log_is_copied_from_its_start(tmp_path: Path) -> None:
+    source, target = tmp_path / "log", tmp_path / "copy"
+    source.write_text("short\n")
+    assert atomic_copy_tail(source, target, since=100, limit=1000) == 6
+    assert target.read_text() == "short\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy", "log"]  # no temporary left

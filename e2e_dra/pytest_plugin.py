@@ -30,7 +30,6 @@ import contextlib
 import logging
 import os
 import random
-import shutil
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -41,13 +40,13 @@ import pytest
 from e2e_dra._console import LINE_FORMAT, PROGRESS_LOGGERS, TIME_FORMAT, is_progress
 from e2e_dra._paths import artifacts_dir
 from e2e_dra._suite import SUITES, Phase, Step, Suite, needed
-from e2e_dra._suite._artifacts import Summary
+from e2e_dra._suite._artifacts import Summary, set_aside
 from e2e_dra._suite._run import Backend, SuiteRun
 from e2e_dra._suite._together import subtest_of
 from e2e_dra.errors import E2EDRAError, InputError
 from e2e_dra.hostkit import atomic_write_text, handling_interrupts
 from e2e_dra.report import JUnitCase, junit_file_name, junit_xml, write_report
-from e2e_dra.settings import Settings, use
+from e2e_dra.settings import Settings, settings, use
 from e2e_dra.subtest import Subtest, discover
 
 SUITE_ATTR = "E2E_DRA_SUITE"
@@ -274,7 +273,9 @@ class SuitePlugin:
         names = self.selected.get(suite.name, set())
         subtests = {n: s for n, s in self.subtests[suite.name].items() if n in names}
         artifacts = artifacts_dir() / suite.name
-        shutil.rmtree(artifacts, ignore_errors=True)  # ours alone: the last run of this suite
+        earlier = set_aside(artifacts, settings().keep_runs)
+        if earlier is not None:
+            logger.info(f"the last run of {suite.name} is kept in {earlier}")
         artifacts.mkdir(parents=True, exist_ok=True)
         backend = self.config.hook.pytest_e2e_dra_backend(
             config=self.config, suite=suite, subtests=subtests, artifacts=artifacts

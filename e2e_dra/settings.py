@@ -104,6 +104,17 @@ def seconds(text: str) -> float:
     return number
 
 
+def count(text: str) -> int:
+    """A whole number from 0 to 1000 (``3``)."""
+    value = text.strip()
+    if not value.isdigit() or len(value) > 4:
+        raise ValueError("is not a whole number from 0 to 1000 (e.g. 3)")
+    number = int(value)
+    if number > 1000:
+        raise ValueError("is more than 1000; give a number from 0 to 1000 (e.g. 3)")
+    return number
+
+
 def rate(text: str) -> float:
     """``50000`` or ``50k`` or ``1M`` (bytes per second) -> bytes per second; ``0`` means none."""
     value = _scaled(text.strip().lower().removesuffix("/s").removesuffix("b"), _SUFFIXES, 1e12)
@@ -395,6 +406,14 @@ class Settings:
         default=Path("/tmp/artifacts"),
         metadata=_about(
             "ARTIFACTS", "component logs, driver call logs, failure dumps, `summary.json`", path
+        ),
+    )
+    keep_runs: int = field(
+        default=3,
+        metadata=_about(
+            "E2E_DRA_KEEP_RUNS",
+            "earlier runs of a suite kept under `$ARTIFACTS/earlier/<suite>/` (0: none)",
+            count,
         ),
     )
     version_file: Path | None = field(

@@ -1,4 +1,5 @@
-"""What a run leaves behind under ARTIFACTS: a summary, and on failure a dump of the cluster.
+"""What a run leaves behind under ARTIFACTS: a summary, and on failure a dump of the cluster;
+what an earlier run left is set aside, not erased.
 
 Both are written whole or not at all (temp file + rename), and the summary is rewritten after
 every entry, so a run that is interrupted still leaves a summary that says how far it got. Its
@@ -8,7 +9,9 @@ each result's ``start``, a failure's ``logs``, the components' ready times.
 
 from __future__ import annotations
 
+import itertools
 import json
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +31,36 @@ def write_json(path: Path, data: Any) -> Path:
 
 
 __all__ = ["Summary", "dump_cluster", "resource_versions", "safe_name", "write_json"]
+
+
+EARLIER = "earlier"
+"""Under ``$ARTIFACTS``: the suites' folders of earlier runs, ``<suite>/<when it ended>``."""
+
+
+def set_aside(folder: Path, keep: int) -> Path | None:
+    """Move a suite's folder of an earlier run out of the way, to ``earlier/<suite>/<when its
+    summary was last written>`` next to it, and keep only the newest ``keep`` of those: a rerun
+    must not erase the evidence of the run before it, nor fill the disk. Returns where it went
+    (None: there was none, or ``keep`` is 0 and it was removed)."""
+    if not folder.exists():
+        return None
+    if keep <= 0:
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    summary = folder / "summary.json"
+    ended = (summary if summary.is_file() else folder).stat().st_mtime
+    shelf = folder.parent / EARLIER / folder.name
+    shelf.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(ended))
+    target = shelf / stamp
+    for n in itertools.count(2):
+        if not target.exists():
+            break
+        target = shelf / f"{stamp}-{n}"
+    folder.rename(target)
+    for old in sorted(shelf.iterdir(), reverse=True)[keep:]:  # their names sort by time
+        shutil.rmtree(old, ignore_errors=True)
+    return target
 
 
 class Summary:

@@ -1,12 +1,15 @@
-"""Each cluster state keeps its part of containerd's log and its pods' container logs."""
+"""A suite's folder keeps each cluster state's node logs; a rerun sets the last run aside."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
 
 from e2e_dra._suite import _nodelogs
+from e2e_dra._suite._artifacts import set_aside
 from e2e_dra._suite._nodelogs import StateLogs
 from e2e_dra.hostkit import atomic_copy_tail
 
@@ -66,3 +69,36 @@ def test_a_rotated_log_is_copied_from_its_start(tmp_path: Path) -> None:
     assert atomic_copy_tail(source, target, since=100, limit=1000) == 6
     assert target.read_text() == "short\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["copy", "log"]  # no temporary left
+
+
+def a_run(artifacts: Path, suite: str, ended: float, text: str) -> Path:
+    folder = artifacts / suite
+    folder.mkdir(parents=True)
+    summary = folder / "summary.json"
+    summary.write_text(text)
+    os.utime(summary, (ended, ended))
+    return folder
+
+
+def test_a_rerun_sets_the_last_run_aside_and_keeps_the_newest(tmp_path: Path) -> None:
+    day = time.mktime((2026, 12, 1, 10, 0, 0, 0, 0, -1))
+    kept = []
+    for n in range(4):
+        kept.append(set_aside(a_run(tmp_path, "upgrade-downgrade", day + n * 60, f"run {n}"), 3))
+    shelf = tmp_path / "earlier" / "upgrade-downgrade"
+    assert [p.name for p in sorted(shelf.iterdir())] == [
+        "20261201-100100",
+        "20261201-100200",
+        "20261201-100300",
+    ]
+    assert kept[-1] == shelf / "20261201-100300"
+    assert (shelf / "20261201-100300" / "summary.json").read_text() == "run 3"
+    assert not (tmp_path / "upgrade-downgrade").exists()  # the new run starts on an empty folder
+    # two runs that ended in the same second are both kept
+    again = set_aside(a_run(tmp_path, "upgrade-downgrade", day + 180, "run 3 again"), 3)
+    assert again == shelf / "20261201-100300-2"
+    # nothing to set aside; and 0 keeps nothing
+    assert set_aside(tmp_path / "kubelet-last", 3) is None
+    assert set_aside(a_run(tmp_path, "kubelet-last", day, "x"), 0) is None
+    assert not (tmp_path / "kubelet-last").exists()
+    assert not (tmp_path / "earlier" / "kubelet-last").exists()

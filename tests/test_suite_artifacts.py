@@ -26,13 +26,13 @@ def test_each_state_gets_its_own_part_of_containerd_log_and_the_pods_logs(tmp_pa
     containerd.write_text("an earlier run\n")
     pods = tmp_path / "pods"
     into = tmp_path / "artifacts"
-    logs = StateLogs(into, containerd, pods)
-    logs.begin("0-initial")
+    logs = StateLogs(containerd, pods)
+    logs.begin("0-initial", into)
     with containerd.open("a") as out:
         out.write("initial: RunPodSandbox\n")
     pod_log(pods, "claim-pod", "ctr", "hello\n")
     logs.end()
-    logs.begin("1-upgraded")
+    logs.begin("1-upgraded", into)
     with containerd.open("a") as out:
         out.write("upgraded: StopPodSandbox\n")
     copied = logs.end()
@@ -45,8 +45,8 @@ def test_each_state_gets_its_own_part_of_containerd_log_and_the_pods_logs(tmp_pa
 
 
 def test_a_missing_node_copies_nothing_and_fails_nothing(tmp_path: Path) -> None:
-    logs = StateLogs(tmp_path / "a", tmp_path / "no-containerd.log", tmp_path / "no-pods")
-    logs.begin("0-initial")
+    logs = StateLogs(tmp_path / "no-containerd.log", tmp_path / "no-pods")
+    logs.begin("0-initial", tmp_path / "a")
     assert logs.end() == []
 
 
@@ -56,8 +56,8 @@ def test_a_copy_is_bounded_to_the_end_of_the_log(
     monkeypatch.setattr(_nodelogs, "MAX_BYTES", 10)
     containerd = tmp_path / "containerd.log"
     containerd.write_text("")
-    logs = StateLogs(tmp_path / "a", containerd, tmp_path / "pods")
-    logs.begin("0-initial")
+    logs = StateLogs(containerd, tmp_path / "pods")
+    logs.begin("0-initial", tmp_path / "a")
     containerd.write_text("0123456789abcdefghij")
     logs.end()
     assert (tmp_path / "a" / "containerd-0-initial.log").read_text() == "abcdefghij"

@@ -225,7 +225,7 @@ class ClusterRun:
         runtime = ensure_node_runtime(self.state.current().source_dir)
         self.state.node_env = runtime.env()
         self.state.node_runtime = runtime.root
-        self._node_logs = StateLogs(self.artifacts, runtime.containerd_log)
+        self._node_logs = StateLogs(runtime.containerd_log)
 
     def bring_up(
         self, log_dir: Path, state: str, bin_dir: Path, env: dict[str, str], gates: str = ""
@@ -326,13 +326,16 @@ class ClusterRun:
 
     def _state_begins(self, state: str) -> None:
         """The node's logs of the state that ends are copied; ``state``'s count from now."""
-        if self._node_logs is not None:
-            self._node_logs.end()
-            self._node_logs.begin(state)
+        if self._node_logs is None:
+            return
+        self._node_logs.end()
+        if self.state.log_dir is not None:
+            self._node_logs.begin(state, self.state.log_dir)
 
     def _dump(self, label: str) -> None:
-        if self.api is not None:
-            dump_cluster(self.api, self.artifacts / "dumps", label, NAMESPACE)
+        if self.api is not None:  # next to the cluster's logs: a gate cycle has several
+            dumps = (self.state.log_dir or self.artifacts) / "dumps"
+            dump_cluster(self.api, dumps, label, NAMESPACE)
 
     def _up(self) -> tuple[Cluster, Kube]:
         if self.cluster is None or self.api is None:

@@ -27,18 +27,21 @@ logger = logging.getLogger(__name__)
 
 
 class StateLogs:
-    """Copies containerd's log and the pods' logs of each cluster state into ``into``."""
+    """Copies containerd's log and the pods' logs of each cluster state next to its components'
+    logs."""
 
-    def __init__(self, into: Path, containerd_log: Path, pod_logs: Path = POD_LOGS) -> None:
-        self.into = into
+    def __init__(self, containerd_log: Path, pod_logs: Path = POD_LOGS) -> None:
         self.containerd_log = containerd_log
         self.pod_logs = pod_logs
         self._state: str | None = None
+        self._into = Path()
         self._since = 0
 
-    def begin(self, state: str) -> None:
-        """``state`` starts: containerd's log counts from here on."""
+    def begin(self, state: str, into: Path) -> None:
+        """``state`` starts, its components logging into ``into``: containerd's log counts from
+        here on."""
         self._state = state
+        self._into = into
         self._since = _size(self.containerd_log)
 
     def end(self) -> list[Path]:
@@ -46,10 +49,10 @@ class StateLogs:
         state, self._state = self._state, None
         if state is None:
             return []
-        self.into.mkdir(parents=True, exist_ok=True)
+        self._into.mkdir(parents=True, exist_ok=True)
         copied = []
         if self.containerd_log.is_file():
-            target = self.into / f"containerd-{state}.log"
+            target = self._into / f"containerd-{state}.log"
             self._since = atomic_copy_tail(
                 self.containerd_log, target, since=self._since, limit=MAX_BYTES
             )
@@ -58,7 +61,7 @@ class StateLogs:
         if len(sources) > MAX_FILES:
             logger.info(f"{self.pod_logs}: {len(sources)} pod logs, copying the first {MAX_FILES}")
         for source in sources[:MAX_FILES]:
-            target = self.into / f"pods-{state}" / source.relative_to(self.pod_logs)
+            target = self._into / f"pods-{state}" / source.relative_to(self.pod_logs)
             target.parent.mkdir(parents=True, exist_ok=True)
             try:
                 atomic_copy_tail(source, target, limit=MAX_BYTES)

@@ -1,0 +1,505 @@
+"""The CI examples in ``examples/ci``: the GitHub Actions workflow passes actionlint, its matrix
+runs every suite the project has under both version pairs, the Prow jobs run the same commands one
+job per cell, and both merge steps, run as written, turn the cells' artifacts into one report.
+
+Which suite a cell runs is not read from its name: its pytest command is collected by pytest
+(``--collect-only``), and it must select one suite module of ``e2e_dra/test_*.py``, whole.
+
+actionlint is built once per cache from the Go module proxy (``go install``, as ``e2e-dra
+provision`` builds its Go tools: ``<cache>/runtime/actionlint-<version>/bin``) and reused after
+that. Unlike everything else these tests use, it lives in this host's cache, not the test's own:
+it is a tool of the tests, nothing of e2e-dra reads it, and building it anew for every test run
+would cost each run the build. Without Go the lint tests are skipped, and fail in CI
+(``CI=true``), saying how to install Go.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import itertools
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, NoReturn
+
+import pytest
+import yaml
+from synthetic_run import synthetic_run
+
+from e2e_dra._gotool import go_binary
+from e2e_dra._suite import SUITES
+from e2e_dra.errors import E2EDRAError
+from e2e_dra.provision._gobuilds import GoTool, build
+from e2e_dra.report import find_summaries
+from e2e_dra.settings import Settings, use
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples" / "ci"
+WORKFLOW = EXAMPLES / "github-actions.yml"
+PROW = EXAMPLES / "prow-job.yaml"
+ACTIONLINT = GoTool(
+    name="actionlint",
+    version="v1.7.12",
+    module="github.com/rhysd/actionlint",
+    packages=("github.com/rhysd/actionlint/cmd/actionlint",),
+    binaries=("actionlint",),
+)
+HOW_TO_INSTALL_GO = "install Go >= 1.26.6 (https://go.dev/doc/install) and put `go` on PATH"
+HOST_ENVIRON = dict(os.environ)
+"""The environment as this module was imported, before conftest points each test's caches at a
+folder of its own: where actionlint is kept."""
+
+Command = tuple[str, ...]
+
+
+# --- actionlint ----------------------------------------------------------------------------
+
+
+def _missing(host: Settings, message: str) -> NoReturn:
+    """In CI a missing tool fails the test; elsewhere it is skipped. Both say how to get it."""
+    if host.ci:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def actionlint() -> Path:
+    host = Settings.from_environ(HOST_ENVIRON)
+    before = use(host)
+    try:
+        try:
+            go_binary()
+        except E2EDRAError:
+            _missing(
+                host, f"no Go to build actionlint {ACTIONLINT.version} with: {HOW_TO_INSTALL_GO}"
+            )
+        try:
+            bin_dir = build(ACTIONLINT)
+        except E2EDRAError as exc:
+            _missing(
+                host,
+                f"cannot build actionlint {ACTIONLINT.version} ({exc}): it needs the Go module "
+                "proxy (GOPROXY) and " + HOW_TO_INSTALL_GO,
+            )
+    finally:
+        use(before)
+    return bin_dir / "actionlint"
+
+
+def _lint(actionlint: Path, workflow: Path) -> subprocess.CompletedProcess[str]:
+    # shellcheck and pyflakes are left out on purpose: actionlint runs them when they are on
+    # PATH, so a machine that has them would judge the file by more than one that has not.
+    return subprocess.run(
+        [str(actionlint), "-no-color", "-oneline", "-shellcheck=", "-pyflakes=", workflow.name],
+        cwd=workflow.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_actionlint_is_the_version_asked_for(actionlint: Path) -> None:
+    done = subprocess.run(
+        [str(actionlint), "-version"], capture_output=True, text=True, timeout=60, check=True
+    )
+
+    assert done.stdout.splitlines()[0] == ACTIONLINT.version
+
+
+def test_actionlint_finds_nothing_in_the_workflow(actionlint: Path) -> None:
+    done = _lint(actionlint, WORKFLOW)
+
+    assert (done.returncode, done.stdout + done.stderr) == (0, "")
+
+
+@pytest.mark.parametrize(
+    ("good", "bad", "broken", "rule"),
+    [
+        ("    needs: suite\n", "    needs: suites\n", '"suites"', "job-needs"),
+        ("SUITE: ${{ matrix.suite }}", "SUITE: ${{ matrix.suit }}", '"suit"', "expression"),
+    ],
+    ids=["needs-an-unknown-job", "reads-an-undefined-matrix-property"],
+)
+def test_actionlint_reports_a_broken_copy_of_the_workflow(
+    actionlint: Path, tmp_path: Path, good: str, bad: str, broken: str, rule: str
+) -> None:
+    text = WORKFLOW.read_text()
+    assert text.count(good) == 1  # the example still has what this test breaks
+    copy = tmp_path / WORKFLOW.name
+    copy.write_text(text.replace(good, bad))
+
+    done = _lint(actionlint, copy)
+
+    findings = done.stdout.splitlines()
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert len(findings) == 1, findings
+    assert findings[0].startswith(f"{copy.name}:")
+    assert broken in findings[0] and findings[0].endswith(f"[{rule}]")
+
+
+# --- reading the examples ------------------------------------------------------------------
+
+_EXPRESSION = re.compile(r"\$\{\{\s*([A-Za-z_][\w-]*)\.([A-Za-z_][\w-]*)\s*\}\}")
+_VARIABLE = re.compile(r'"?\$(?:\{(\w+)\}|(\w+))"?')
+
+
+def _evaluate(text: Any, context: Mapping[str, Mapping[str, str]]) -> str:
+    """``text`` with its ``${{ context.name }}`` expressions replaced (a context that is not
+    given, or a name it lacks, is empty, as ``inputs`` is on a schedule)."""
+    value = _EXPRESSION.sub(lambda m: str(context.get(m[1], {}).get(m[2], "")), str(text))
+    assert "${{" not in value, f"an expression this test cannot evaluate: {text!r}"
+    return value
+
+
+def _commands(script: str, env: Mapping[str, str]) -> list[Command]:
+    """The ``./run.sh`` command lines of a shell script, with ``env``'s variables filled in."""
+
+    def fill(match: re.Match[str]) -> str:
+        name = match[1] or match[2]
+        return shlex.quote(env[name]) if name in env else match[0]
+
+    commands = []
+    for line in script.splitlines():
+        line = line.strip()
+        if line.startswith("./run.sh "):
+            commands.append(tuple(shlex.split(_VARIABLE.sub(fill, line))))
+    return commands
+
+
+def _settings(env: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """What the versions under test are made of: the version pin and the kubelet's."""
+    read = Settings.from_environ(env)
+    return read.kubernetes_version, read.kubelet_version
+
+
+def _load(path: Path) -> dict[str, Any]:
+    loaded = yaml.safe_load(path.read_text())
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def _cells(matrix: Mapping[str, Any]) -> list[dict[str, str]]:
+    """A matrix's combinations, as GitHub Actions makes them (``include`` adds keys to the
+    combinations whose original values it matches, else a combination of its own)."""
+    keys = [k for k in matrix if k not in ("include", "exclude")]
+    cells = [
+        dict(zip(keys, values, strict=True))
+        for values in itertools.product(*(matrix[k] for k in keys))
+    ]
+    for gone in matrix.get("exclude", []):
+        cells = [c for c in cells if any(c.get(k) != v for k, v in gone.items())]
+    originals = list(cells)
+    for extra in matrix.get("include", []):
+        matched = [c for c in originals if all(c[k] == v for k, v in extra.items() if k in keys)]
+        for cell in matched:
+            cell.update({k: v for k, v in extra.items() if k not in keys})
+        if not matched:
+            cells.append(dict(extra))
+    return cells
+
+
+class Workflow:
+    def __init__(self, path: Path = WORKFLOW) -> None:
+        self.data = _load(path)
+        self.jobs: dict[str, dict[str, Any]] = self.data["jobs"]
+        (self.suite_job_id,) = [j for j, job in self.jobs.items() if "strategy" in job]
+        self.suite_job = self.jobs[self.suite_job_id]
+
+    def cells(self) -> list[dict[str, str]]:
+        return _cells(self.suite_job["strategy"]["matrix"])
+
+    def env(
+        self, job: Mapping[str, Any], step: Mapping[str, Any], cell: Mapping[str, str]
+    ) -> dict[str, str]:
+        """The environment of ``step`` in ``cell``: the workflow's, the job's, the step's."""
+        env: dict[str, str] = {}
+        for level in (self.data, job, step):
+            for name, value in (level.get("env") or {}).items():
+                env[name] = _evaluate(value, {"matrix": cell, "env": env})
+        return env
+
+    def cell_commands(self, cell: Mapping[str, str]) -> Iterator[tuple[Command, dict[str, str]]]:
+        """Each ``./run.sh`` command of the cell, with the environment it runs in."""
+        for step in self.suite_job["steps"]:
+            env = self.env(self.suite_job, step, cell)
+            for command in _commands(step.get("run", ""), env):
+                yield command, env
+
+    def steps_using(self, job: Mapping[str, Any], action: str) -> list[dict[str, Any]]:
+        return [s for s in job["steps"] if s.get("uses", "").split("@")[0] == action]
+
+
+def _pytest(command: Command) -> Command:
+    """The pytest arguments of a ``./run.sh pytest ...`` command."""
+    assert command[:2] == ("./run.sh", "pytest"), command
+    return command[2:]
+
+
+def _collected(args: Command, artifacts: Path) -> Counter[str]:
+    """How many items pytest collects with ``args``, by module."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *args, "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=ROOT,
+        env={**os.environ, "ARTIFACTS": str(artifacts)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return Counter(line.split("::")[0] for line in done.stdout.splitlines() if "::" in line)
+
+
+@pytest.fixture(scope="module")
+def suite_items(tmp_path_factory: pytest.TempPathFactory) -> Counter[str]:
+    """Every item of every suite module, by module: what `./run.sh pytest e2e_dra` collects."""
+    return _collected(("e2e_dra",), tmp_path_factory.mktemp("artifacts"))
+
+
+def _suite_modules() -> dict[str, str]:
+    """``e2e_dra/test_x.py`` -> the suite it declares, for every suite module of e2e_dra."""
+    modules = {}
+    for path in sorted((ROOT / "e2e_dra").glob("test_*.py")):
+        module = importlib.import_module(f"e2e_dra.{path.stem}")
+        modules[path.relative_to(ROOT).as_posix()] = module.E2E_DRA_SUITE
+    return modules
+
+
+def test_the_suite_modules_are_every_suite() -> None:
+    assert sorted(_suite_modules().values()) == sorted(SUITES)
+
+
+# --- the GitHub Actions workflow -----------------------------------------------------------
+
+
+def test_every_cell_provisions_then_runs_one_suite_whole(
+    suite_items: Counter[str], tmp_path: Path
+) -> None:
+    workflow = Workflow()
+    ran: dict[str | None, list[str]] = {}
+    collections: dict[Command, Counter[str]] = {}
+    for cell in workflow.cells():
+        (provision, _), (command, env) = workflow.cell_commands(cell)
+        assert provision == ("./run.sh", "e2e-dra", "provision"), cell
+
+        args = _pytest(command)
+        if args not in collections:
+            collections[args] = _collected(args, tmp_path)
+        selected = collections[args]
+
+        (module,) = selected  # one suite module ...
+        assert selected[module] == suite_items[module], cell  # ... all of it
+        ran.setdefault(_settings(env)[0], []).append(module)
+    modules = sorted(_suite_modules())
+    pairs = {Settings().kubernetes_version, "stable"}  # the default pair, and the stable one
+    assert {pair: sorted(mods) for pair, mods in ran.items()} == dict.fromkeys(pairs, modules)
+
+
+def test_every_cell_uploads_its_own_artifacts_even_when_it_failed() -> None:
+    workflow = Workflow()
+    (upload,) = workflow.steps_using(workflow.suite_job, "actions/upload-artifact")
+    names = []
+    for cell in workflow.cells():
+        env = workflow.env(workflow.suite_job, upload, cell)
+        names.append(_evaluate(upload["with"]["name"], {"matrix": cell, "env": env}))
+        assert upload["with"]["path"] == "${{ env.ARTIFACTS }}"
+    assert upload["if"] == "always()"
+    assert len(set(names)) == len(names) == len(workflow.cells())
+    # ARTIFACTS is set before the suite runs, to a folder named after the cell
+    setting = [s for s in workflow.suite_job["steps"] if "GITHUB_ENV" in s.get("run", "")]
+    assert len(setting) == 1 and "ARTIFACTS=" in setting[0]["run"] and "$CELL" in setting[0]["run"]
+
+
+def test_the_report_job_waits_for_every_cell_and_merges_their_artifacts() -> None:
+    workflow = Workflow()
+    (report_id,) = [j for j, job in workflow.jobs.items() if "e2e-dra report" in str(job["steps"])]
+    report = workflow.jobs[report_id]
+    (upload,) = workflow.steps_using(workflow.suite_job, "actions/upload-artifact")
+    (download,) = workflow.steps_using(report, "actions/download-artifact")
+    cell_names = [
+        _evaluate(
+            upload["with"]["name"],
+            {"matrix": c, "env": workflow.env(workflow.suite_job, upload, c)},
+        )
+        for c in workflow.cells()
+    ]
+    needs = report["needs"] if isinstance(report["needs"], list) else [report["needs"]]
+    assert workflow.suite_job_id in needs
+    assert report["if"] == "always()"
+    assert all(fnmatch.fnmatchcase(n, download["with"]["pattern"]) for n in cell_names)
+    assert not download["with"].get("merge-multiple")  # one folder per cell
+
+
+def _stub(directory: Path, name: str, script: str) -> None:
+    path = directory / name
+    path.write_text(f"#!/bin/bash\n{script}\n")
+    path.chmod(0o755)
+
+
+def _workspace(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A folder with a ``./run.sh`` that runs its command with this venv's e2e-dra (the real one
+    adds only the venv and the reset of the host's cluster directories), and the environment to
+    run a step's script in."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    _stub(workspace, "run.sh", 'exec "$@"')
+    stubs = tmp_path / "stubs"
+    stubs.mkdir()
+    path = os.pathsep.join([str(stubs), str(Path(sys.executable).parent), os.environ["PATH"]])
+    return workspace, {**os.environ, "PATH": path}
+
+
+def _html_links_every_summary(html: str, page: Path, runs: list[Path]) -> None:
+    for run in runs:
+        for summary in find_summaries(run):
+            assert f'href="{os.path.relpath(summary, page.parent)}"' in html, summary
+
+
+def test_the_workflow_merge_step_reports_every_cell_that_left_a_summary(tmp_path: Path) -> None:
+    workflow = Workflow()
+    (report,) = [job for job in workflow.jobs.values() if "e2e-dra report" in str(job["steps"])]
+    (download,) = workflow.steps_using(report, "actions/download-artifact")
+    (merge,) = [s for s in report["steps"] if "e2e-dra report" in s.get("run", "")]
+    (upload,) = workflow.steps_using(report, "actions/upload-artifact")
+    runner = {"temp": str(tmp_path / "runner-temp")}
+    cells = Path(_evaluate(download["with"]["path"], {"runner": runner}))
+    ran = [synthetic_run(cells / "e2e-dra-cell-a"), synthetic_run(cells / "e2e-dra-cell-b")]
+    (cells / "e2e-dra-cell-never-started").mkdir()  # failed before its suite: no summary
+    workspace, env = _workspace(tmp_path)
+
+    done = subprocess.run(
+        ["bash", "-e", "-c", merge["run"]],  # as GitHub runs a step: bash -e {0}
+        cwd=workspace,
+        env={**env, "RUNNER_TEMP": runner["temp"]},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    page = Path(done.stdout.splitlines()[-1])
+    assert page.parent == Path(_evaluate(upload["with"]["path"], {"runner": runner}))
+    _html_links_every_summary(page.read_text(), page, ran)
+    assert "e2e-dra-cell-never-started/ has no summary.json" in done.stdout
+
+
+def test_the_workflow_merge_step_fails_when_no_cell_left_a_summary(tmp_path: Path) -> None:
+    workflow = Workflow()
+    (report,) = [job for job in workflow.jobs.values() if "e2e-dra report" in str(job["steps"])]
+    (merge,) = [s for s in report["steps"] if "e2e-dra report" in s.get("run", "")]
+    workspace, env = _workspace(tmp_path)
+    (tmp_path / "runner-temp" / "cells" / "e2e-dra-cell-a").mkdir(parents=True)
+
+    done = subprocess.run(
+        ["bash", "-e", "-c", merge["run"]],
+        cwd=workspace,
+        env={**env, "RUNNER_TEMP": str(tmp_path / "runner-temp")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert done.returncode == 1
+    assert "no cell left a summary.json" in done.stdout
+
+
+# --- the Prow jobs -------------------------------------------------------------------------
+
+
+def _prow_jobs() -> list[dict[str, Any]]:
+    return _load(PROW)["periodics"]
+
+
+def _container(job: Mapping[str, Any]) -> dict[str, Any]:
+    (container,) = job["spec"]["containers"]
+    return container
+
+
+def _script(container: Mapping[str, Any]) -> str:
+    argv = [*container["command"], *container.get("args", [])]
+    assert argv[:2] == ["bash", "-c"] and len(argv) == 3, argv
+    return argv[2]
+
+
+def _container_env(container: Mapping[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container.get("env", [])}
+
+
+def _is_suite_job(job: Mapping[str, Any]) -> bool:
+    return "e2e-dra report" not in _script(_container(job))
+
+
+def test_every_prow_job_is_decorated_and_leaves_artifacts_to_prow() -> None:
+    for job in _prow_jobs():
+        container = _container(job)
+        assert job["decorate"] is True, job["name"]
+        assert job["decoration_config"]["timeout"], job["name"]
+        assert "ARTIFACTS" not in _container_env(container), job["name"]  # pod utilities set it
+        if _is_suite_job(job):
+            assert container["securityContext"]["privileged"] is True, job["name"]
+
+
+def test_the_prow_suite_jobs_are_the_workflows_cells_one_job_each() -> None:
+    workflow = Workflow()
+    cells = Counter()
+    for cell in workflow.cells():
+        commands = list(workflow.cell_commands(cell))
+        cells[tuple(c for c, _ in commands), _settings(commands[-1][1])] += 1
+    jobs = Counter()
+    for job in filter(_is_suite_job, _prow_jobs()):
+        env = _container_env(_container(job))
+        jobs[tuple(_commands(_script(_container(job)), env)), _settings(env)] += 1
+
+    assert jobs == cells
+
+
+def test_the_prow_report_job_merges_every_suite_jobs_latest_build(tmp_path: Path) -> None:
+    suite_jobs = [job["name"] for job in filter(_is_suite_job, _prow_jobs())]
+    (report,) = [job for job in _prow_jobs() if not _is_suite_job(job)]
+    container = _container(report)
+    bucket = _container_env(container)["BUCKET"]
+    gcs = tmp_path / "gcs"
+    for number, name in enumerate(suite_jobs[1:], start=1000):  # the first one has never run
+        logs = gcs / bucket / "logs" / name
+        synthetic_run(logs / str(number) / "artifacts")
+        (logs / "latest-build.txt").write_text(f"{number}\n")
+    workspace, env = _workspace(tmp_path)
+    stubs = Path(env["PATH"].split(os.pathsep)[0])
+    _stub(stubs, "apt-get", "exit 0")
+    # gsutil as the script uses it: cat and cp -r, gs://BUCKET/... read from the folder gcs/
+    _stub(
+        stubs,
+        "gsutil",
+        f'gcs={shlex.quote(str(gcs))}\nargs=()\nfor a in "$@"; do case "$a" in -m|-q|-r) ;; '
+        'gs://*) args+=("$gcs/${a#gs://}") ;; *) args+=("$a") ;; esac; done\n'
+        'case "${args[0]}" in cat) exec cat "${args[1]}" ;; '
+        "cp) shopt -s nullglob; src=(${args[1]}); [ ${#src[@]} -gt 0 ] && "
+        'exec cp -r "${src[@]}" "${args[2]}" ;; esac\nexit 1',
+    )
+    artifacts = tmp_path / "artifacts"  # what Prow's pod utilities upload
+
+    done = subprocess.run(
+        [*container["command"], *container["args"]],
+        cwd=workspace,
+        env={**env, **_container_env(container), "ARTIFACTS": str(artifacts), "CI": "true"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    page = Path(done.stdout.splitlines()[-1])
+    assert page.parent == artifacts
+    cells = [artifacts / "cells" / name for name in suite_jobs[1:]]
+    _html_links_every_summary(page.read_text(), page, cells)
+    assert f"{suite_jobs[0]}: no summary.json in its latest build" in done.stdout

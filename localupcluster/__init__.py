@@ -7,6 +7,7 @@ from localupcluster._components import (
     COMPONENTS,
     FEATURE_GATED_COMPONENTS,
     KUBE_CLUSTER_COMPONENTS,
+    STARTED_TOGETHER,
 )
 from localupcluster._errors import ClusterError
 from localupcluster._gates import (
@@ -29,6 +30,7 @@ __all__ = [
     "FEATURE_GATED_COMPONENTS",
     "KUBE_CLUSTER_COMPONENTS",
     "PROBED_BINARY",
+    "STARTED_TOGETHER",
     "Cluster",
     "ClusterError",
     "Cmd",

@@ -15,6 +15,12 @@ ETCD = "etcd"
 COMPONENTS: tuple[str, ...] = (ETCD, *KUBE_CLUSTER_COMPONENTS)
 """Every long-running process the engine starts itself (etcd only with newer scripts)."""
 
+STARTED_TOGETHER: tuple[str, ...] = ("kube-controller-manager", "kube-scheduler", "kubelet")
+"""Need nothing but the API server: they are started at once when the last of them is named (the
+script waits for the kubelet's serving certificate request right after naming it), then waited for
+together. Upstream waits for each before it starts the next. kube-proxy still waits for the
+kubelet, as in the script's own order."""
+
 FEATURE_GATED_COMPONENTS: tuple[str, ...] = (
     "kube-apiserver",
     "kube-controller-manager",

@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +37,7 @@ from localupcluster._components import (
     FEATURE_GATED_COMPONENTS,
     KUBE_CLUSTER_COMPONENTS,
     PORT_SETTING,
+    STARTED_TOGETHER,
 )
 from localupcluster._errors import ClusterError
 from localupcluster._gates import filter_locked_gates, merge_feature_gates
@@ -236,11 +237,13 @@ class Cluster:
                     index = binary_index(argv, component)
                     restore.file_by_component[component] = Path(argv[index])
                     argv[index] = str(new_file)
+            together: list[tuple[str, list[str]]] = []
             for component in affected:
                 gates = options.feature_gates_by_component.get(component)
                 if gates:
                     self._argv[component] = merge_feature_gates(self._argv[component], gates)
-                self._run_component(state, component, self._argv[component])
+                together = self._start_in_order(state, together, component, self._argv[component])
+            self._run_components(state, together)
         except KeyboardInterrupt:
             self.stop(reason=f"modify to state {state} interrupted")
             raise
@@ -386,6 +389,7 @@ class Cluster:
         )
         self._log.info(f"running hack/local-up-cluster.sh -d (log: {self._script.log_file})")
         cmd.start(before_run=lambda who: self._lock.record(cmd.name, who.pid))
+        together: list[tuple[str, list[str]]] = []
         for line in self._script.lines(idle_timeout=SCRIPT_IDLE_TIMEOUT):
             if OLD_SCRIPT_READY_LINE in line:
                 break  # older script: it keeps etcd running until we stop it
@@ -396,8 +400,10 @@ class Cluster:
                     if feature_gates and run.name in FEATURE_GATED_COMPONENTS:
                         argv = merge_feature_gates(argv, feature_gates)
                     self._argv[run.name] = argv
-                    self._run_component(state, run.name, argv)
+                    together = self._start_in_order(state, together, run.name, argv)
                 else:
+                    self._run_components(state, together)  # a helper sees what came before it
+                    together = []
                     self._run_helper(state, run.name, run.argv)
                 continue
             setting = parse_setting(line)
@@ -412,6 +418,7 @@ class Cluster:
                     f"{self._script.tail(LOG_TAIL_LINES)}"
                 )
             self._script = None
+        self._run_components(state, together)  # the last ones the script named
         if "START_MODE" not in self._env:
             missing = [c for c in KUBE_CLUSTER_COMPONENTS if c not in self.running]
             if missing:
@@ -487,37 +494,105 @@ class Cluster:
             f"cannot start {component}: {holder.describe()}; stop it first (another cluster?)"
         )
 
-    def _run_component(self, state: str, component: str, argv: list[str]) -> None:
-        """Start ``component`` and wait until it is ready, restarting it while it dies early."""
+    def _start_in_order(
+        self, state: str, together: list[tuple[str, list[str]]], component: str, argv: list[str]
+    ) -> list[tuple[str, list[str]]]:
+        """``component`` is next in the start order: it joins the components to be started
+        together with it (all of them start once the last is named), or they start (and are
+        ready) before it does. Returns those still waiting."""
+        if component in STARTED_TOGETHER:
+            together = [*together, (component, argv)]
+            if component != STARTED_TOGETHER[-1]:
+                return together
+        else:
+            self._run_components(state, together)
+            together = [(component, argv)]
+        self._run_components(state, together)
+        return []
+
+    def _run_components(self, state: str, batch: Sequence[tuple[str, list[str]]]) -> None:
+        """Start every component of ``batch``, then wait until all are ready, restarting one
+        while it dies early (its port not yet released, say). Processes are started and stopped
+        by this thread alone; only the waits for readiness run side by side."""
+        pending = {component: (argv, 1) for component, argv in batch}
+        while pending:
+            started = {
+                c: self._launch(state, c, argv, check_port=attempt == 1)
+                for c, (argv, attempt) in pending.items()
+            }
+            outcomes = self._wait_all(started)
+            again: dict[str, tuple[list[str], int]] = {}
+            for component, cmd in started.items():
+                argv, attempt = pending[component]
+                outcome = outcomes[component]
+                if isinstance(outcome, float):
+                    seconds = outcome - (cmd.started_at or outcome)
+                    at = time.time() - (time.monotonic() - outcome)  # the wall clock then
+                    self.ready_times.append(ReadyTime(component, state, seconds, attempt, at))
+                    self._log.info(
+                        f"started {cmd.name} with pid {cmd.pid}, ready after {seconds:.1f}s"
+                    )
+                elif isinstance(outcome, ComponentExited) and attempt <= MAX_RETRIES:
+                    ended = describe_exit(cmd.returncode)
+                    self._log.info(
+                        f"{cmd.name} exited ({ended}); retrying ({attempt}/{MAX_RETRIES})"
+                    )
+                    cmd.stop("exited before it was ready")
+                    again[component] = (argv, attempt + 1)
+                elif isinstance(outcome, ComponentExited):
+                    raise self._not_ready(cmd, f"{outcome} ({attempt} attempts)")
+                elif isinstance(outcome, ComponentNotReady):
+                    raise self._not_ready(cmd, str(outcome))
+                else:
+                    raise outcome
+            if again:
+                time.sleep(self.retry_delay)
+            pending = again
+
+    def _launch(self, state: str, component: str, argv: list[str], *, check_port: bool) -> Cmd:
+        """Start ``component`` (not waiting for it); the first attempt checks that its binary is
+        there and that no stranger holds its port."""
         name = f"{component}-{state}"
         log_file = self.log_dir / f"{name}.log"
-        binary = argv[binary_index(argv, component)] if component != ETCD else None
-        if binary is not None and not os.access(binary, os.X_OK):
-            raise ClusterError(f"component binary {binary} for {component} is missing")
-        self._check_port(component)
-        self._log.info(f"starting {name} (log: {log_file})")
-        for attempt in range(1, MAX_RETRIES + 2):
-            cmd = Cmd(name, self._exec_argv(argv), log_file=log_file, env=self._env)
-            # Noted in the host lock's ledger before it runs: a SIGKILL of ours in between would
-            # otherwise leave a component that no successor knows to stop.
-            cmd.start(before_run=lambda who: self._lock.record(name, who.pid))
-            self.running[component] = cmd
+        if check_port:
+            binary = argv[binary_index(argv, component)] if component != ETCD else None
+            if binary is not None and not os.access(binary, os.X_OK):
+                raise ClusterError(f"component binary {binary} for {component} is missing")
+            self._check_port(component)
+            self._log.info(f"starting {name} (log: {log_file})")
+        cmd = Cmd(name, self._exec_argv(argv), log_file=log_file, env=self._env)
+        # Noted in the host lock's ledger before it runs: a SIGKILL of ours in between would
+        # otherwise leave a component that no successor knows to stop.
+        cmd.start(before_run=lambda who: self._lock.record(name, who.pid))
+        self.running[component] = cmd
+        return cmd
+
+    def _wait_all(self, started: Mapping[str, Cmd]) -> dict[str, float | BaseException]:
+        """Wait for every started component at the same time; per component, when it was ready
+        (``time.monotonic()``) or why not. A wait ends by itself once its process is stopped."""
+        outcomes: dict[str, float | BaseException] = {}
+
+        def wait(component: str, cmd: Cmd) -> None:
             try:
                 self._wait_ready(component, cmd)
-            except ComponentExited as exc:
-                if attempt > MAX_RETRIES:
-                    raise self._not_ready(cmd, f"{exc} ({attempt} attempts)") from None
-                ended = describe_exit(cmd.returncode)
-                self._log.info(f"{name} exited ({ended}); retrying ({attempt}/{MAX_RETRIES})")
-                cmd.stop("exited before it was ready")
-                time.sleep(self.retry_delay)
-                continue
-            except ComponentNotReady as exc:
-                raise self._not_ready(cmd, str(exc)) from None
-            seconds = time.monotonic() - (cmd.started_at or time.monotonic())
-            self.ready_times.append(ReadyTime(component, state, seconds, attempt, time.time()))
-            self._log.info(f"started {name} with pid {cmd.pid}, ready after {seconds:.1f}s")
-            return
+                outcomes[component] = time.monotonic()
+            except Exception as exc:  # said by the caller, in the caller's thread
+                outcomes[component] = exc
+
+        if len(started) == 1:
+            for component, cmd in started.items():
+                wait(component, cmd)
+            return outcomes
+        threads = [
+            threading.Thread(target=wait, args=(c, cmd), name=f"ready:{c}", daemon=True)
+            for c, cmd in started.items()
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():  # in slices: Ctrl-C must reach this thread
+                thread.join(0.5)
+        return outcomes
 
     def _wait_ready(self, component: str, cmd: Cmd) -> None:
         probe = probe_for(component, self._settings_view(), self._tls)

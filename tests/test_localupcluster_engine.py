@@ -15,9 +15,28 @@ import pytest
 from fake_k8s.harness import NEW_VERSION, OLD_VERSION, FakeTree, make_fake_tree
 
 from e2e_dra.supervise import group_members
-from localupcluster import KUBE_CLUSTER_COMPONENTS, Cluster, ClusterError, ModifyOptions
+from localupcluster import (
+    KUBE_CLUSTER_COMPONENTS,
+    STARTED_TOGETHER,
+    Cluster,
+    ClusterError,
+    ModifyOptions,
+)
 
 ALL = ("etcd", *KUBE_CLUSTER_COMPONENTS)
+WAVES = [{"etcd"}, {"kube-apiserver"}, set(STARTED_TOGETHER), {"kube-proxy"}]
+"""The start order: the components started together are one set, in whatever order they ran."""
+
+
+def waves(names: list[str]) -> list[set[str]]:
+    """``names`` in start order, with each run of components started together as one set."""
+    grouped: list[set[str]] = []
+    for name in names:
+        if grouped and name in STARTED_TOGETHER and grouped[-1] <= set(STARTED_TOGETHER):
+            grouped[-1].add(name)
+        else:
+            grouped.append({name})
+    return grouped
 
 
 @pytest.fixture
@@ -55,7 +74,8 @@ def test_start_runs_components_in_order_with_the_scripts_command_lines(
     env = {**tree.env, "FAKE_SCRIPT_GENERATION": generation}
     cluster.start("0-initial", tree.old_bin, env, feature_gates="DRAThing=true")
 
-    assert [name for name, _ in tree.start_order()] == list(ALL)
+    started = [name for name, _ in tree.start_order()]
+    assert waves(started) == WAVES
     assert all(versions(tree, c) == [OLD_VERSION] for c in KUBE_CLUSTER_COMPONENTS)
     assert cluster.settings["API_SECURE_PORT"] == str(tree.ports["API_SECURE_PORT"])
     assert cluster.kubeconfig == tree.cert_dir / "admin.kubeconfig"
@@ -82,6 +102,21 @@ def test_start_runs_components_in_order_with_the_scripts_command_lines(
         assert lines[-1].endswith("terminated, result: signal: killed")
 
 
+def test_components_that_need_only_the_api_server_start_before_any_of_them_is_ready(
+    tree: FakeTree, cluster: Cluster
+) -> None:
+    """The kubelet is not held back by a slow controller-manager: all three start at once, and
+    each one's ready time is its own; kube-proxy still waits for the kubelet."""
+    tree.ready_delay("kube-controller-manager", 2.0)
+    cluster.start("0-initial", tree.old_bin, tree.env)
+    started = {name: tree.starts(name)[0]["time"] for name in ALL}
+    ready = {t.component: t for t in cluster.ready_times}
+    assert max(started[c] for c in STARTED_TOGETHER) < ready["kube-controller-manager"].at
+    assert ready["kube-controller-manager"].seconds >= 2.0
+    assert ready["kubelet"].seconds < 1.5  # not the controller-manager's wait
+    assert started["kube-proxy"] > ready["kubelet"].at
+
+
 def test_upgrade_then_downgrade_swaps_binaries_in_reverse_then_forward_order(
     tree: FakeTree, cluster: Cluster
 ) -> None:
@@ -91,7 +126,9 @@ def test_upgrade_then_downgrade_swaps_binaries_in_reverse_then_forward_order(
 
     assert undo.file_by_component == {c: tree.old_bin / c for c in KUBE_CLUSTER_COMPONENTS}
     assert all(versions(tree, c) == [OLD_VERSION, NEW_VERSION] for c in KUBE_CLUSTER_COMPONENTS)
-    assert tree.start_order()[len(ALL) :] == [(c, NEW_VERSION) for c in KUBE_CLUSTER_COMPONENTS]
+    restarted = tree.start_order()[len(ALL) :]
+    assert {version for _, version in restarted} == {NEW_VERSION}
+    assert waves([name for name, _ in restarted]) == WAVES[1:]
     assert cluster.running["etcd"].pid == first_etcd_pid  # etcd is never modified
     # Stopped in reverse order: the kube-proxy log was closed first, the apiserver's last.
     killed_at = {

@@ -1,5 +1,6 @@
 """What several subtests share beyond the builder: the driver's device pools, the API versions
-they name, and a claim with the pod that uses it.
+they name, a claim with the pod that uses it, and the check that a pod lived through a restart
+untouched.
 
 A subtest module imports this and the builder, never another subtest module: each reads on its
 own, as upstream's do.
@@ -8,8 +9,9 @@ own, as upstream's do.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from e2e_dra.builder import RESOURCE_V1, SCHEDULING_V1BETA1, Builder
+from e2e_dra.builder import DEFAULT_ENV, RESOURCE_V1, SCHEDULING_V1BETA1, Builder, retrying
 from e2e_dra.driver import Pool, node_devices
 
 __all__ = [
@@ -18,8 +20,11 @@ __all__ = [
     "RESOURCE_V1BETA1",
     "RESOURCE_V1BETA2",
     "SCHEDULING_V1BETA1",
+    "Running",
     "claim_and_pod",
     "devices_per_node",
+    "running",
+    "still_untouched",
 ]
 
 RESOURCE_V1BETA1 = "resource.k8s.io/v1beta1"
@@ -47,3 +52,57 @@ def claim_and_pod(b: Builder, claim: dict | None = None) -> tuple[dict, dict]:
     """``claim`` (by default: the next external claim) and a pod that uses it, not created."""
     claim = b.external_claim() if claim is None else claim
     return claim, b.pod_external(claim["metadata"]["name"])
+
+
+@dataclass(frozen=True)
+class Running:
+    """What makes a running pod the same pod later: its uid, each container's id and restart
+    count."""
+
+    name: str
+    uid: str
+    containers: dict[str, tuple[str, int]]  # name -> (containerID, restartCount)
+
+
+def running(b: Builder, pod: dict) -> Running:
+    """``pod`` (created and running) as it runs now, to compare with after a restart."""
+    now = retrying(b.read_pod)(pod["metadata"]["name"])
+    statuses = now.get("status", {}).get("containerStatuses") or []
+    return Running(
+        name=now["metadata"]["name"],
+        uid=now["metadata"]["uid"],
+        containers={
+            c["name"]: (c.get("containerID", ""), c.get("restartCount", 0)) for c in statuses
+        },
+    )
+
+
+def still_untouched(
+    b: Builder, before: Running, claims: Sequence[str], env: Sequence[str] = DEFAULT_ENV
+) -> None:
+    """The pod ``before`` describes still runs untouched after a restart: the same pod (uid), the
+    same containers, none restarted, each claim in ``claims`` still reserved for it, and its
+    containers still see their devices (``env``). A kubelet upgrade that restarts running
+    containers, or loses a claim's reservation, fails here."""
+    now = running(b, {"metadata": {"name": before.name}})
+    where = f"pod {before.name}"
+    assert now.uid == before.uid, f"{where} was replaced: uid {before.uid} is now {now.uid}"
+    changed = {
+        name: (was, now.containers.get(name))
+        for name, was in before.containers.items()
+        if now.containers.get(name) != was
+    }
+    assert not changed, (
+        f"{where}: containers restarted or replaced since the last phase "
+        f"((containerID, restartCount) before -> now): {changed}"
+    )
+    b.wait_running(before.name)
+    for claim_name in claims:
+        claim = retrying(b.get)("resourceclaims", claim_name)
+        reserved = [r.get("uid") for r in (claim.get("status") or {}).get("reservedFor") or []]
+        assert before.uid in reserved, (
+            f"ResourceClaim {claim_name} is no longer reserved for {where} "
+            f"(reservedFor: {reserved})"
+        )
+    for container in before.containers:
+        b.check_container_env(before.name, container, env)

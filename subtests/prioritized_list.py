@@ -1,14 +1,17 @@
 """prioritized-list: a request with ``firstAvailable`` subrequests (DRAPrioritizedList) is
 allocated to the first subrequest that fits, and that choice survives upgrade and downgrade.
 
-The claim's one request lists three subrequests: ``unmatched`` (a CEL selector no device of the
-driver matches), ``too-many`` (more devices than the node has) and ``fallback`` (any one device).
-The scheduler must skip the first two and allocate ``my-request/fallback``. In every phase a new
-claim is allocated the same way, and every claim made so far (its pod still running) must still
-say ``my-request/fallback`` with the same device, read through every API version both releases
-serve: v1, v1beta2, and v1beta1 where it is still served (before 1.38). The subrequests live in
-the spec and the chosen one in ``status.allocation.devices.results[].request``, so each version
-must carry both through its conversion.
+The claim's one request lists four subrequests: ``unmatched`` (a CEL selector no device of the
+driver matches), ``too-many`` (more devices than the node has), ``preferred`` (two devices) and
+``fallback`` (any one device). Both of the last two can be satisfied, so an allocator that takes
+the last fitting subrequest, or any one, is told apart from one that takes the first: the
+scheduler must skip the first two and allocate two devices for ``my-request/preferred`` (as
+upstream's test, which makes two subrequests satisfiable and expects the first). In every phase a
+new claim is allocated the same way, and every claim made so far (its pod running untouched) must
+still say ``my-request/preferred`` with the same devices, read through every API version both
+releases serve: v1, v1beta2, and v1beta1 where it is still served (before 1.38). The subrequests
+live in the spec and the chosen one in ``status.allocation.devices.results[].request``, so each
+version must carry both through its conversion.
 
 Gates: DRAPrioritizedList is beta and on by default from 1.34, GA in 1.36 and locked on in 1.37
 (to be removed in 1.40). Nothing needs to be set; naming the gate in FEATURE_GATES would only
@@ -21,27 +24,37 @@ from __future__ import annotations
 from e2e_dra.builder import RESOURCE_V1 as V1
 from e2e_dra.builder import Builder, retrying
 from e2e_dra.subtest import Context, Phase, Subtest
-from e2e_dra.subtest_kit import CLAIMS_VERSIONS, claim_and_pod, devices_per_node
+from e2e_dra.subtest_kit import (
+    CLAIMS_VERSIONS,
+    Running,
+    claim_and_pod,
+    devices_per_node,
+    running,
+    still_untouched,
+)
 from e2e_dra.subtest_kit import RESOURCE_V1BETA2 as V1BETA2
 
 DEVICES = 8
 REQUEST = "my-request"
 UNMATCHED = "unmatched"
 TOO_MANY = "too-many"
+PREFERRED = "preferred"
+PREFERRED_COUNT = 2
 FALLBACK = "fallback"
-SUBREQUESTS = (UNMATCHED, TOO_MANY, FALLBACK)
-CHOSEN = f"{REQUEST}/{FALLBACK}"
+SUBREQUESTS = (UNMATCHED, TOO_MANY, PREFERRED, FALLBACK)
+CHOSEN = f"{REQUEST}/{PREFERRED}"
 # The test driver publishes devices without attributes: no device has this one.
 NO_DEVICE = 'device.attributes["example.com"].?model.orValue("") == "no-such-model"'
 
 Result = tuple[str, str, str, str]
 """(request, driver, pool, device) of one allocation result."""
-Allocated = tuple[str, str, list[Result]]
-"""(pod, claim, allocation results) of one claim this subtest made."""
+Allocated = tuple[Running, str, list[Result]]
+"""(its pod as it ran, claim, allocation results) of one claim this subtest made."""
 
 
 def prioritized_claim(b: Builder) -> dict:
-    """A claim whose only request can be satisfied by its last subrequest alone."""
+    """A claim whose only request can be satisfied by its last two subrequests; the first of
+    them must win."""
     claim = b.external_claim()
     device_class = b.class_name()
     claim["spec"]["devices"]["requests"] = [
@@ -58,6 +71,12 @@ def prioritized_claim(b: Builder) -> dict:
                     "deviceClassName": device_class,
                     "allocationMode": "ExactCount",
                     "count": DEVICES + 1,
+                },
+                {
+                    "name": PREFERRED,
+                    "deviceClassName": device_class,
+                    "allocationMode": "ExactCount",
+                    "count": PREFERRED_COUNT,
                 },
                 {"name": FALLBACK, "deviceClassName": device_class},
             ],
@@ -87,19 +106,19 @@ def initial(ctx: Context) -> Phase:
 def _new_claim_and_pod(ctx: Context) -> Allocated:
     b = ctx.builder
     claim, pod = claim_and_pod(b, prioritized_claim(b))
-    with ctx.step(f"allocate {claim['metadata']['name']} to its last subrequest"):
+    with ctx.step(f"allocate {claim['metadata']['name']} to its first fitting subrequest"):
         b.create(claim, pod)
         b.test_pod(pod)
         results = _results_at_every_version(ctx, claim["metadata"]["name"])
-    return pod["metadata"]["name"], claim["metadata"]["name"], results
+    return running(b, pod), claim["metadata"]["name"], results
 
 
 def _still_allocated(ctx: Context, allocated: list[Allocated]) -> None:
-    """Each pod still runs, each claim keeps its allocation, at every served version."""
+    """Each pod runs untouched, each claim keeps its allocation, at every served version."""
     b = ctx.builder
     for pod, claim, results in allocated:
-        with ctx.step(f"pod {pod} still runs with {claim} as allocated before"):
-            b.test_pod(b.read_pod(pod))
+        with ctx.step(f"pod {pod.name} runs untouched with {claim} as allocated before"):
+            still_untouched(b, pod, [claim])
             now = _results_at_every_version(ctx, claim)
             assert now == results, (
                 f"ResourceClaim {claim}: allocation changed since the previous phase: "
@@ -112,9 +131,9 @@ def _delete(ctx: Context, allocated: list[Allocated]) -> None:
     each pod gone, its claim."""
     b = ctx.builder
     for pod, _, _ in allocated:
-        retrying(b.delete)("pods", pod)
+        retrying(b.delete)("pods", pod.name)
     for pod, claim, _ in allocated:
-        b.wait_pod_gone(pod)
+        b.wait_pod_gone(pod.name)
         retrying(b.delete)("resourceclaims", claim)
 
 
@@ -127,7 +146,7 @@ def served_versions(b: Builder) -> list[str]:
 
 def _results_at_every_version(ctx: Context, claim_name: str) -> list[Result]:
     """The claim's allocation results, the same through every served version, with the
-    subrequests in the spec and ``my-request/fallback`` chosen."""
+    subrequests in the spec and ``my-request/preferred`` chosen."""
     b = ctx.builder
     by_version: dict[str, list[Result]] = {}
     for version in served_versions(b):
@@ -142,11 +161,13 @@ def _results_at_every_version(ctx: Context, claim_name: str) -> list[Result]:
             (r.get("request"), r.get("driver"), r.get("pool"), r.get("device")) for r in results
         ]
         chosen = [r[0] for r in by_version[version]]
-        assert chosen == [CHOSEN], (
-            f"{where}: allocated for {chosen or 'nothing'}, want exactly one device for {CHOSEN} "
-            f"(the first subrequests cannot be satisfied); results: {results}"
+        assert chosen == [CHOSEN] * PREFERRED_COUNT, (
+            f"{where}: allocated for {chosen or 'nothing'}, want {PREFERRED_COUNT} devices for "
+            f"{CHOSEN}, the first subrequest that can be satisfied ({REQUEST}/{FALLBACK} can be "
+            f"too, but comes later); results: {results}"
         )
-        assert by_version[version][0][1] == b.driver_name, f"{where}: results {results}"
+        drivers = {r[1] for r in by_version[version]}
+        assert drivers == {b.driver_name}, f"{where}: results {results}"
     v1 = by_version[V1]
     differ = {version: results for version, results in by_version.items() if results != v1}
     assert not differ, f"ResourceClaim {claim_name}: v1 says {v1}, but {differ}"

@@ -1061,7 +1061,7 @@ def test_gates_of_prioritized_list_and_admin_access_are_on_by_default() -> None:
         assert not matches(subtest.releases, "v1.33.9"), name  # no resource.k8s.io/v1 yet
 
 
-def test_prioritized_claim_falls_back_to_its_last_subrequest() -> None:
+def test_prioritized_claim_wants_the_first_of_two_subrequests_that_fit() -> None:
     m = prioritized_list
     b = builder("prioritized-list")
     claim = valid(m.prioritized_claim(b))
@@ -1073,10 +1073,10 @@ def test_prioritized_claim_falls_back_to_its_last_subrequest() -> None:
     (request,) = claim["spec"]["devices"]["requests"]
     assert request["name"] == "my-request"
     assert "exactly" not in request  # one or the other
-    unmatched, too_many, fallback = request["firstAvailable"]
+    unmatched, too_many, preferred, fallback = request["firstAvailable"]
     assert [s["name"] for s in request["firstAvailable"]] == list(m.SUBREQUESTS)
     assert {s["deviceClassName"] for s in request["firstAvailable"]} == {b.class_name()}
-    assert m.CHOSEN == "my-request/fallback"
+    assert m.CHOSEN == "my-request/preferred"
     # The first two cannot be satisfied by what the driver publishes.
     (slice_,) = slices_for({s.name: s for s in discover()}["prioritized-list"], ["127.0.0.1"])
     devices = slice_["spec"]["devices"]
@@ -1085,6 +1085,9 @@ def test_prioritized_claim_falls_back_to_its_last_subrequest() -> None:
     assert '"example.com"' in m.NO_DEVICE and ".?model" in m.NO_DEVICE
     assert too_many["allocationMode"] == "ExactCount"
     assert too_many["count"] == len(devices) + 1
+    # The last two both fit (three claims of two devices each fit the node too): the first wins.
+    assert preferred["allocationMode"] == "ExactCount"
+    assert 3 * preferred["count"] <= len(devices)
     assert fallback == {"name": "fallback", "deviceClassName": b.class_name()}
     # The default opaque config applies to every request, so the pod gets user_a=b.
     assert "requests" not in claim["spec"]["devices"]["config"][0]

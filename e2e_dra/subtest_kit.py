@@ -56,23 +56,29 @@ def claim_and_pod(b: Builder, claim: dict | None = None) -> tuple[dict, dict]:
 
 @dataclass(frozen=True)
 class Running:
-    """What makes a running pod the same pod later: its uid, each container's id and restart
-    count."""
+    """What makes a running pod the same pod later: its uid, and each container's id, restart
+    count and start time."""
 
     name: str
     uid: str
-    containers: dict[str, tuple[str, int]]  # name -> (containerID, restartCount)
+    containers: dict[str, tuple[str, int, str]]  # name -> (containerID, restartCount, startedAt)
 
 
 def running(b: Builder, pod: dict) -> Running:
-    """``pod`` (created and running) as it runs now, to compare with after a restart."""
+    """``pod`` (created) as it runs now, to compare with after a restart; a container that does
+    not run counts as started at ``""``."""
     now = retrying(b.read_pod)(pod["metadata"]["name"])
     statuses = now.get("status", {}).get("containerStatuses") or []
     return Running(
         name=now["metadata"]["name"],
         uid=now["metadata"]["uid"],
         containers={
-            c["name"]: (c.get("containerID", ""), c.get("restartCount", 0)) for c in statuses
+            c["name"]: (
+                c.get("containerID", ""),
+                c.get("restartCount", 0),
+                ((c.get("state") or {}).get("running") or {}).get("startedAt", ""),
+            )
+            for c in statuses
         },
     )
 
@@ -81,22 +87,21 @@ def still_untouched(
     b: Builder, before: Running, claims: Sequence[str], env: Sequence[str] = DEFAULT_ENV
 ) -> None:
     """The pod ``before`` describes still runs untouched after a restart: the same pod (uid), the
-    same containers, none restarted, each claim in ``claims`` still reserved for it, and its
-    containers still see their devices (``env``). A kubelet upgrade that restarts running
-    containers, or loses a claim's reservation, fails here."""
-    now = running(b, {"metadata": {"name": before.name}})
+    same containers, running since the same moment and none restarted, each claim in ``claims``
+    still reserved for it, and its containers still see their devices (``env``). A kubelet
+    upgrade that restarts or stops running containers, or loses a claim's reservation, fails
+    here."""
     where = f"pod {before.name}"
-    assert now.uid == before.uid, f"{where} was replaced: uid {before.uid} is now {now.uid}"
-    changed = {
-        name: (was, now.containers.get(name))
-        for name, was in before.containers.items()
-        if now.containers.get(name) != was
-    }
-    assert not changed, (
-        f"{where}: containers restarted or replaced since the last phase "
-        f"((containerID, restartCount) before -> now): {changed}"
-    )
-    b.wait_running(before.name)
+    # The containers answer first: right after a restart the pod's status may still be the one
+    # the previous kubelet wrote; once the new one execs in the pod, it has synced the status.
+    try:
+        for container in before.containers:
+            b.check_container_env(before.name, container, env)
+    except Exception as exc:
+        _same_containers(b, before, where)  # the likelier cause, said plainly
+        exc.add_note(f"e2e-dra: {where} now: {running(b, {'metadata': {'name': before.name}})}")
+        raise
+    _same_containers(b, before, where)
     for claim_name in claims:
         claim = retrying(b.get)("resourceclaims", claim_name)
         reserved = [r.get("uid") for r in (claim.get("status") or {}).get("reservedFor") or []]
@@ -104,5 +109,17 @@ def still_untouched(
             f"ResourceClaim {claim_name} is no longer reserved for {where} "
             f"(reservedFor: {reserved})"
         )
-    for container in before.containers:
-        b.check_container_env(before.name, container, env)
+
+
+def _same_containers(b: Builder, before: Running, where: str) -> None:
+    now = running(b, {"metadata": {"name": before.name}})
+    assert now.uid == before.uid, f"{where} was replaced: uid {before.uid} is now {now.uid}"
+    changed = {
+        name: (was, now.containers.get(name))
+        for name, was in before.containers.items()
+        if now.containers.get(name) != was
+    }
+    assert not changed, (
+        f"{where}: containers stopped, restarted or replaced since the last phase "
+        f"((containerID, restartCount, running since) before -> now): {changed}"
+    )

@@ -337,6 +337,15 @@ def test_the_report_job_waits_for_every_cell_and_merges_their_artifacts() -> Non
     assert not download["with"].get("merge-multiple")  # one folder per cell
 
 
+def _run(
+    argv: list[str], workspace: Path, env: Mapping[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """A merge step's script, run as its CI engine runs it, in ``workspace``."""
+    return subprocess.run(
+        argv, cwd=workspace, env=dict(env), capture_output=True, text=True, timeout=120, check=False
+    )
+
+
 def _stub(directory: Path, name: str, script: str) -> None:
     path = directory / name
     path.write_text(f"#!/bin/bash\n{script}\n")
@@ -374,14 +383,9 @@ def test_the_workflow_merge_step_reports_every_cell_that_left_a_summary(tmp_path
     (cells / "e2e-dra-cell-never-started").mkdir()  # failed before its suite: no summary
     workspace, env = _workspace(tmp_path)
 
-    done = subprocess.run(
-        ["bash", "-e", "-c", merge["run"]],  # as GitHub runs a step: bash -e {0}
-        cwd=workspace,
-        env={**env, "RUNNER_TEMP": runner["temp"]},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    # as GitHub runs a step: bash -e {0}
+    done = _run(
+        ["bash", "-e", "-c", merge["run"]], workspace, {**env, "RUNNER_TEMP": runner["temp"]}
     )
 
     assert done.returncode == 0, done.stdout + done.stderr
@@ -398,15 +402,8 @@ def test_the_workflow_merge_step_fails_when_no_cell_left_a_summary(tmp_path: Pat
     workspace, env = _workspace(tmp_path)
     (tmp_path / "runner-temp" / "cells" / "e2e-dra-cell-a").mkdir(parents=True)
 
-    done = subprocess.run(
-        ["bash", "-e", "-c", merge["run"]],
-        cwd=workspace,
-        env={**env, "RUNNER_TEMP": str(tmp_path / "runner-temp")},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    runner_temp = str(tmp_path / "runner-temp")
+    done = _run(["bash", "-e", "-c", merge["run"]], workspace, {**env, "RUNNER_TEMP": runner_temp})
 
     assert done.returncode == 1
     assert "no cell left a summary.json" in done.stdout
@@ -487,14 +484,10 @@ def test_the_prow_report_job_merges_every_suite_jobs_latest_build(tmp_path: Path
     )
     artifacts = tmp_path / "artifacts"  # what Prow's pod utilities upload
 
-    done = subprocess.run(
+    done = _run(
         [*container["command"], *container["args"]],
-        cwd=workspace,
-        env={**env, **_container_env(container), "ARTIFACTS": str(artifacts), "CI": "true"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+        workspace,
+        {**env, **_container_env(container), "ARTIFACTS": str(artifacts), "CI": "true"},
     )
 
     assert done.returncode == 0, done.stdout + done.stderr

@@ -157,7 +157,7 @@ def initial(ctx):
     return after_upgrade
 
 
-SUBTEST = Subtest(name="vanishing-pod", initial=initial, resources=one_device)
+SUBTEST = Subtest(name="vanishing-pod", initial=initial, resources=core_dra.SUBTEST.resources)
 """
 
 

@@ -64,10 +64,10 @@ class Running:
     containers: dict[str, tuple[str, int, str]]  # name -> (containerID, restartCount, startedAt)
 
 
-def running(b: Builder, pod: dict) -> Running:
-    """``pod`` (created) as it runs now, to compare with after a restart; a container that does
-    not run counts as started at ``""``."""
-    now = retrying(b.read_pod)(pod["metadata"]["name"])
+def running(b: Builder, pod_name: str) -> Running:
+    """The pod ``pod_name`` as it runs now, to compare with after a restart; a container that
+    does not run counts as started at ``""``."""
+    now = retrying(b.read_pod)(pod_name)
     statuses = now.get("status", {}).get("containerStatuses") or []
     return Running(
         name=now["metadata"]["name"],
@@ -99,7 +99,7 @@ def still_untouched(
             b.check_container_env(before.name, container, env)
     except Exception as exc:
         _same_containers(b, before, where)  # the likelier cause, said plainly
-        exc.add_note(f"e2e-dra: {where} now: {running(b, {'metadata': {'name': before.name}})}")
+        exc.add_note(f"e2e-dra: {where} now: {running(b, before.name)}")
         raise
     _same_containers(b, before, where)
     for claim_name in claims:
@@ -112,7 +112,7 @@ def still_untouched(
 
 
 def _same_containers(b: Builder, before: Running, where: str) -> None:
-    now = running(b, {"metadata": {"name": before.name}})
+    now = running(b, before.name)
     assert now.uid == before.uid, f"{where} was replaced: uid {before.uid} is now {now.uid}"
     changed = {
         name: (was, now.containers.get(name))

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from e2e_dra.hostkit import Attempts, on_interrupt, poll
+from e2e_dra.hostkit import Attempts, join_all, on_interrupt, poll
 from e2e_dra.supervise import describe_exit
 from localupcluster._components import (
     COMPONENTS,
@@ -589,9 +589,7 @@ class Cluster:
         ]
         for thread in threads:
             thread.start()
-        for thread in threads:
-            while thread.is_alive():  # in slices: Ctrl-C must reach this thread
-                thread.join(0.5)
+        join_all(threads)
         return outcomes
 
     def _wait_ready(self, component: str, cmd: Cmd) -> None:

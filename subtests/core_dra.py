@@ -37,7 +37,7 @@ def initial(ctx: Context) -> Phase:
     b.create(claim, pod, survivor_claim, survivor_pod)
     b.test_pod(pod)
     b.test_pod(survivor_pod)
-    survivor = running(b, survivor_pod)
+    survivor = running(b, survivor_pod["metadata"]["name"])
     survivor_claims = [survivor_claim["metadata"]["name"]]
     ctx.facts["survivor"] = survivor.name
 

@@ -110,7 +110,7 @@ def _new_claim_and_pod(ctx: Context) -> Allocated:
         b.create(claim, pod)
         b.test_pod(pod)
         results = _results_at_every_version(ctx, claim["metadata"]["name"])
-    return running(b, pod), claim["metadata"]["name"], results
+    return running(b, pod["metadata"]["name"]), claim["metadata"]["name"], results
 
 
 def _still_allocated(ctx: Context, allocated: list[Allocated]) -> None:

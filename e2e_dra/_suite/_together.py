@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from e2e_dra.hostkit import join_all
 from e2e_dra.waits import abort_when
 
 THREAD_PREFIX = "phase:"
@@ -83,7 +84,7 @@ def run_together(jobs: Mapping[str, Callable[[], None]]) -> dict[str, Outcome]:
     try:
         for thread in threads:
             thread.start()
-        _join(threads)
+        join_all(threads)
     except KeyboardInterrupt:
         with abort_when(lambda: "interrupted"):
             deadline = time.monotonic() + INTERRUPT_GRACE
@@ -95,10 +96,3 @@ def run_together(jobs: Mapping[str, Callable[[], None]]) -> dict[str, Outcome]:
     for name, outcome in outcomes.items():
         outcome.records = recorder.records.get(name, [])
     return outcomes
-
-
-def _join(threads: list[threading.Thread]) -> None:
-    """Wait for every thread, in short slices so that Ctrl-C reaches the main thread."""
-    for thread in threads:
-        while thread.is_alive():
-            thread.join(0.5)

@@ -18,7 +18,7 @@ from e2e_dra.hostkit._atomic import (
     write_if_changed,
 )
 from e2e_dra.hostkit._attempts import Attempts
-from e2e_dra.hostkit._interrupts import handling_interrupts, on_interrupt
+from e2e_dra.hostkit._interrupts import handling_interrupts, join_all, on_interrupt
 from e2e_dra.hostkit._poll import Polled, poll
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "atomic_copy_tail",
     "atomic_write_text",
     "handling_interrupts",
+    "join_all",
     "on_interrupt",
     "poll",
     "write_if_changed",

@@ -103,13 +103,21 @@ def handling_interrupts(
     try:
         yield
     except _DyingOf as dying:
-        _wait_for(stoppers)
+        _wait_for(stoppers)  # before dying; the finally's wait then finds them ended
         signal.signal(dying.signum, signal.SIG_DFL)  # die of it, as without us
         signal.raise_signal(dying.signum)
     finally:
         _wait_for(stoppers)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def join_all(threads: list[threading.Thread]) -> None:
+    """Wait for every thread, in short slices, so that Ctrl-C and SIGTERM still reach the main
+    thread (a plain ``join()`` would hold them off until the thread ends)."""
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.5)
 
 
 def _wait_for(stoppers: list[threading.Thread]) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from e2e_dra.report import NOTHING_TO_PROVE
 from e2e_dra.versions import matches, release_specifier
 
 if TYPE_CHECKING:
@@ -131,6 +132,14 @@ class Context:
     # What the subtest observed about the cluster that is worth keeping with the run, by key
     # (e.g. which service version a kubelet chose); the real suites put it in summary.json.
     facts: dict[str, Any] = field(default_factory=dict)
+
+    def nothing_to_prove(self, why: str) -> None:
+        """Say that this phase passes without having exercised what the subtest exists for
+        (e.g. a fallback this release never needs), so that a green phase that proved nothing
+        shows as such: logged, and kept as the fact ``nothing_to_prove/<phase>`` that the
+        report lists."""
+        self.log(f"{self.phase}: nothing to prove: {why}")
+        self.facts[f"{NOTHING_TO_PROVE}/{self.phase}"] = why
 
     @contextlib.contextmanager
     def step(self, name: str) -> Iterator[None]:

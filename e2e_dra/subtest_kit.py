@@ -23,6 +23,7 @@ __all__ = [
     "Running",
     "claim_and_pod",
     "devices_per_node",
+    "kubelet_version",
     "running",
     "still_untouched",
 ]
@@ -62,6 +63,12 @@ class Running:
     name: str
     uid: str
     containers: dict[str, tuple[str, int, str]]  # name -> (containerID, restartCount, startedAt)
+
+
+def kubelet_version(b: Builder, node: str) -> str:
+    """The version of the kubelet that runs on ``node`` now, as the kubelet reports it."""
+    status = retrying(b.get)("nodes", node).get("status", {})
+    return str(status.get("nodeInfo", {}).get("kubeletVersion"))
 
 
 def running(b: Builder, pod_name: str) -> Running:

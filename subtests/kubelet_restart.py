@@ -53,7 +53,7 @@ from e2e_dra.builder import retrying
 from e2e_dra.driver import CLIENT_GONE, GRPCCall
 from e2e_dra.provision import running_ctr
 from e2e_dra.subtest import Context, Phase, Subtest
-from e2e_dra.subtest_kit import devices_per_node
+from e2e_dra.subtest_kit import devices_per_node, kubelet_version
 from e2e_dra.versions import matches
 from e2e_dra.waits import eventually
 
@@ -262,8 +262,7 @@ def _reboot(ctx: Context, pod_name: str, uid: str) -> None:
 
 
 def _kubelet_version(ctx: Context) -> str:
-    node = ctx.builder.get("nodes", ctx.nodes[0])
-    return str(node.get("status", {}).get("nodeInfo", {}).get("kubeletVersion"))
+    return kubelet_version(ctx.builder, ctx.nodes[0])
 
 
 def _container(pod: dict) -> dict:

@@ -4,15 +4,21 @@ every phase, through whichever health service version each kubelet picks.
 The driver serves ``DRAResourceHealth`` v1, v1beta1 and v1alpha1; a 1.36 kubelet only knows
 v1alpha1, a 1.37 kubelet prefers v1. A restarted kubelet opens a new stream to the same driver,
 and the pod, which keeps running, must show the current health again: Healthy, then Unhealthy
-(with the driver's message) after the driver flips the device, then Healthy again. The service
-each kubelet called is logged and recorded as a fact of the run (summary.json).
+(with the driver's message) after the driver flips the device, then Healthy again. Right after
+a restart the first Healthy may still be what the previous kubelet wrote; the flip to Unhealthy
+is what proves the new kubelet streams.
+
+Each kubelet must pick the service its release negotiates (pkg/kubelet/cm/dra/plugin: from 1.37
+v1 first, v1alpha1 only before) and open no stream on another version; the service is recorded
+as a fact of the phase (summary.json).
 """
 
 from __future__ import annotations
 
 from e2e_dra.builder import is_allocated
 from e2e_dra.subtest import Context, Phase, Subtest
-from e2e_dra.subtest_kit import devices_per_node
+from e2e_dra.subtest_kit import devices_per_node, kubelet_version
+from e2e_dra.versions import matches
 from e2e_dra.waits import eventually
 
 HEALTH_TIMEOUT = 60.0
@@ -20,6 +26,11 @@ WATCH_METHOD = "/NodeWatchResources"
 POD_CLAIM = "resource-claim"  # Builder.pod_external's name for the claim in the pod spec
 DEVICE = "device-00"  # devices_per_node(1): one pool per node, named after it
 UNHEALTHY_MESSAGE = "e2e-dra: flipped by resource-health"
+# The health service each kubelet release picks from what the driver offers (all three).
+HEALTH_SERVICES = {
+    ">=1.37.0-alpha.0": "v1.DRAResourceHealth",
+    "<1.37.0-alpha.0": "v1alpha1.DRAResourceHealth",
+}
 
 
 def initial(ctx: Context) -> Phase:
@@ -41,10 +52,20 @@ def initial(ctx: Context) -> Phase:
     pool, device = result["pool"], result["device"]
     pod_name = pod["metadata"]["name"]
 
-    def cycle(ctx: Context) -> None:
-        service = _health_service(ctx)
-        ctx.log(f"{ctx.phase}: the kubelet watches device health through {service}")
-        ctx.facts[f"health_service/{ctx.phase}"] = service
+    def cycle(ctx: Context, since: int) -> int:
+        """The phase's checks; the driver's calls from ``since`` on are this phase's. Returns
+        where the next phase's calls begin."""
+        kubelet = kubelet_version(ctx.builder, ctx.nodes[0])
+        (want,) = [name for spec, name in HEALTH_SERVICES.items() if matches(spec, kubelet)]
+        with ctx.step(f"the kubelet ({kubelet}) watches device health through {want} only"):
+            service = _health_service(ctx)
+            opened = _streams_opened(ctx, since)
+            ctx.log(f"{ctx.phase}: the kubelet watches device health through {service}")
+            ctx.facts[f"health_service/{ctx.phase}"] = service
+            assert service == want and set(opened) <= {want}, (
+                f"kubelet {kubelet} watches device health through {service}, want {want}; "
+                f"streams opened this phase: {opened}"
+            )
         with ctx.step("pod status shows the device Healthy"):
             _wait_health(ctx, pod_name, "Healthy")
         with ctx.step("pod status follows the device to Unhealthy"):
@@ -53,16 +74,17 @@ def initial(ctx: Context) -> Phase:
         with ctx.step("pod status follows the device back to Healthy"):
             ctx.driver.set_health(pool, device, "Healthy")
             _wait_health(ctx, pod_name, "Healthy")
+        return len(ctx.driver.calls.records)
 
-    cycle(ctx)
+    upgraded_since = cycle(ctx, 0)
 
     def after_upgrade(ctx: Context) -> Phase:
         ctx.builder.wait_running(pod_name)
-        cycle(ctx)
+        downgraded_since = cycle(ctx, upgraded_since)
 
         def after_downgrade(ctx: Context) -> None:
             ctx.builder.wait_running(pod_name)
-            cycle(ctx)
+            cycle(ctx, downgraded_since)
             ctx.builder.delete_pod_and_wait(pod_name)
 
         return after_downgrade
@@ -92,6 +114,15 @@ def _health_service(ctx: Context) -> str:
         until=lambda streams: len(streams) == 1,
     )
     return streams[0]
+
+
+def _streams_opened(ctx: Context, since: int) -> list[str]:
+    """The health service of every stream the kubelet opened from call ``since`` on."""
+    return [
+        call.method.removesuffix(WATCH_METHOD).lstrip("/")
+        for call in ctx.driver.calls.records[since:]
+        if call.method.endswith(WATCH_METHOD)
+    ]
 
 
 def _wait_health(ctx: Context, pod_name: str, health: str, message: str | None = None) -> None:

@@ -329,3 +329,36 @@ def test_report_command_names_a_malformed_summary(
 
     err = capsys.readouterr().err
     assert f"{run}/gate-cycle/summary.json: results is missing or not a list" in err
+
+
+def test_the_page_lists_every_phase_that_had_nothing_to_prove(tmp_path: Path) -> None:
+    summary = tmp_path / "s" / "summary.json"
+    summary.parent.mkdir()
+    facts = {
+        "pool-name-field-selector-fallback": {
+            "pool_selector/initial": "server",
+            "nothing_to_prove/initial": "the API server accepts the field: <no fallback>",
+        },
+        "core-dra": {"nothing_to_prove/after-cluster-upgrade": "nothing"},
+        "odd": ["not", "a", "dict"],  # another shape: not this list's business
+    }
+    result = {"id": "x/initial", "outcome": "passed", "seconds": 1.0, "phase": "initial",
+              "subtest": "x"}  # fmt: skip
+    doc = {"suite": "s", "results": [result], "facts": facts}
+    summary.write_text(json.dumps(doc))
+
+    html = Path(write_report([summary], tmp_path).html).read_text()
+
+    assert (
+        "<li>core-dra after-cluster-upgrade: nothing to prove: nothing</li>" in html
+        and "<li>pool-name-field-selector-fallback initial: nothing to prove: the API server "
+        "accepts the field: &lt;no fallback&gt;</li>"
+        in html
+    )
+    assert "pool_selector" not in html
+
+
+def test_a_page_without_such_phases_says_every_phase_had_something_to_prove(run: Path) -> None:
+    html = Path(write_report(summaries_of([run]), run).html).read_text()
+
+    assert "every phase had something to prove" in html

@@ -15,7 +15,8 @@ each concern is its own class, in its own private module:
   subtest's counters that owns the other three and forwards to them.
 
 Every object a builder creates carries the labels :data:`SUBTEST_LABEL` and :data:`SUITE_LABEL`.
-:func:`retrying` and :class:`NotFound` come along: subtests retry and expect by-name calls.
+:func:`retrying`, :class:`NotFound` and :class:`KubeError` come along: subtests retry, expect
+by-name calls and look at what the server refused.
 
 Import from here; the module layout behind these names may change.
 """
@@ -46,7 +47,7 @@ from e2e_dra.builder._objects import (
 )
 from e2e_dra.builder._pods import POD_DELETE_TIMEOUT, POD_START_TIMEOUT, PodFailed, Pods
 from e2e_dra.builder._teardown import DRIVER_POD_LABEL, TEARDOWN_TIMEOUT, Leftovers, Sweeper
-from e2e_dra.kube import NotFound, retrying
+from e2e_dra.kube import KubeError, NotFound, retrying
 
 __all__ = [
     "DEFAULT_ENV",
@@ -64,6 +65,7 @@ __all__ = [
     "SUITE_LABEL",
     "TEARDOWN_TIMEOUT",
     "Builder",
+    "KubeError",
     "Leftovers",
     "NotFound",
     "NotServed",

@@ -237,6 +237,13 @@ class Driver:
             raise DriverError(f"driver {self.name}: no API side (start it with an API client)")
         return self._publisher.api_version
 
+    @property
+    def pool_selector(self) -> bool | None:
+        """For a driver that reconciles one pool: whether its last list since the API server
+        (re)started was narrowed by the server's ``spec.pool.name`` field selector (True), or
+        filtered here because the server rejects that field (False); None: not listed yet."""
+        return self._publisher.pool_selector if self._publisher else None
+
     def expected_slice_count(self) -> int:
         return self._publisher.expected_slice_count() if self._publisher else 0
 

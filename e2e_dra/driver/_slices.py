@@ -86,7 +86,8 @@ class SlicePublisher:
         self._owner_refs: list[dict] | None = None
         self._kick = threading.Event()
         self._stopping = threading.Event()
-        # None: not tried yet; False: this API server rejects the spec.pool.name field selector.
+        # None: not tried yet; True: this API server narrows our list to the pool by
+        # spec.pool.name; False: it rejects that field selector, so the list is filtered here.
         self._pool_selector: bool | None = None
         self._known_restarts = kube.restarts
         self._thread: threading.Thread | None = None
@@ -129,6 +130,13 @@ class SlicePublisher:
             self._api_version = None
             self._pool_selector = None  # the new server may know the field
             self._written.clear()
+
+    @property
+    def pool_selector(self) -> bool | None:
+        """How the last list of our pool's slices was narrowed since the server (re)started:
+        by the server (True), here after the server rejected ``spec.pool.name`` (False), or not
+        listed yet (None)."""
+        return self._pool_selector
 
     @property
     def api_version(self) -> str:
@@ -316,7 +324,7 @@ class SlicePublisher:
     def _list_own(self) -> dict:
         url = kube_api.path(self.api_version, "resourceslices")
         try:
-            return self._kube.request("GET", url, query={"fieldSelector": self._selector()})
+            answer = self._kube.request("GET", url, query={"fieldSelector": self._selector()})
         except KubeError as exc:
             if exc.status != 400 or not self.reconcile_pool or self._pool_selector is False:
                 raise
@@ -329,6 +337,9 @@ class SlicePublisher:
             )
             self._pool_selector = False
             return self._kube.request("GET", url, query={"fieldSelector": self._selector()})
+        if self.reconcile_pool and self._pool_selector is None:
+            self._pool_selector = True
+        return answer
 
     def _decide_generations(self, existing) -> None:
         for pool_name, state in self._pools.items():

@@ -16,6 +16,7 @@ from e2e_dra.report._load import (
     load_summary,
 )
 from e2e_dra.report._schema import (
+    NOTHING_TO_PROVE,
     SCHEMA_VERSION,
     SUMMARY_FILE,
     artifact_logs,
@@ -27,6 +28,7 @@ from e2e_dra.report._write import REPORT_FILE, TRACE_FILE, Written, summaries_of
 
 __all__ = [
     "MAX_SUMMARY_BYTES",
+    "NOTHING_TO_PROVE",
     "REPORT_FILE",
     "SCHEMA_VERSION",
     "SUMMARY_FILE",

@@ -11,9 +11,11 @@ import os
 import time
 from html import escape
 from pathlib import Path
+from typing import Any
 
 from e2e_dra.report._links import failure_links
 from e2e_dra.report._load import Result, SuiteRecord
+from e2e_dra.report._schema import NOTHING_TO_PROVE
 from e2e_dra.report._timeline import COLORS, Timeline
 
 PALETTE = ("#cfe3ff", "#ffe0b3", "#d9f2d0", "#f3d1f0", "#fff3a6", "#d6d6f5")
@@ -233,10 +235,32 @@ class Page:
                     facts.append(
                         f"<li>{escape(str(version))} deviates: {escape(str(deviation))}</li>"
                     )
+        facts += [
+            f"<li>{escape(subtest)} {escape(phase)}: nothing to prove: {escape(why)}</li>"
+            for subtest, phase, why in _nothing_to_prove(raw.get("facts"))
+        ]
         parts.append(
-            f"<ul>{''.join(facts)}</ul>" if facts else "<p>No dropped gates, no deviations.</p>"
+            f"<ul>{''.join(facts)}</ul>"
+            if facts
+            else "<p>No dropped gates, no deviations, every phase had something to prove.</p>"
         )
         return "\n".join(parts)
+
+
+def _nothing_to_prove(facts: Any) -> list[tuple[str, str, str]]:
+    """(subtest, phase, why) of every phase that passed with nothing to prove, from the
+    summary's ``facts`` (per subtest, ``nothing_to_prove/<phase>``: why); anything else in
+    there, or of another shape, is not this list's business."""
+    if not isinstance(facts, dict):
+        return []
+    prefix = f"{NOTHING_TO_PROVE}/"
+    return [
+        (str(subtest), key.removeprefix(prefix), str(why))
+        for subtest, said in sorted(facts.items())
+        if isinstance(said, dict)
+        for key, why in said.items()
+        if isinstance(key, str) and key.startswith(prefix)
+    ]
 
 
 def _worst(outcomes: list[str]) -> str:

@@ -2,7 +2,8 @@
 
 The suite writes a summary; the report (maybe on another machine, maybe a later release of
 e2e-dra) reads it. The names both sides must agree on live here, below both: the schema's
-version, the file name of a failure's dump, and which paths of a failure's notes are artifacts.
+version, the file name of a failure's dump, which paths of a failure's notes are artifacts, and
+the fact a phase with nothing to prove leaves.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ summary carries ``components_ready``. A summary without ``schema_version`` is fr
 SUMMARY_FILE = "summary.json"
 DUMPS_DIR = "dumps"
 DRIVERS_DIR = "drivers"
+NOTHING_TO_PROVE = "nothing_to_prove"
+"""A subtest's facts key prefix, ``nothing_to_prove/<phase>``: why that phase, though green,
+did not exercise what the subtest exists for."""
 
 _PATH = re.compile(r"(?<![\w.])(/[^\s'\"<>]+)")
 

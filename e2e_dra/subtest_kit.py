@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from e2e_dra.builder import DEFAULT_ENV, RESOURCE_V1, SCHEDULING_V1BETA1, Builder, retrying
 from e2e_dra.driver import Pool, node_devices
+from e2e_dra.waits import eventually
 
 __all__ = [
     "CLAIMS_VERSIONS",
@@ -25,8 +27,13 @@ __all__ = [
     "devices_per_node",
     "kubelet_version",
     "running",
+    "scheduler_reported",
     "still_untouched",
 ]
+
+# The scheduler's leader lease (local-up-cluster.sh starts it with --leader-elect).
+SCHEDULER_LEASE = ("kube-system", "kube-scheduler")
+SCHEDULER_EVENT_TIMEOUT = 60.0
 
 RESOURCE_V1BETA1 = "resource.k8s.io/v1beta1"
 RESOURCE_V1BETA2 = "resource.k8s.io/v1beta2"
@@ -130,3 +137,47 @@ def _same_containers(b: Builder, before: Running, where: str) -> None:
         f"{where}: containers stopped, restarted or replaced since the last phase "
         f"((containerID, restartCount, running since) before -> now): {changed}"
     )
+
+
+def scheduler_reported(
+    b: Builder, pod_name: str, reason: str, timeout: float = SCHEDULER_EVENT_TIMEOUT
+) -> dict:
+    """Until the scheduler that runs now reports event ``reason`` about pod ``pod_name``; the
+    event. Proof that this scheduler looked at the pod itself: a pod's status after a restart
+    may still be what the scheduler before it wrote.
+
+    "Now" is when the running scheduler took its leader lease: a new scheduler process acquires
+    it afresh, after the one before released it, so only what it reported is newer.
+    """
+    namespace, name = SCHEDULER_LEASE
+    lease = retrying(b.in_namespace(namespace).get)("leases", name)
+    since = _time(lease.get("spec", {}).get("acquireTime"))
+    assert since is not None, f"lease {namespace}/{name} has no acquireTime: {lease}"
+    selector = f"involvedObject.name={pod_name},reason={reason}"
+    found = eventually(
+        lambda: [e for e in b.list("events", fieldSelector=selector) if _seen(e) >= since],
+        what=(
+            f"the scheduler that took over at {since:%H:%M:%S.%f} to report {reason} about "
+            f"pod {pod_name}"
+        ),
+        timeout=timeout,
+    )
+    return found[-1]
+
+
+def _seen(event: dict) -> datetime:
+    """When ``event`` was last reported (a repeated one keeps its object, with a series)."""
+    times = [
+        _time(event.get("eventTime")),
+        _time((event.get("series") or {}).get("lastObservedTime")),
+        _time(event.get("lastTimestamp")),
+        _time(event.get("firstTimestamp")),
+    ]
+    return max((t for t in times if t is not None), default=datetime.min)
+
+
+def _time(text: object) -> datetime | None:
+    """An API timestamp (``2026-12-02T00:25:01.123456Z``, also without fraction), in UTC."""
+    if not isinstance(text, str) or not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).replace(tzinfo=None)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from e2e_dra.builder import RESOURCE_V1
 from e2e_dra.driver import Pool, claim_env_name
 from e2e_dra.subtest import Context
+from e2e_dra.subtest_kit import scheduler_reported
 from e2e_dra.waits import consistently, eventually
 
 GATES = ("DRADeviceBindingConditions", "DRAResourceClaimDeviceStatus")
@@ -30,6 +31,8 @@ ALLOCATION_TIMEOUT = 60.0
 # starts waiting (then every 5 s): a scheduler that did not wait binds at once, after the event.
 WAITING = 3.0
 RESCHEDULE_TIMEOUT = 120.0
+# The scheduler's event when PreBind starts waiting for a device's binding conditions.
+PENDING_EVENT = "BindingConditionsPending"
 
 
 def resources(nodes: Sequence[str]) -> list[Pool]:
@@ -112,7 +115,7 @@ def wait_for_binding_conditions(ctx: Context, claim_name: str, pod: dict) -> dic
     eventually(
         lambda: ctx.builder.list(
             "events",
-            fieldSelector=f"involvedObject.name={pod_name},reason=BindingConditionsPending",
+            fieldSelector=f"involvedObject.name={pod_name},reason={PENDING_EVENT}",
         ),
         what=f"the scheduler to report that pod {pod_name} waits for binding conditions",
         timeout=ALLOCATION_TIMEOUT,
@@ -131,13 +134,15 @@ def _check_unbound(ctx: Context, pod_name: str) -> None:
 
 
 def check_still_waiting(ctx: Context, claim_name: str, pod: dict, allocation: dict) -> None:
-    """After a restart the claim keeps its allocation and the pod is still held back."""
+    """After a restart the claim keeps its allocation and the pod is still held back, by the
+    scheduler that runs now: it took the pod to PreBind and waits there itself."""
     claim = read_claim(ctx, claim_name)
     now = _allocation(ctx, claim, pod)
     assert now == allocation, (
         f"ResourceClaim {claim_name}: allocation changed while its pod waited: "
         f"now {now}, before {allocation}"
     )
+    scheduler_reported(ctx.builder, pod["metadata"]["name"], PENDING_EVENT)
     _check_unbound(ctx, pod["metadata"]["name"])
 
 

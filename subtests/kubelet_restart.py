@@ -35,8 +35,8 @@ older than 1.36 lists it twice, kubernetes#140471 unfixed there: pinned, see
 pod's processes die: the node is shared with the other subtests. The pod restarts with
 ``restartPolicy: Always`` (a pod with ``Never`` is not started again after a reboot at all). A
 suite whose downgrade leaves the kubelet running (control-plane-first) has no reboot to simulate:
-the running kubelet would reuse its memory and never call the driver, so the subtest says so and
-records it (``reboot_simulated``).
+the running kubelet would reuse its memory and never call the driver, so the phase says it had
+nothing to prove there (``nothing_to_prove``) and records ``reboot_simulated``.
 
 In a suite whose upgrade leaves the kubelet running, the same kubelet's retried call prepares
 instead; everything else is checked the same way.
@@ -55,9 +55,11 @@ from e2e_dra.provision import running_ctr
 from e2e_dra.subtest import Context, Phase, Subtest
 from e2e_dra.subtest_kit import devices_per_node, kubelet_version
 from e2e_dra.versions import matches
-from e2e_dra.waits import eventually
+from e2e_dra.waits import consistently, eventually
 
 CALL_TIMEOUT = 60.0
+# How long after the kubelet synced a running pod no prepare call may come.
+NO_PREPARE_FOR = 5.0
 # An annotation the subtest changes so that the kubelet syncs the pod at once (see _nudge).
 NUDGE = "e2e-dra/kubelet-restart-nudge"
 PREPARE = "/NodePrepareResources"
@@ -153,10 +155,18 @@ def initial(ctx: Context) -> Phase:
         def after_downgrade(ctx: Context) -> None:
             ctx.builder.wait_running(pod_name)
             with ctx.step("a kubelet restarted under a running pod prepares nothing again"):
-                calls = _calls(ctx, PREPARE, uid)
-                assert len(calls) == prepared, (
-                    f"NodePrepareResources of claim {uid} called {len(calls) - prepared} more "
-                    f"times after the downgrade; the pod's sandbox exists"
+                # The pod update makes the kubelet sync the pod now, which is when it would
+                # prepare; then no call may come for a while.
+                _nudge(ctx, pod_name)
+                consistently(
+                    lambda: len(_calls(ctx, PREPARE, uid)),
+                    what=(
+                        f"no more NodePrepareResources calls for claim {uid} than the "
+                        f"{prepared} before the downgrade (the pod's sandbox exists)"
+                    ),
+                    duration=NO_PREPARE_FOR,
+                    poll=0.5,
+                    holds=lambda count: count == prepared,
                 )
             with ctx.step("the checkpoint still holds the claim's device once"):
                 _expect_one_device(ctx, uid)
@@ -174,9 +184,9 @@ def initial(ctx: Context) -> Phase:
             if rebooted:
                 _reboot(ctx, pod_name, uid)
             else:
-                ctx.log(
-                    f"{ctx.phase}: the kubelet did not restart in this suite's downgrade: no "
-                    "reboot to simulate (a running kubelet never prepares a prepared claim again)"
+                ctx.nothing_to_prove(
+                    "the kubelet did not restart in this suite's downgrade: no reboot to "
+                    "simulate (a running kubelet never prepares a prepared claim again)"
                 )
             with ctx.step("deleting the pod unprepares the claim once"):
                 ctx.builder.delete_pod_and_wait(pod_name)

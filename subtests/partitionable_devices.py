@@ -4,6 +4,11 @@ their counters and consumption across upgrade and downgrade.
 The pool has 8Gi of memory to share: 2Gi and 4Gi claims fit, a second 4Gi claim does not, and
 another 2Gi claim still does -- in every phase. What matters is that the API keeps the
 ``sharedCounters``/``consumesCounters`` fields, not scheduler details.
+
+After each restart the pods that run must run untouched (the same containers, still reserved,
+still seeing their devices), and the waiting pod must be found unschedulable by the scheduler
+that runs now (its own FailedScheduling): its status alone may still be the verdict of the
+scheduler before the restart.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from collections.abc import Sequence
 
 from e2e_dra.driver import Pool
 from e2e_dra.subtest import Context, Phase, Subtest
+from e2e_dra.subtest_kit import Running, running, scheduler_reported, still_untouched
 
 POOL = "partitionable-pool"
 COUNTER_SET = "memory-pool"
@@ -51,15 +57,17 @@ def initial(ctx: Context) -> Phase:
     pod_4g_2, claim_4g_2 = _pod_with_claim(ctx, "4Gi")
     b.wait_unschedulable(pod_4g_2)
 
-    running, unschedulable = [pod_2g, pod_4g], pod_4g_2
-    _check(ctx, running, unschedulable)
+    holding = {pod_2g: claim_2g, pod_4g: claim_4g}
+    unschedulable = pod_4g_2
+    before = [running(b, pod) for pod in holding]
+    _check(ctx, holding, unschedulable)
 
     def after_upgrade(ctx: Context) -> Phase:
-        _check(ctx, running, unschedulable)
+        _check(ctx, holding, unschedulable, before)
 
         def after_downgrade(ctx: Context) -> None:
-            _check(ctx, running, unschedulable)
-            for pod in (*running, unschedulable):
+            _check(ctx, holding, unschedulable, before)
+            for pod in (*holding, unschedulable):
                 ctx.builder.delete_pod_and_wait(pod)
             for claim in (claim_2g, claim_4g, claim_4g_2):
                 _delete_claim(ctx, claim)
@@ -69,11 +77,18 @@ def initial(ctx: Context) -> Phase:
     return after_upgrade
 
 
-def _check(ctx: Context, running: list[str], unschedulable: str) -> None:
-    """Running pods still run, the waiting one still waits, 4Gi more does not fit, 2Gi does."""
+def _check(
+    ctx: Context, holding: dict[str, str], unschedulable: str, before: Sequence[Running] = ()
+) -> None:
+    """Pods holding devices (pod -> claim) still run (untouched since ``before``, after a
+    restart), the waiting one still waits by this scheduler's verdict, 4Gi more does not fit,
+    2Gi does."""
     b = ctx.builder
-    for name in running:
+    for name in holding:
         b.test_pod(b.read_pod(name))
+    for was in before:
+        still_untouched(b, was, [holding[was.name]])
+    scheduler_reported(b, unschedulable, "FailedScheduling")
     b.wait_unschedulable(unschedulable)
 
     pod, claim = _pod_with_claim(ctx, "4Gi")

@@ -11,6 +11,7 @@ import json
 import math
 import pkgutil
 import re
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -1175,3 +1176,31 @@ def test_kubelet_restart_pins_the_duplicated_checkpoint_to_kubelets_without_the_
         if matches(kubelet_restart.DUPLICATING_KUBELETS, v)
     ]
     assert buggy == ["v1.35.8"]  # 1.36 resets a claim's devices before it adds them again
+
+
+def test_an_event_counts_as_seen_when_it_was_last_reported() -> None:
+    from e2e_dra.subtest_kit import _seen
+
+    repeated = {
+        "eventTime": "2026-12-02T00:25:01.500000Z",
+        "series": {"count": 3, "lastObservedTime": "2026-12-02T00:27:09.250000Z"},
+        "lastTimestamp": None,
+    }
+    legacy = {"eventTime": None, "firstTimestamp": "2026-12-02T00:20:00Z",
+              "lastTimestamp": "2026-12-02T00:21:00Z"}  # fmt: skip
+
+    assert _seen(repeated) == datetime(2026, 12, 2, 0, 27, 9, 250000)
+    assert _seen(legacy) == datetime(2026, 12, 2, 0, 21)
+    assert _seen({}) == datetime.min
+
+
+def test_resource_health_expects_v1_from_1_37_and_v1alpha1_before() -> None:
+    from e2e_dra.versions import matches
+    from subtests.resource_health import HEALTH_SERVICES
+
+    def want(kubelet: str) -> list[str]:
+        return [name for spec, name in HEALTH_SERVICES.items() if matches(spec, kubelet)]
+
+    assert want("v1.36.5") == ["v1alpha1.DRAResourceHealth"]
+    assert want("v1.37.0-alpha.0") == want("v1.37.2") == ["v1.DRAResourceHealth"]
+    assert want("v1.38.0-beta.0") == ["v1.DRAResourceHealth"]

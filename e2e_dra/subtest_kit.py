@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from e2e_dra.builder import DEFAULT_ENV, RESOURCE_V1, SCHEDULING_V1BETA1, Builder, retrying
 from e2e_dra.driver import Pool, node_devices
@@ -147,12 +147,21 @@ def scheduler_reported(
     may still be what the scheduler before it wrote.
 
     "Now" is when the running scheduler took its leader lease: a new scheduler process acquires
-    it afresh, after the one before released it, so only what it reported is newer.
+    it afresh, after the one before released it, so only what it reported is newer. A lease that
+    nobody renews (no scheduler runs) still names the last one's time, so it must be held.
     """
     namespace, name = SCHEDULER_LEASE
-    lease = retrying(b.in_namespace(namespace).get)("leases", name)
-    since = _time(lease.get("spec", {}).get("acquireTime"))
-    assert since is not None, f"lease {namespace}/{name} has no acquireTime: {lease}"
+    spec = retrying(b.in_namespace(namespace).get)("leases", name).get("spec", {})
+    since, renewed = _time(spec.get("acquireTime")), _time(spec.get("renewTime"))
+    duration = spec.get("leaseDurationSeconds") or 15
+    assert since is not None and renewed is not None and spec.get("holderIdentity"), (
+        f"no scheduler holds lease {namespace}/{name}: {spec}"
+    )
+    stale = (datetime.now(UTC).replace(tzinfo=None) - renewed).total_seconds()
+    assert stale <= duration, (
+        f"no scheduler holds lease {namespace}/{name}: {spec.get('holderIdentity')} renewed it "
+        f"{stale:.0f} s ago, longer than its {duration} s"
+    )
     selector = f"involvedObject.name={pod_name},reason={reason}"
     found = eventually(
         lambda: [e for e in b.list("events", fieldSelector=selector) if _seen(e) >= since],

@@ -138,7 +138,7 @@ class ClusterRun:
         self.api: Kube | None = None  # the cluster's admin client; all others are made from it
         self.nodes: list[str] = []
         self.harnesses = Harnesses(self.subtests, artifacts / "drivers", NAMESPACE, suite.name)
-        self.findings = Findings(NAMESPACE, self.harnesses.take_dropped_fields)
+        self.findings = Findings(NAMESPACE, self.harnesses.take_slice_findings)
         self._watch: contextlib.AbstractContextManager[None] | None = None  # for crashes
         self._clusters: list[Cluster] = []  # every one brought up: their components' ready times
         self._node_logs: StateLogs | None = None  # once the node runtime is known
@@ -301,8 +301,8 @@ class ClusterRun:
             attempts("dump the DRA objects", lambda: self._dump("final"))
         if self._node_logs is not None:  # before the teardown deletes the pods and their logs
             attempts("copy the node's logs", self._node_logs.end)
-        stopped, dropped_fields = self.harnesses.close(attempts, self.api, tear_down=live)
-        self.findings.hold(dropped_fields)
+        stopped, slice_findings = self.harnesses.close(attempts, self.api, tear_down=live)
+        self.findings.hold(slice_findings)
         if live:
             assert self.api is not None
             self.findings.last_look(attempts, self.api, stopped)

@@ -32,8 +32,8 @@ AT_CLEANUP = "the cleanup"
 class Findings:
     """The safety nets' findings of one cluster, each routed to the test it fails.
 
-    ``more``: the findings of the other nets (the drivers' dropped fields), taken after the claim
-    watch's at the end of every entry.
+    ``more``: the findings of the other nets (the drivers' dropped fields and the slice writes
+    the API server still refuses), taken after the claim watch's at the end of every entry.
     """
 
     def __init__(self, namespace: str, more: Callable[[], list[Finding]]) -> None:

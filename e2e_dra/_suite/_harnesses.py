@@ -21,7 +21,7 @@ from typing import Any
 from e2e_dra._suite._artifacts import write_json
 from e2e_dra._suite._nets import Finding
 from e2e_dra.builder import SubtestObjects
-from e2e_dra.driver import Driver
+from e2e_dra.driver import RESYNC_GRACE, Driver
 from e2e_dra.hostkit import Attempts
 from e2e_dra.kube import Kube
 
@@ -96,12 +96,13 @@ class Harnesses:
                     f"{exc}"
                 )
 
-    def take_dropped_fields(self) -> list[Finding]:
-        """What the apiserver dropped from each driver's slices since the last call."""
+    def take_slice_findings(self) -> list[Finding]:
+        """What went wrong with each driver's slices since the last call: fields the API server
+        dropped, and writes it refused that a fresh try did not fix."""
         return [
             Finding(name, text)
             for name, harness in sorted(self._harnesses.items())
-            for text in harness.driver.take_dropped_fields()
+            for text in _slice_findings(harness.driver, RESYNC_GRACE)
         ]
 
     def save_calls(self, subtest: str) -> Path:
@@ -117,26 +118,29 @@ class Harnesses:
         """Per subtest: its objects torn down through ``kube`` (when ``tear_down``: the cluster
         still answers),
         its driver stopped at once, its gRPC calls saved. Returns the stopped drivers (driver ->
-        subtest) and the fields their slices lost that nobody took yet.
+        subtest) and what went wrong with their slices that nobody took yet (taken before each
+        driver stops: a stopped driver has nothing left to say).
 
         Each driver stops as soon as its objects are gone, so the kubelet's wiping delay (30 s
         after a plugin unregisters) runs for all of them at once.
         """
         stopped: dict[str, str] = {}
-        dropped_fields: list[Finding] = []
+        findings: list[Finding] = []
+        # A server that is gone (an interrupt stopped it) gives no fresh try a chance.
+        grace = RESYNC_GRACE if tear_down else 0.0
         for name in sorted(self._harnesses, reverse=True):
             harness = self._harnesses.pop(name)
             if tear_down and kube is not None:
                 attempts(
                     f"tear down objects of {name}", functools.partial(_tear_down, harness, kube)
                 )
+            findings += [Finding(name, t) for t in _slice_findings(harness.driver, grace)]
             attempts(f"stop driver {harness.driver.name}", harness.driver.stop)
             stopped[harness.driver.name] = name
             attempts(
                 "save gRPC calls", functools.partial(_save_calls, harness.driver, self.log_dir)
             )
-            dropped_fields += [Finding(name, t) for t in harness.driver.take_dropped_fields()]
-        return stopped, dropped_fields
+        return stopped, findings
 
     def forget(self) -> None:
         """The cluster is gone: nothing recorded for its subtests counts any more."""
@@ -165,6 +169,12 @@ class Harnesses:
         if resources is not None:
             driver.wait_for_slices(SLICES_TIMEOUT)
         objects.builder(kube).set_up()
+
+
+def _slice_findings(driver: Driver, grace: float) -> list[str]:
+    """Fields the API server dropped that nobody expected, and publish errors that still stand
+    after ``grace`` seconds of a fresh try."""
+    return driver.take_dropped_fields() + driver.take_publish_errors(grace)
 
 
 def _save_calls(driver: Driver, directory: Path) -> Path:

@@ -31,7 +31,7 @@ from e2e_dra.driver._pb import (
 from e2e_dra.driver._registration import RegistrationServicer
 from e2e_dra.driver._rpc import handler, short_name
 from e2e_dra.driver._server import serve_unix, stop_server
-from e2e_dra.driver._slices import Pool, SlicePublisher
+from e2e_dra.driver._slices import RESYNC_GRACE, Pool, SlicePublisher
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.hostkit import Attempts, poll
 from e2e_dra.kube import Kube, path
@@ -273,7 +273,15 @@ class Driver:
 
     @property
     def publish_errors(self) -> list[str]:
+        """Every error of publishing so far, also those the next try resolved (a log, no
+        verdict: :meth:`take_publish_errors` says what still stands)."""
         return list(self._publisher.stats.errors) if self._publisher else []
+
+    def take_publish_errors(self, grace: float = RESYNC_GRACE) -> list[str]:
+        """Errors of publishing the slices that a later try did not resolve, each once: a slice
+        the API server refuses, not a refusal while it restarted. A fresh try gets ``grace``
+        seconds first. Empty once the driver is stopped."""
+        return self._publisher.take_unresolved(grace) if self._publisher else []
 
     def take_dropped_fields(self) -> list[str]:
         """Dropped-field errors (the API server stored less than published) that nobody declared

@@ -7,25 +7,33 @@ net for a missed event. Slices get deterministic names, so "which slice is which
 
 Older API servers may lack ``resource.k8s.io/v1``: the newest served version is used, and the
 v1 shapes are converted for v1beta1 (which nests device fields under ``basic``).
+
+A failed pass is retried with a backoff. What the server refuses for a moment (it restarts) is
+resolved by the next pass that succeeds; what still stands when the suite looks is reported
+(:meth:`SlicePublisher.take_unresolved`), so a slice the API server refuses fails a test.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import logging
 import re
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
 from e2e_dra import kube as kube_api
+from e2e_dra.driver._unresolved import UnresolvedErrors
+from e2e_dra.hostkit import poll
 from e2e_dra.kube import Kube, KubeError
 
 log = logging.getLogger(__name__)
 
 API_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta1")
 RESYNC_PERIOD = 30.0
+RESYNC_GRACE = 30.0  # how long a standing error may take to resolve once the suite looks
 
 
 @dataclass
@@ -48,6 +56,15 @@ class DroppedFieldsError(Exception):
     """The API server stored less than we sent (a feature gate is off)."""
 
 
+class SliceRefused(Exception):
+    """The API server refused a write of one slice: says which slice, and what the server said."""
+
+    def __init__(self, name: str, error: KubeError) -> None:
+        super().__init__(f"ResourceSlice {name}: {error}")
+        self.slice = name
+        self.error = error
+
+
 @dataclass
 class _PoolState:
     pool: Pool
@@ -56,7 +73,7 @@ class _PoolState:
 
 @dataclass
 class _Stats:
-    errors: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # every error reported, also those resolved
     # Dropped-field errors nobody expected; the suite takes them and fails a test with them.
     dropped: list[str] = field(default_factory=list)
 
@@ -77,6 +94,7 @@ class SlicePublisher:
         self.owner_node = owner_node
         self.expect_dropped_fields = False
         self.stats = _Stats()
+        self._unresolved = UnresolvedErrors()
         self._kube = kube
         self._lock = threading.RLock()
         self._pools: dict[str, _PoolState] = {}
@@ -115,6 +133,20 @@ class SlicePublisher:
         with self._lock:
             taken, self.stats.dropped = self.stats.dropped, []
         return taken
+
+    def take_unresolved(self, grace: float = RESYNC_GRACE) -> list[str]:
+        """Errors of passes that no later pass resolved, each once: what the API server still
+        refuses (a slice it finds invalid), not what it refused for a moment while it restarted.
+
+        An error may be seconds old when the suite looks (the server came back just now): the
+        loop is asked for a pass at once and given ``grace`` seconds to succeed before whatever
+        still stands is returned. A publisher that no longer runs gets no such chance.
+        """
+        thread = self._thread
+        if self._unresolved.pending() and thread is not None and thread.is_alive():
+            self._kick.set()
+            poll(lambda: not self._unresolved.pending(), timeout=grace, interval=0.2)
+        return self._unresolved.take()
 
     def expected_slice_count(self) -> int:
         with self._lock:
@@ -181,6 +213,7 @@ class SlicePublisher:
         while not self._stopping.is_set():
             try:
                 resource_version, changed = self._reconcile()
+                self._unresolved.succeeded()  # every slice is stored as wanted now
                 backoff = 0.2
                 if not changed:  # after writes, verify them with another pass at once
                     self._watch(resource_version)
@@ -189,7 +222,11 @@ class SlicePublisher:
                     return
                 if _unreachable(exc):  # the API server restarts: just try again
                     log.debug("ResourceSlices of %s: %s", self.driver, exc)
-                else:
+                else:  # stands until a pass succeeds; recorded before the history says it
+                    self._unresolved.failed(
+                        exc.slice if isinstance(exc, SliceRefused) else "",
+                        f"driver {self.driver}: publishing ResourceSlices failed: {_said(exc)}",
+                    )
                     self._report(exc)
                 self._kick.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
@@ -270,9 +307,11 @@ class SlicePublisher:
                 changed |= self._ensure(name, body, existing.get(name))
             for name in existing:
                 if name not in desired:
-                    self._kube.delete(
-                        kube_api.path(self.api_version, "resourceslices", name), missing_ok=True
-                    )
+                    with _writing(name):
+                        self._kube.delete(
+                            kube_api.path(self.api_version, "resourceslices", name),
+                            missing_ok=True,
+                        )
                     self._written.pop(name, None)
                     changed = True
             self._retired.clear()
@@ -292,13 +331,16 @@ class SlicePublisher:
             "metadata": {"name": name, **({"ownerReferences": o} if (o := self._owner()) else {})},
             "spec": want,
         }
-        if current is None:
-            stored = self._kube.create(kube_api.path(self.api_version, "resourceslices"), manifest)
-        else:
-            manifest["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            stored = self._kube.update(
-                kube_api.path(self.api_version, "resourceslices", name), manifest
-            )
+        with _writing(name):
+            if current is None:
+                stored = self._kube.create(
+                    kube_api.path(self.api_version, "resourceslices"), manifest
+                )
+            else:
+                manifest["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+                stored = self._kube.update(
+                    kube_api.path(self.api_version, "resourceslices", name), manifest
+                )
         if _contains(stored.get("spec") or {}, want):
             self._written.pop(name, None)
         else:
@@ -457,6 +499,24 @@ def _missing(actual: object, wanted: object, where: str = "spec") -> list[str]:
             found += _missing(a, w, f"{where}[{index}]")
         return found[:5]
     return [] if actual == wanted else [where]
+
+
+@contextlib.contextmanager
+def _writing(name: str) -> Iterator[None]:
+    """A write of slice ``name``: an error the server answered with names the slice."""
+    try:
+        yield
+    except KubeError as exc:
+        if _unreachable(exc):
+            raise
+        raise SliceRefused(name, exc) from exc
+
+
+def _said(exc: Exception) -> str:
+    """An error as the report says it: ours and the API server's speak for themselves."""
+    if isinstance(exc, (KubeError, SliceRefused)):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _unreachable(exc: Exception) -> bool:

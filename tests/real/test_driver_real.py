@@ -1,5 +1,6 @@
 """The driver against real Kubernetes: a real kubelet registers it, prepares a claim for a pod, the
-runtime injects what the CDI spec says, and the slices survive a kubelet restart.
+runtime injects what the CDI spec says, the slices survive a kubelet restart, and a slice the API
+server refuses is reported.
 
 Runs the current release with hack/local-up-cluster.sh through localupcluster (which holds the host
 lock) on the provisioned node runtime.
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import LiveCluster
 
-from e2e_dra.driver import Driver, node_devices
+from e2e_dra.driver import Driver, Pool, node_devices
 from e2e_dra.kube import path
 
 logger = logging.getLogger(__name__)
@@ -166,3 +167,39 @@ def test_slices_come_back_after_a_kubelet_restart(cluster, driver):
         f"{driver.publish_errors or 'no publish errors'}"
     )
     assert len(after) == driver.expected_slice_count() == 1
+    # Whatever the restart made the server refuse for a moment, a later pass resolved.
+    assert driver.take_publish_errors() == []
+
+
+def test_a_slice_the_api_server_refuses_is_reported_once_until_it_is_fixed(cluster, driver):
+    """A device name that is no DNS label: the server refuses the update with 422 Invalid, every
+    retry. The error stands, names the driver, the slice and what the server said, and is
+    reported once; a good publish resolves it, and the same refusal later is reported again."""
+    node = driver.node_name
+    (slice_name,) = [s["metadata"]["name"] for s in driver.slices()]
+    bad = [Pool(node, [{"devices": [{"name": "Not_A_DNS_Label"}]}], node_name=node)]
+    # What the server refused while the driver's RBAC was new (a 403) was resolved since.
+    assert driver.take_publish_errors() == []
+
+    def refused() -> list[str]:
+        def refusals() -> int:
+            return sum("422 Invalid" in e for e in driver.publish_errors)
+
+        before = refusals()
+        driver.publish(bad)
+        _wait("the refusal", lambda: refusals() > before, 30)
+        return driver.take_publish_errors(grace=5)  # a fresh try fails the same way
+
+    (error,) = refused()
+    assert error.startswith(f"driver {DRIVER}: publishing ResourceSlices failed: ")
+    assert f"ResourceSlice {slice_name}: PUT /apis/{RESOURCE}/resourceslices/{slice_name}" in error
+    assert "422 Invalid" in error and '"Not_A_DNS_Label"' in error
+    assert driver.take_publish_errors(grace=5) == []  # once, though the publisher retries
+
+    driver.publish(node_devices(node, 3))  # a good publish, stored: the refusal is resolved
+    _wait("three devices", lambda: [len(s["spec"]["devices"]) for s in driver.slices()] == [3], 30)
+    (again,) = refused()
+    assert "422 Invalid" in again and slice_name in again
+
+    driver.publish(node_devices(node, 2))
+    _wait("two devices", lambda: [len(s["spec"]["devices"]) for s in driver.slices()] == [2], 30)

@@ -84,6 +84,26 @@ def resources(nodes):
 SUBTEST = Subtest(name="dropped-field", initial=lambda ctx: done, resources=resources)
 """
 
+# Publish errors: the driver re-publishes its slice with a device name the API server refuses
+# (no DNS label), for good; the phase ends once the publisher saw the refusal.
+REFUSED_SLICE = """
+from brokennets._common import *
+
+
+def initial(ctx):
+    bad = {"name": "Not_A_DNS_Label"}
+    ctx.driver.publish([Pool(ctx.nodes[0], [{"devices": [bad]}], node_name=ctx.nodes[0])])
+    eventually(
+        lambda: [e for e in ctx.driver.publish_errors if "422 Invalid" in e],
+        what="the API server's refusal",
+        timeout=30,
+    )
+    return done
+
+
+SUBTEST = Subtest(name="refused-slice", initial=initial, resources=one_device)
+"""
+
 # The admission policy: the plugin writes a ResourceSlice of another node.
 FOREIGN_SLICE = """
 from brokennets._common import *
@@ -227,11 +247,12 @@ def cluster_ready(versions: VersionsUnderTest, node_env: dict[str, str]) -> None
 def test_first_phase_nets_fail_their_phase(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cluster_ready: None
 ) -> None:
-    """One cluster, first phase only: four nets fail the first phase of their subtest, and the
-    fifth (slice removal) fails the cleanup that ends the run."""
+    """One cluster, first phase only: five nets fail the first phase of their subtest, and the
+    sixth (slice removal) fails the cleanup that ends the run."""
     broken = {
         "strip_finalizer": STRIP_FINALIZER,
         "dropped_field": DROPPED_FIELD,
+        "refused_slice": REFUSED_SLICE,
         "foreign_slice": FOREIGN_SLICE,
         "runs_anyway": RUNS_ANYWAY,
         "leak_slice": LEAK_SLICE,
@@ -239,12 +260,12 @@ def test_first_phase_nets_fail_their_phase(
     _suite(pytester, broken)
     names = [re.findall(r'Subtest\(\s*name="([^"]+)"', text)[0] for text in broken.values()]
     seed = _seed_with_first(names, "leak-slice")  # its driver must be up when the run stops
-    # Four failures stop the run before the upgrade; the normal slices go within ~30 s.
+    # Five failures stop the run before the upgrade; the normal slices go within ~30 s.
     output, summary = _run(
         pytester,
         monkeypatch,
         f"--e2e-dra-seed={seed}",
-        "--maxfail=4",
+        "--maxfail=5",
         E2E_DRA_SLICE_REMOVAL_TIMEOUT="60",
     )
     first = "after-cluster-creation"
@@ -260,6 +281,15 @@ def test_first_phase_nets_fail_their_phase(
     assert "SafetyNetFailure: safety net: driver defaultdropped-field.k8s.io" in line
     assert "dropped fields of the driver's spec: spec.devices[0].e2eDraUnknownField" in line
     assert "subtest 'dropped-field'" in line
+
+    line = _failed_line(output, f"refused-slice/{first}")
+    assert (
+        "SafetyNetFailure: safety net: driver defaultrefused-slice.k8s.io: "
+        "publishing ResourceSlices failed: ResourceSlice defaultrefused-slice.k8s.io-" in line
+    )
+    assert re.search(r"PUT /apis/resource\.k8s\.io/v1\w*/resourceslices/\S+: 422 Invalid", line)
+    assert '"Not_A_DNS_Label"' in line and "subtest 'refused-slice'" in line
+    assert f"phase '{first}'" in line
 
     line = _failed_line(output, f"foreign-slice/{first}")
     assert "resourceslices-policy-dra-kubelet-plugin-defaultforeign-slice-k8s-io" in line

@@ -1,0 +1,53 @@
+"""Which of the slice publisher's errors still stand, so that the suite reports those and no other.
+
+A pass of the publisher fails now and then for reasons that go away by themselves: while the API
+server restarts it refuses the connection, answers 403 (its RBAC is not loaded yet) or 404 (the
+release it came back as serves another API version), and a slice changed under us gives a 409.
+The next pass succeeds and nothing is wrong. A write the server refuses for good (a 422 Invalid)
+fails every pass instead. So an error counts only while no pass has succeeded since it happened;
+and it is reported once, not again at every later look while the publisher keeps retrying.
+"""
+
+from __future__ import annotations
+
+import threading
+
+
+class UnresolvedErrors:
+    """The errors of the publisher's passes since its last successful one: the latest of each
+    slice ("" for what belongs to no one slice, such as the list). Thread-safe: the publisher's
+    thread records, the suite's thread takes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._errors: dict[str, str] = {}  # slice name ("" for none) -> the latest error
+        self._reported: set[tuple[str, str]] = set()
+
+    def failed(self, where: str, message: str) -> None:
+        """A pass failed at slice ``where`` (or at no one slice: "") with ``message``."""
+        with self._lock:
+            self._errors[where] = message
+
+    def succeeded(self) -> None:
+        """A pass stored every slice as wanted: all errors so far are resolved, and one that
+        happens again later is news again."""
+        with self._lock:
+            self._errors.clear()
+            self._reported.clear()
+
+    def pending(self) -> bool:
+        """Whether an error stands that was not taken yet."""
+        with self._lock:
+            return any(item not in self._reported for item in self._errors.items())
+
+    def take(self) -> list[str]:
+        """The standing errors not taken before, oldest slice first; from now on all standing
+        ones count as taken (a slice that fails the same way again is not said twice)."""
+        with self._lock:
+            new = [
+                message
+                for where, message in self._errors.items()
+                if (where, message) not in self._reported
+            ]
+            self._reported = set(self._errors.items())
+        return new

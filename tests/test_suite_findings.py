@@ -35,7 +35,7 @@ class Nets:
 
     def __init__(self) -> None:
         self.found: list[Finding] = []
-        self.findings = Findings("default", self._take)
+        self.findings = Findings(self._take)
 
     def _take(self) -> list[Finding]:
         found, self.found = self.found, []

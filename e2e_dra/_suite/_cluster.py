@@ -138,7 +138,7 @@ class ClusterRun:
         self.api: Kube | None = None  # the cluster's admin client; all others are made from it
         self.nodes: list[str] = []
         self.harnesses = Harnesses(self.subtests, artifacts / "drivers", NAMESPACE, suite.name)
-        self.findings = Findings(NAMESPACE, self.harnesses.take_slice_findings)
+        self.findings = Findings(self.harnesses.take_slice_findings)
         self._watch: contextlib.AbstractContextManager[None] | None = None  # for crashes
         self._clusters: list[Cluster] = []  # every one brought up: their components' ready times
         self._node_logs: StateLogs | None = None  # once the node runtime is known

@@ -7,8 +7,9 @@ happened to be running would blame the wrong test. A finding that belongs to nob
 entry at hand, and what is still waiting when the cluster goes fails the cleanup, so no finding
 is ever lost.
 
-The claim watch runs in its own thread from bring-up to cleanup, on a client of its own that
-learns a restarted server by itself.
+The claim watch runs in its own thread from bring-up to cleanup, over the claims of every
+namespace, on a client of its own that learns a restarted server by itself. A watch that cannot
+list is itself a finding of nobody's: a blind net must not pass for one that found nothing.
 """
 
 from __future__ import annotations
@@ -36,8 +37,7 @@ class Findings:
     the API server still refuses), taken after the claim watch's at the end of every entry.
     """
 
-    def __init__(self, namespace: str, more: Callable[[], list[Finding]]) -> None:
-        self.namespace = namespace
+    def __init__(self, more: Callable[[], list[Finding]]) -> None:
         self._more = more
         self.claim_watch: ClaimWatch | None = None
         self._watch_kube: Kube | None = None
@@ -49,12 +49,10 @@ class Findings:
     # --- the claim watch ----------------------------------------------------------------------
 
     def watch_claims(self, kube: Kube, drivers: Mapping[str, str]) -> None:
-        """Watch the namespace's claims (on a client of its own), owned by ``drivers``' subtests
-        (subtest -> driver name)."""
+        """Watch the claims of every namespace (on a client of its own), owned by ``drivers``'
+        subtests (subtest -> driver name)."""
         self._watch_kube = kube.fresh()
-        self.claim_watch = ClaimWatch(
-            self._watch_kube, self.namespace, lambda claim: claim_owner(claim, drivers)
-        )
+        self.claim_watch = ClaimWatch(self._watch_kube, lambda claim: claim_owner(claim, drivers))
         self.claim_watch.start()
 
     def stop_watch(self) -> None:

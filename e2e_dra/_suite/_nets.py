@@ -1,11 +1,12 @@
 """The safety nets around the subtests: checks that watch the whole run, not one phase.
 
-Upstream's DRA test framework has two: every ResourceClaim of the test namespace is watched for
-the whole test, and one that is allocated without any finalizer fails it (whoever allocates a
-claim must protect it from deletion that way; the API server does not enforce it); and after a
-driver is torn down, the kubelet must remove its ResourceSlices within two minutes
-(``ExpectResourceSliceRemoval``). A check that only logs proves nothing, so each finding here
-ends up failing a reported test, naming the object, what is wrong and the subtest it belongs to.
+Upstream's DRA test framework has two: every ResourceClaim of the test namespace (here: of every
+namespace, as subtests make namespaces of their own) is watched for the whole test, and one that
+is allocated without any finalizer fails it (whoever allocates a claim must protect it from
+deletion that way; the API server does not enforce it); and after a driver is torn down, the
+kubelet must remove its ResourceSlices within two minutes (``ExpectResourceSliceRemoval``). A
+check that only logs proves nothing, so each finding here ends up failing a reported test, naming
+the object, what is wrong and the subtest it belongs to.
 
 ``_findings`` decides which test a finding fails; this module only finds.
 """
@@ -28,6 +29,10 @@ log = logging.getLogger(__name__)
 
 RESOURCE_V1 = "resource.k8s.io/v1"
 WATCH_SECONDS = 60
+RETRY_SECONDS = 1.0
+LIST_GRACE = 20.0
+"""How long :meth:`ClaimWatch.take` waits for a failing watch to list again: the suite restarts
+the API server between phases, and a watch that recovers from that has lost nothing."""
 SLICE_REMOVAL_POLL = 1.0
 
 
@@ -72,34 +77,130 @@ def claim_owner(claim: dict, drivers: Mapping[str, str]) -> str | None:
     return None
 
 
-class ClaimWatch:
-    """Watches the ResourceClaims of one namespace from bring-up to tear-down (upstream's
-    ResourceClaimListWatch) and keeps what :func:`claim_problems` finds, once per claim.
+class WatchHealth:
+    """Whether the claim watch can see the claims, and what to say when it cannot.
 
-    The API server restarts under it: a watch that breaks is followed by a new list and
-    watch. :meth:`sweep` lists and checks at once, so a test that ends can be sure its last
-    changes were looked at.
+    A watch that never manages to list is a safety net with a hole in it: nothing it would have
+    caught is caught, and a log line at debug level tells nobody. So the watch reports each list
+    here, and the suite asks :meth:`blind` when it takes the findings. A failure that the next
+    list repairs (the API server restarts between phases) is no finding; a spell of failures is
+    logged at warning level once it lasts ``warn_after`` seconds, and then every ``warn_every``
+    seconds, not at every retry.
     """
 
     def __init__(
         self,
-        kube: Kube,
-        namespace: str,
-        owner: Callable[[dict], str | None],
+        *,
+        warn_after: float = 30.0,
+        warn_every: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.namespace = namespace
+        self._warn_after = warn_after
+        self._warn_every = warn_every
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._seeing = threading.Event()  # set while the last list succeeded
+        self._ever_listed = False
+        self._failing_since: float | None = None  # clock time of this spell's first failure
+        self._failing_since_wall = ""
+        self._failures = 0  # in this spell
+        self._last_error = ""
+        self._warned_at: float | None = None
+        self._said = False  # this spell was reported as a finding already
+
+    def listed(self) -> None:
+        """A list succeeded: whatever the watch missed, it has just looked at."""
+        with self._lock:
+            if self._warned_at is not None and self._failing_since is not None:
+                seconds = self._clock() - self._failing_since
+                log.info(f"ResourceClaim watch works again after {seconds:.0f} s")
+            self._ever_listed = True
+            self._failing_since = None
+            self._failures = 0
+            self._warned_at = None
+            self._said = False
+            self._seeing.set()
+
+    def failed(self, exc: BaseException) -> None:
+        """A list or watch failed (the watch tries again a moment later)."""
+        with self._lock:
+            self._seeing.clear()
+            now = self._clock()
+            if self._failing_since is None:
+                self._failing_since = now
+                self._failing_since_wall = time.strftime("%H:%M:%S")
+            self._failures += 1
+            self._last_error = f"{type(exc).__name__}: {exc}"
+            spell = now - self._failing_since
+            due = self._warned_at is None or now - self._warned_at >= self._warn_every
+            if spell >= self._warn_after and due:
+                self._warned_at = now
+                log.warning(
+                    f"ResourceClaim watch failing for {spell:.0f} s "
+                    f"({self._failures} attempts): {self._last_error}"
+                )
+            else:
+                log.debug(f"ResourceClaim watch: {self._last_error}")
+
+    def blind(self, grace: float) -> str | None:
+        """Why the watch does not see, if it has not listed within ``grace`` seconds; None while
+        it sees, and once the spell it is in was said (the first answer fails a test; the later
+        ones would only repeat it)."""
+        with self._lock:
+            if self._said:  # no wait either: one answer per spell
+                return None
+        if self._seeing.wait(grace):
+            return None
+        with self._lock:
+            if self._said or self._seeing.is_set():
+                return None
+            self._said = True
+            since, failed = self._failing_since_wall, f"{self._failures} attempt(s) failed"
+            if self._failing_since is None:  # its first request has not come back yet
+                what = "has never listed ResourceClaims: no answer yet"
+            elif self._ever_listed:
+                what = f"has not listed ResourceClaims since {since}: {failed}"
+            else:
+                what = f"has never listed ResourceClaims: {failed} since {since}"
+            if self._last_error:
+                what += f", the last with {self._last_error}"
+        return (
+            f"safety net not working: the ResourceClaim watch {what}. "
+            "A claim allocated without a finalizer meanwhile may have gone unnoticed"
+        )
+
+
+class ClaimWatch:
+    """Watches the ResourceClaims of every namespace from bring-up to tear-down (upstream's
+    ResourceClaimListWatch) and keeps what :func:`claim_problems` finds, once per claim.
+
+    Every namespace, not just the suite's: a subtest may make claims in namespaces of its own
+    (admin access needs a labelled one), and those must be protected as well. The API server
+    restarts under it: a watch that breaks is followed by a new list and watch. :meth:`sweep`
+    lists and checks at once, so a test that ends can be sure its last changes were looked at;
+    :meth:`take` also says when the watch itself does not work (:class:`WatchHealth`).
+    """
+
+    collection = path(RESOURCE_V1, "resourceclaims")  # the cluster-wide collection
+
+    def __init__(
+        self,
+        kube: Kube,
+        owner: Callable[[dict], str | None],
+        *,
+        grace: float = LIST_GRACE,
+        health: WatchHealth | None = None,
+    ) -> None:
         self._owner = owner
         self._kube = kube
+        self._grace = grace
+        self.health = health or WatchHealth()
         self._lock = threading.Lock()
         self._found: list[Finding] = []
         self._reported: set[tuple[str, str]] = set()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self.events = 0
-
-    @property
-    def _collection(self) -> str:
-        return path(RESOURCE_V1, "resourceclaims", namespace=self.namespace)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="claim-watch", daemon=True)
@@ -111,18 +212,25 @@ class ClaimWatch:
 
     def sweep(self) -> None:
         """List the claims now and check each (what the watch may not have delivered yet)."""
-        with self._lock:
-            kube = self._kube
-        for claim in retrying(kube.list, timeout=30)(self._collection):
-            self._check(claim)
+        for claim in retrying(self._kube.list, timeout=30)(self.collection):
+            self.check(claim)
 
     def take(self) -> list[Finding]:
-        """What was found since the last call."""
+        """What was found since the last call, and a finding of nobody's when the watch has
+        not managed to list (within a grace for a server that just restarted)."""
+        blind = None if self._stopping.is_set() else self.health.blind(self._grace)
         with self._lock:
             found, self._found = self._found, []
+        if blind is not None and not self._stopping.is_set():
+            found.append(Finding(None, blind))
         return found
 
-    def _check(self, claim: dict) -> None:
+    def check(self, claim: dict) -> None:
+        """Check one claim as the watch sees it; each problem of a claim is kept once.
+
+        Whose claim it is (``owner``) decides which test fails; when that cannot be said, the
+        finding is still kept, as nobody's, and says why its owner is unknown.
+        """
         if self._stopping.is_set():
             return
         metadata = claim.get("metadata") or {}
@@ -131,45 +239,63 @@ class ClaimWatch:
             with self._lock:
                 if key in self._reported:
                     continue
-                self._reported.add(key)
-                owner = self._owner(claim)
-                finalizers = metadata.get("finalizers") or []
-                self._found.append(
-                    Finding(
-                        owner,
-                        f"ResourceClaim {self.namespace}/{metadata.get('name')} "
-                        f"{problem} (finalizers {finalizers}, resourceVersion "
-                        f"{metadata.get('resourceVersion')}, seen {time.strftime('%H:%M:%S')})",
-                    )
-                )
+            owner, unknown = self._whose(claim)  # outside the lock: it is someone else's code
+            finalizers = metadata.get("finalizers") or []
+            message = (
+                f"ResourceClaim {metadata.get('namespace')}/{metadata.get('name')} "
+                f"{problem} (finalizers {finalizers}, resourceVersion "
+                f"{metadata.get('resourceVersion')}, seen {time.strftime('%H:%M:%S')}{unknown})"
+            )
+            with self._lock:  # kept and marked as kept at once: never one without the other
+                if key not in self._reported:
+                    self._reported.add(key)
+                    self._found.append(Finding(owner, message))
+
+    def _whose(self, claim: dict) -> tuple[str | None, str]:
+        """The claim's owner, and what to add to the finding when that could not be told."""
+        try:
+            return self._owner(claim), ""
+        except Exception as exc:
+            return None, f"; its owner lookup failed: {type(exc).__name__}: {exc}"
 
     def _run(self) -> None:
         while not self._stopping.is_set():
-            with self._lock:
-                kube = self._kube
             try:
-                answer = kube.request("GET", self._collection)
+                answer = self._kube.request("GET", self.collection)
+            except Exception as exc:  # the API server restarts: list again
+                self._failed(exc)
+                continue
+            self.health.listed()
+            try:
                 for claim in answer.get("items") or []:
-                    self._check(claim)
-                events = kube.watch(
-                    self._collection,
-                    resource_version=answer["metadata"]["resourceVersion"],
-                    timeout_seconds=WATCH_SECONDS,
-                )
-                try:
-                    for event in events:
-                        if self._stopping.is_set():
-                            return
-                        self.events += 1
-                        if event.get("type") in ("ADDED", "MODIFIED"):
-                            self._check(event["object"])
-                        elif event.get("type") == "ERROR":  # e.g. 410 Gone: list again
-                            break
-                finally:
-                    events.close()
-            except Exception as exc:  # the API server restarts: list and watch again
-                log.debug("ResourceClaim watch: %s", exc)
-                self._stopping.wait(1.0)
+                    self.check(claim)
+                self._follow(answer["metadata"]["resourceVersion"])
+            except Exception as exc:  # the watch broke: list and watch again
+                self._failed(exc)
+
+    def _failed(self, exc: BaseException) -> None:
+        """Count a failure (not one that stopping the watch caused: its client is closed), and
+        wait a moment before the next list."""
+        if not self._stopping.is_set():
+            self.health.failed(exc)
+            self._stopping.wait(RETRY_SECONDS)
+
+    def _follow(self, resource_version: str) -> None:
+        """Check what the watch delivers from ``resource_version`` until it ends."""
+        events = self._kube.watch(
+            self.collection, resource_version=resource_version, timeout_seconds=WATCH_SECONDS
+        )
+        try:
+            for event in events:
+                if self._stopping.is_set():
+                    return
+                self.events += 1
+                if event.get("type") in ("ADDED", "MODIFIED"):
+                    self.check(event["object"])
+                elif event.get("type") == "ERROR":  # e.g. 410 Gone: list again
+                    return
+        finally:
+            events.close()
 
 
 def slice_removal_timeout() -> float:

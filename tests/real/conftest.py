@@ -90,6 +90,17 @@ class LiveCluster:
     release: Release
 
 
+def restart_component(live: LiveCluster, component: str, state: str) -> None:
+    """Stop ``component`` and start it again (the same binary, state ``state``), as an upgrade
+    would: its pid must change."""
+    from localupcluster import ModifyOptions
+
+    before = live.cluster.running[component].pid
+    binary = live.release.bin_dir / component
+    live.cluster.modify(state, ModifyOptions(file_by_component={component: binary}))
+    assert live.cluster.running[component].pid != before
+
+
 @contextlib.contextmanager
 def running_cluster(
     release: Release,

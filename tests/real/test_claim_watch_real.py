@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from conftest import DRA_FEATURE_GATES, DRA_RUNTIME_CONFIG, LiveCluster
+from conftest import DRA_FEATURE_GATES, DRA_RUNTIME_CONFIG, LiveCluster, restart_component
 
 from e2e_dra._suite._nets import ClaimWatch, Finding, claim_owner
 from e2e_dra.builder import SUBTEST_LABEL
@@ -111,17 +111,8 @@ def test_a_claim_of_another_namespace_allocated_without_finalizer_is_found_with_
 def test_the_watch_outlives_an_api_server_restart_without_a_finding(
     live: LiveCluster, watch: ClaimWatch
 ) -> None:
-    from localupcluster import ModifyOptions
-
     assert watch.take() == []
-    before = live.cluster.running["kube-apiserver"].pid
-    live.cluster.modify(
-        "claim-watch-real-apiserver-restart",
-        ModifyOptions(
-            file_by_component={"kube-apiserver": live.release.bin_dir / "kube-apiserver"}
-        ),
-    )
-    assert live.cluster.running["kube-apiserver"].pid != before
+    restart_component(live, "kube-apiserver", "claim-watch-real-apiserver-restart")
     live.kube.server_restarted()
     watch.sweep()  # the server answers again
     assert watch.take() == []  # the watch failed meanwhile, and recovered: no finding

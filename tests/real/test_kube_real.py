@@ -10,7 +10,7 @@ import contextlib
 from collections.abc import Iterator
 
 import pytest
-from conftest import LiveCluster
+from conftest import LiveCluster, restart_component
 
 from e2e_dra.kube import Conflict, Kube, KubeError, NotFound, path, retrying
 
@@ -174,18 +174,9 @@ def test_impersonation_is_what_the_server_sees_and_authorizes(kube: Kube) -> Non
 
 
 def test_fresh_clients_work_after_the_apiserver_restarted(live: LiveCluster, kube: Kube) -> None:
-    from localupcluster import ModifyOptions
-
     kube.create(CONFIG_MAPS, config_map("survivor", {"kept": "yes"}))
     node = kube.impersonating("system:node:127.0.0.1", group="system:nodes")
-    before = live.cluster.running["kube-apiserver"].pid
-    live.cluster.modify(
-        "kube-real-apiserver-restart",
-        ModifyOptions(
-            file_by_component={"kube-apiserver": live.release.bin_dir / "kube-apiserver"}
-        ),
-    )
-    assert live.cluster.running["kube-apiserver"].pid != before
+    restart_component(live, "kube-apiserver", "kube-real-apiserver-restart")
 
     fresh = kube.fresh()
     survivor = retrying(fresh.get)(f"{CONFIG_MAPS}/survivor")

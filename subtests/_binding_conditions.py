@@ -56,10 +56,16 @@ def claim_and_pod(ctx: Context) -> tuple[str, dict]:
     return claim["metadata"]["name"], pod
 
 
+def pod_env(claim_name: str) -> list[str]:
+    """What a pod of ``claim_name`` sees once the driver prepared it: no opaque config, so only
+    the claim's own line."""
+    return [f"{claim_env_name(claim_name, 'my-request')}=true"]
+
+
 def check_pod(ctx: Context, pod: dict) -> None:
     """Runs, with its claim prepared by the driver (no opaque config: only the claim's line)."""
     claim = pod["spec"]["resourceClaims"][0]["resourceClaimName"]
-    ctx.builder.test_pod(pod, env=[f"{claim_env_name(claim, 'my-request')}=true"])
+    ctx.builder.test_pod(pod, env=pod_env(claim))
 
 
 def read_claim(ctx: Context, name: str) -> dict:

@@ -6,6 +6,11 @@ creates a "special" ResourceClaim owned by the pod and records it in
 ``pod.status.extendedResourceClaimStatus``. Both pods (created before and after the upgrade)
 must keep running with their claims through the downgrade, and the claims must be garbage
 collected with their pods.
+
+In the upgrade/downgrade subtests, "keep running" means untouched, checked first thing after
+each restart: the same pod, its container neither restarted nor replaced, the special claim it
+got when it started still reserved for it and the driver's env for that claim still in its
+container (``subtest_kit.still_untouched``).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from e2e_dra.builder import (
     is_allocated,
 )
 from e2e_dra.subtest import Context, Phase, Subtest
-from e2e_dra.subtest_kit import devices_per_node
+from e2e_dra.subtest_kit import Running, devices_per_node, running, still_untouched
 from e2e_dra.waits import eventually
 
 CLAIMS_GONE_TIMEOUT = 180.0
@@ -33,13 +38,19 @@ def extended_resource_subtest(kind: str) -> Subtest:
         resource = resource_name(ctx, kind)
         before = create_pod(ctx, f"{kind}-before-upgrade", resource)
         verify_pod_running_with_claim(ctx, before, resource)
+        started = [started_with_claim(ctx, before)]
 
         def after_upgrade(ctx: Context) -> Phase:
+            with ctx.step(f"pod {before} runs untouched"):
+                still_untouched_with_claims(ctx, started)
             verify_pod_running_with_claim(ctx, before, resource)
             after = create_pod(ctx, f"{kind}-after-upgrade", resource)
             verify_pod_running_with_claim(ctx, after, resource)
+            started.append(started_with_claim(ctx, after))
 
             def after_downgrade(ctx: Context) -> None:
+                with ctx.step(f"pods {before} and {after} run untouched"):
+                    still_untouched_with_claims(ctx, started)
                 pods = (before, after)
                 for pod in pods:
                     verify_pod_running_with_claim(ctx, pod, resource)
@@ -106,6 +117,18 @@ def verify_pod_running_with_claim(ctx: Context, name: str, resource: str) -> Non
     assert is_allocated(claim), f"ResourceClaim {claim_name} of pod {name} is not allocated"
     mapped = [m.get("resourceName") for m in status.get("requestMappings", [])]
     assert resource in mapped, f"pod {name}: requestMappings {mapped} lack {resource}"
+
+
+def started_with_claim(ctx: Context, pod: str) -> tuple[Running, str]:
+    """The pod as it runs now, and the special claim the scheduler made for it."""
+    return running(ctx.builder, pod), claim_name_from_pod(ctx, pod)
+
+
+def still_untouched_with_claims(ctx: Context, started: list[tuple[Running, str]]) -> None:
+    """Each pod runs as it did when it started, its special claim still reserved for it and the
+    driver's line for that claim's request still in its env."""
+    for was, claim_name in started:
+        still_untouched(ctx.builder, was, [claim_name], env=(REQUEST_ENV,))
 
 
 def claim_name_from_pod(ctx: Context, pod: str) -> str:

@@ -11,6 +11,10 @@ label is refused at creation: the API server's validation (``AuthorizedForAdmin`
 pkg/registry/resource, called by the claim and template strategies' ``Validate``) answers 422
 Invalid, a Forbidden error on ``adminAccess`` naming the label, and stores nothing.
 
+After each restart, first of all, the holder and every admin pod of the phases before must run
+untouched: the same pod, its container neither restarted nor replaced, its claim still reserved
+for it and its device still in its environment (``subtest_kit.still_untouched``).
+
 The two namespaces are this subtest's own: the subtest creates them and deletes them at its end,
 or the tear-down does (``Builder.defer``). The labelled one never holds anything but this
 subtest's admin claims and pods. Its pods are checked through a Builder bound to that namespace,
@@ -27,7 +31,7 @@ from __future__ import annotations
 from e2e_dra.builder import Builder, NotFound, resource_of, retrying
 from e2e_dra.kube import KubeError
 from e2e_dra.subtest import Context, Phase, Subtest
-from e2e_dra.subtest_kit import devices_per_node
+from e2e_dra.subtest_kit import Running, devices_per_node, running, still_untouched
 from e2e_dra.waits import eventually
 
 ADMIN_LABEL = "resource.kubernetes.io/admin-access"
@@ -40,8 +44,8 @@ SERVICE_ACCOUNT_TIMEOUT = 60.0
 
 Result = tuple[str, str, str, str, bool]
 """(request, driver, pool, device, adminAccess) of one allocation result."""
-Held = tuple[str, str, Result]
-"""(pod, claim, its one allocation result)."""
+Held = tuple[Running, str, Result]
+"""(its pod as it ran once it ran, claim, its one allocation result)."""
 
 
 def admin_namespace(b: Builder) -> str:
@@ -107,11 +111,13 @@ def initial(ctx: Context) -> Phase:
         b.create(blocked_claim, blocked)
         b.wait_unschedulable(blocked["metadata"]["name"])
 
-    in_use = (holder["metadata"]["name"], holder_claim["metadata"]["name"], result)
+    in_use = (running(b, holder["metadata"]["name"]), holder_claim["metadata"]["name"], result)
     waiting = blocked["metadata"]["name"]
     admins = [_admin_pod(ctx, result)]
     _refused(ctx)
-    ctx.log(f"device {device} is held by {in_use[0]} and shared by admin pod {admins[0][0]}")
+    ctx.log(
+        f"device {device} is held by {in_use[0].name} and shared by admin pod {admins[0][0].name}"
+    )
 
     def after_upgrade(ctx: Context) -> Phase:
         _still_in_use(ctx, in_use, waiting, admins)
@@ -139,24 +145,32 @@ def _admin_pod(ctx: Context, held: Result) -> Held:
     name = claim["metadata"]["name"]
     pod = b.pod_external(name)
     pod["metadata"]["namespace"] = namespace
+    admin = _in(ctx, namespace)
     with ctx.step(f"admin-access claim {namespace}/{name} gets the device in use"):
         created, _ = b.create(claim, pod)
         requested = created["spec"]["devices"]["requests"][0]["exactly"].get("adminAccess")
         assert requested is True, f"the API server stored adminAccess={requested!r} for {name}"
-        _in(ctx, namespace).test_pod(pod)
+        admin.test_pod(pod)
         results = _results(ctx, namespace, name)
         want = [(held[0], held[1], held[2], held[3], True)]
         assert results == want, f"ResourceClaim {namespace}/{name}: results {results}, want {want}"
-    return pod["metadata"]["name"], name, results[0]
+    return running(admin, pod["metadata"]["name"]), name, results[0]
 
 
 def _still_in_use(ctx: Context, in_use: Held, waiting: str, admins: list[Held]) -> None:
-    """The holder still runs with its device, the other ordinary pod still waits, every admin
-    pod still runs with the same device, and the namespaces still are as made."""
+    """The holder and every admin pod run untouched since they started (checked first, before
+    anything else looks at them), the holder still with its device, the other ordinary pod
+    still waits, every admin pod still with the same device, and the namespaces still are as
+    made."""
     b = ctx.builder
+    admin = _in(ctx, admin_namespace(b))
     pod, claim, result = in_use
-    with ctx.step(f"{pod} still holds {result[2]}/{result[3]}, {waiting} still waits"):
-        b.test_pod(b.read_pod(pod))
+    with ctx.step(f"pod {pod.name} and the admin pods run untouched"):
+        still_untouched(b, pod, [claim])
+        for was, admin_claim_name, _ in admins:
+            still_untouched(admin, was, [admin_claim_name])
+    with ctx.step(f"{pod.name} still holds {result[2]}/{result[3]}, {waiting} still waits"):
+        b.test_pod(b.read_pod(pod.name))
         now = _results(ctx, ctx.namespace, claim)
         assert now == [result], f"ResourceClaim {claim}: results were {[result]}, now {now}"
         b.wait_unschedulable(waiting)
@@ -167,10 +181,9 @@ def _still_in_use(ctx: Context, in_use: Held, waiting: str, admins: list[Held]) 
         }
         assert labels[admin_namespace(b)].get(ADMIN_LABEL) == "true", labels
         assert ADMIN_LABEL not in labels[plain_namespace(b)], labels
-    admin = _in(ctx, admin_namespace(b))
     for pod, claim, result in admins:
-        with ctx.step(f"admin pod {pod} still runs with {claim} as allocated before"):
-            admin.test_pod(admin.read_pod(pod))
+        with ctx.step(f"admin pod {pod.name} still runs with {claim} as allocated before"):
+            admin.test_pod(admin.read_pod(pod.name))
             now = _results(ctx, admin_namespace(b), claim)
             assert now == [result], f"ResourceClaim {claim}: results were {[result]}, now {now}"
 
@@ -234,8 +247,8 @@ def _delete_all(
     at once, then waited for), then their claims, then the namespaces."""
     b = ctx.builder
     admin_ns = admin_namespace(b)
-    pods = [(admin_ns, pod, claim) for pod, claim, _ in admins]
-    pods += [(ctx.namespace, waiting, waiting_claim), (ctx.namespace, in_use[0], in_use[1])]
+    pods = [(admin_ns, pod.name, claim) for pod, claim, _ in admins]
+    pods += [(ctx.namespace, waiting, waiting_claim), (ctx.namespace, in_use[0].name, in_use[1])]
     for namespace, pod, _ in pods:
         retrying(_in(ctx, namespace).delete)("pods", pod)
     for namespace, pod, claim in pods:

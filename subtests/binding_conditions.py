@@ -17,11 +17,17 @@ driver's controller would (server-side apply, its own field manager).
 - after the downgrade: X and Y as recorded; Z still waits; ``failed`` on Z's device makes the
   scheduler deallocate the claim and allocate it anew (a later allocation timestamp, no device
   status), and Z binds once ``attached`` is set on the new allocation.
+
+Each bound pod must also run untouched across every restart after it bound (X across both, Y
+across the downgrade), checked first thing in the phase: the same pod, its container neither
+restarted nor replaced, its claim still reserved for it and the driver's env for its claim still
+in its container (``subtest_kit.still_untouched``).
 """
 
 from __future__ import annotations
 
 from e2e_dra.subtest import Context, Phase, Subtest
+from e2e_dra.subtest_kit import Running, running, still_untouched
 from subtests._binding_conditions import (
     ATTACHED,
     FAILED,
@@ -31,6 +37,7 @@ from subtests._binding_conditions import (
     check_still_waiting,
     claim_and_pod,
     claim_status,
+    pod_env,
     resources,
     set_condition,
     wait_for_binding_conditions,
@@ -40,18 +47,22 @@ from subtests._binding_conditions import (
 
 def initial(ctx: Context) -> Phase:
     recorded: dict[str, dict] = {}  # claim name -> its status once its pod runs
+    bound: dict[str, Running] = {}  # claim name -> its pod as it ran once it bound
     with ctx.step("a pod waits for its device to be attached, then binds"):
         claim_x, pod_x = claim_and_pod(ctx)
         wait_for_binding_conditions(ctx, claim_x, pod_x)
         set_condition(ctx, claim_x, ATTACHED)
         check_pod(ctx, pod_x)
         recorded[claim_x] = claim_status(ctx, claim_x)
+        bound[claim_x] = running(ctx.builder, pod_x["metadata"]["name"])
     with ctx.step("another pod is left waiting"):
         claim_y, pod_y = claim_and_pod(ctx)
         waiting_y = wait_for_binding_conditions(ctx, claim_y, pod_y)
     pods = {claim_x: pod_x}
 
     def after_upgrade(ctx: Context) -> Phase:
+        with ctx.step("the bound pod runs untouched"):
+            _still_untouched(ctx, bound)
         with ctx.step("the bound claim's allocation and device status survived the upgrade"):
             check_recorded(ctx, recorded, pods)
         with ctx.step("the waiting pod binds under the new scheduler once attached"):
@@ -60,11 +71,14 @@ def initial(ctx: Context) -> Phase:
             check_pod(ctx, pod_y)
             recorded[claim_y] = claim_status(ctx, claim_y)
             pods[claim_y] = pod_y
+            bound[claim_y] = running(ctx.builder, pod_y["metadata"]["name"])
         with ctx.step("a third pod is left waiting"):
             claim_z, pod_z = claim_and_pod(ctx)
             waiting_z = wait_for_binding_conditions(ctx, claim_z, pod_z)
 
         def after_downgrade(ctx: Context) -> None:
+            with ctx.step("both bound pods run untouched"):
+                _still_untouched(ctx, bound)
             with ctx.step("both bound claims survived the downgrade"):
                 check_recorded(ctx, recorded, pods)
             with ctx.step("the waiting pod still waits under the older scheduler"):
@@ -83,6 +97,12 @@ def initial(ctx: Context) -> Phase:
         return after_downgrade
 
     return after_upgrade
+
+
+def _still_untouched(ctx: Context, bound: dict[str, Running]) -> None:
+    """Each bound pod (by its claim) runs as it did when it bound, still holding its claim."""
+    for claim_name, was in bound.items():
+        still_untouched(ctx.builder, was, [claim_name], env=pod_env(claim_name))
 
 
 SUBTEST = Subtest(

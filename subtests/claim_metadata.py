@@ -6,8 +6,11 @@ ResourceClaims like for every built-in type), server-side apply, and a full PUT 
 read.
 
 Each phase starts a fresh pod with two fresh claims, and updates them and every claim of the
-phases before (so a claim written by the previous release is updated by the next one). The two
-claims carry the same opaque parameters ``{"a": "b"}`` but are written differently:
+phases before (so a claim written by the previous release is updated by the next one). The pods
+of the phases before must run untouched, checked first thing after each restart: the same pod,
+its container neither restarted nor replaced, both its claims still reserved for it and its
+devices still in its environment. The two claims carry the same opaque parameters
+``{"a": "b"}`` but are written differently:
 
 * ``python``: created by this suite's client, which sends ``{"a": "b"}`` (``json.dumps`` puts a
   space after ``:`` and ``,``), as core-dra's claims are;
@@ -46,7 +49,14 @@ from e2e_dra.builder import RESOURCE_V1 as V1
 from e2e_dra.builder import Builder, is_allocated
 from e2e_dra.kube import Conflict, Kube, KubeError, NotFound, path, retrying
 from e2e_dra.subtest import Context, Phase, Subtest
-from e2e_dra.subtest_kit import RESOURCE_V1BETA1, RESOURCE_V1BETA2, devices_per_node
+from e2e_dra.subtest_kit import (
+    RESOURCE_V1BETA1,
+    RESOURCE_V1BETA2,
+    Running,
+    devices_per_node,
+    running,
+    still_untouched,
+)
 from e2e_dra.versions import matches
 
 FINALIZER = "test.example.com/claim-metadata"
@@ -110,14 +120,19 @@ class Outcome:
 
 def initial(ctx: Context) -> Phase:
     claims = _new_claims(ctx)
+    pods = [_started(ctx, claims)]
     ctx.builder.defer(lambda b: remove_finalizers(b.kube, b.namespace))
     _update_all(ctx, claims)
 
     def after_upgrade(ctx: Context) -> Phase:
-        claims.extend(_new_claims(ctx))
+        _still_untouched(ctx, pods)
+        new = _new_claims(ctx)
+        claims.extend(new)
+        pods.append(_started(ctx, new))
         _update_all(ctx, claims)
 
         def after_downgrade(ctx: Context) -> None:
+            _still_untouched(ctx, pods)
             claims.extend(_new_claims(ctx))
             _update_all(ctx, claims)
 
@@ -141,6 +156,20 @@ def _new_claims(ctx: Context) -> list[Claim]:
         Claim(python["metadata"]["name"], PYTHON, pod_name),
         Claim(compact["metadata"]["name"], COMPACT, pod_name),
     ]
+
+
+def _started(ctx: Context, claims: list[Claim]) -> tuple[Running, list[str]]:
+    """The one pod of ``claims`` as it runs now, and the names of its claims."""
+    (pod,) = {claim.pod for claim in claims}
+    return running(ctx.builder, pod), [claim.name for claim in claims]
+
+
+def _still_untouched(ctx: Context, pods: list[tuple[Running, list[str]]]) -> None:
+    """Each pod of a phase before runs as it did then, its claims still reserved for it (both
+    carry the default parameters: the driver's ``user_a=b`` is in its env)."""
+    for was, claim_names in pods:
+        with ctx.step(f"pod {was.name} runs untouched"):
+            still_untouched(ctx.builder, was, claim_names)
 
 
 def pod_with_claims(b: Builder, claim_names: list[str]) -> dict:

@@ -4,12 +4,18 @@ NoExecute rule evicts it, and the rule still applies after the downgrade).
 
 No driver resources: the subtest publishes its own cluster-wide slice, so it waits for nothing
 after a restart (the kubelet only wipes slices of node-local drivers).
+
+The pod that tolerates the slice's taint runs across the upgrade untouched (checked first thing
+after it: the same pod, its container neither restarted nor replaced, its claim still reserved
+for it, its device still in its environment) until the NoExecute rule evicts it on purpose. So
+only the upgrade has a pod to check: after the downgrade the pod is made anew and must wait.
 """
 
 from __future__ import annotations
 
 from e2e_dra.builder import RESOURCE_V1, Builder
 from e2e_dra.subtest import Context, Phase, Subtest
+from e2e_dra.subtest_kit import running, still_untouched
 from e2e_dra.waits import consistently
 
 TAINT_KEY = "devicetaints"
@@ -62,9 +68,12 @@ def initial(ctx: Context) -> Phase:
     b.wait_gone("resourceclaims", claim["metadata"]["name"], timeout=60)
     b.create(claim)
     b.test_pod(pod)
+    tolerating = running(b, pod["metadata"]["name"])
 
     def after_upgrade(ctx: Context) -> Phase:
         b = ctx.builder
+        with ctx.step(f"pod {tolerating.name} runs untouched"):
+            still_untouched(b, tolerating, [claim["metadata"]["name"]])
         consistently(
             lambda: b.read_pod(pod["metadata"]["name"])["status"].get("phase"),
             what=f"pod {pod['metadata']['name']} running",

@@ -8,6 +8,11 @@ and the pod, which keeps running, must show the current health again: Healthy, t
 a restart the first Healthy may still be what the previous kubelet wrote; the flip to Unhealthy
 is what proves the new kubelet streams.
 
+The pod keeps running untouched across both restarts, checked first thing after each: the same
+pod, its container neither restarted nor replaced since the end of the phase before (after that
+phase's health flips, so a flip cannot be blamed on the restart), its claim still reserved for it
+and its device still in its environment.
+
 Each kubelet must pick the service its release negotiates (pkg/kubelet/cm/dra/plugin: from 1.37
 v1 first, v1alpha1 only before) and open no stream on another version; the service is recorded
 as a fact of the phase (summary.json).
@@ -17,7 +22,7 @@ from __future__ import annotations
 
 from e2e_dra.builder import is_allocated
 from e2e_dra.subtest import Context, Phase, Subtest
-from e2e_dra.subtest_kit import devices_per_node, kubelet_version
+from e2e_dra.subtest_kit import devices_per_node, kubelet_version, running, still_untouched
 from e2e_dra.versions import matches
 from e2e_dra.waits import eventually
 
@@ -51,6 +56,7 @@ def initial(ctx: Context) -> Phase:
     (result,) = allocated["status"]["allocation"]["devices"]["results"]
     pool, device = result["pool"], result["device"]
     pod_name = pod["metadata"]["name"]
+    claim_name = claim["metadata"]["name"]
 
     def cycle(ctx: Context, since: int) -> int:
         """The phase's checks; the driver's calls from ``since`` on are this phase's. Returns
@@ -77,12 +83,18 @@ def initial(ctx: Context) -> Phase:
         return len(ctx.driver.calls.records)
 
     upgraded_since = cycle(ctx, 0)
+    before_upgrade = running(b, pod_name)
 
     def after_upgrade(ctx: Context) -> Phase:
+        with ctx.step(f"pod {pod_name} runs untouched"):
+            still_untouched(ctx.builder, before_upgrade, [claim_name])
         ctx.builder.wait_running(pod_name)
         downgraded_since = cycle(ctx, upgraded_since)
+        before_downgrade = running(ctx.builder, pod_name)
 
         def after_downgrade(ctx: Context) -> None:
+            with ctx.step(f"pod {pod_name} runs untouched"):
+                still_untouched(ctx.builder, before_downgrade, [claim_name])
             ctx.builder.wait_running(pod_name)
             cycle(ctx, downgraded_since)
             ctx.builder.delete_pod_and_wait(pod_name)

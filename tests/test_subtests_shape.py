@@ -29,10 +29,12 @@ from e2e_dra.builder import (
     object_path,
     resource_of,
 )
+from e2e_dra.driver import claim_env_name
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.subtest import Context, Subtest, discover
 from subtests import _binding_conditions as binding_conditions
 from subtests import _consumable_capacity as consumable_capacity
+from subtests import _extended_resource as extended_resource
 from subtests import (
     admin_access,
     claim_metadata,
@@ -428,6 +430,20 @@ def test_binding_conditions_device_status_is_valid() -> None:
     assert condition["type"] == "attached" and condition["status"] == "True"
     assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$", condition["lastTransitionTime"])
     assert re.match(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", condition["reason"])
+
+
+def test_untouched_checks_expect_the_drivers_line_for_the_claim() -> None:
+    """The env a pod must still see after a restart, where its claim has no opaque config: the
+    line the driver writes for that claim (env is matched line by line, as a substring)."""
+    name = "external-claimbinding-conditions-2"
+    assert binding_conditions.pod_env(name) == [
+        "claim_external_claimbinding_conditions_2_my_request=true"
+    ]
+    # The scheduler names the one request of an extended-resource claim container-0-request-0.
+    line = claim_env_name(
+        "implicit-before-upgrade-extended-resource-x7k2p", "container-0-request-0"
+    )
+    assert f"{line}=true".endswith(extended_resource.REQUEST_ENV)
 
 
 def test_pool_name_fallback_publishes_one_cluster_wide_device() -> None:

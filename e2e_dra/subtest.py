@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from e2e_dra.report import NOTHING_TO_PROVE
+from e2e_dra.report import NOTHING_TO_PROVE, PROVED
 from e2e_dra.versions import matches, release_specifier
 
 if TYPE_CHECKING:
@@ -144,13 +144,15 @@ class Context:
     @contextlib.contextmanager
     def step(self, name: str) -> Iterator[None]:
         """A named part of a phase (upstream's ``tCtx.Run``): said when it starts, and named in
-        the failure, so a red phase tells which of its checks broke."""
+        the failure, so a red phase tells which of its checks broke. A step that passes is kept
+        in the facts (``proved/<phase>``, in order), so a run says what each phase proved."""
         self.log(f"{self.phase}: {name}")
         try:
             yield
         except Exception as exc:
             exc.add_note(f"e2e-dra: in step {name!r} of phase {self.phase!r}")
             raise
+        self.facts.setdefault(f"{PROVED}/{self.phase}", []).append(name)
 
 
 def discover(package: str = "subtests", *, gate_cycle: bool = False) -> list[Subtest]:

@@ -56,17 +56,22 @@ def test_extended_resource_matches_upstream_table() -> None:
     assert [d["name"] for d in pool.slices[0]["devices"]] == [f"device-{i:02d}" for i in range(8)]
 
 
-def test_step_names_the_failing_check_and_says_when_it_starts() -> None:
-    said: list[str] = []
-    ctx = Context(
+def _context(phase: str, said: list[str]) -> Context:
+    """A phase context without a cluster: only what steps and facts use."""
+    return Context(
         kube=None,  # type: ignore[arg-type]
         driver=None,  # type: ignore[arg-type]
         builder=None,  # type: ignore[arg-type]
         nodes=["127.0.0.1"],
-        phase="phase-1-gate-off",
+        phase=phase,
         artifacts=None,  # type: ignore[arg-type]
         log=said.append,
     )
+
+
+def test_step_names_the_failing_check_and_says_when_it_starts() -> None:
+    said: list[str] = []
+    ctx = _context("phase-1-gate-off", said)
     with ctx.step("passes"):
         pass
     with pytest.raises(AssertionError) as failure, ctx.step("survivor-claim-preserved"):
@@ -75,6 +80,16 @@ def test_step_names_the_failing_check_and_says_when_it_starts() -> None:
     assert failure.value.__notes__ == [
         "e2e-dra: in step 'survivor-claim-preserved' of phase 'phase-1-gate-off'"
     ]
+    # What the phase proved: the step that passed, not the one that failed.
+    assert ctx.facts == {"proved/phase-1-gate-off": ["passes"]}
+
+
+def test_a_phase_with_nothing_to_prove_says_why_and_keeps_it() -> None:
+    said: list[str] = []
+    ctx = _context("initial", said)
+    ctx.nothing_to_prove("no fallback to take")
+    assert said == ["initial: nothing to prove: no fallback to take"]
+    assert ctx.facts == {"nothing_to_prove/initial": "no fallback to take"}
 
 
 def test_claim_state_ignores_everything_but_identity_allocation_and_reservation() -> None:

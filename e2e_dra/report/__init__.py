@@ -17,6 +17,7 @@ from e2e_dra.report._load import (
 )
 from e2e_dra.report._schema import (
     NOTHING_TO_PROVE,
+    PROVED,
     SCHEMA_VERSION,
     SUMMARY_FILE,
     artifact_logs,
@@ -29,6 +30,7 @@ from e2e_dra.report._write import REPORT_FILE, TRACE_FILE, Written, summaries_of
 __all__ = [
     "MAX_SUMMARY_BYTES",
     "NOTHING_TO_PROVE",
+    "PROVED",
     "REPORT_FILE",
     "SCHEMA_VERSION",
     "SUMMARY_FILE",

@@ -18,6 +18,8 @@ summary carries ``components_ready``. A summary without ``schema_version`` is fr
 SUMMARY_FILE = "summary.json"
 DUMPS_DIR = "dumps"
 DRIVERS_DIR = "drivers"
+PROVED = "proved"
+"""A subtest's facts key prefix, ``proved/<phase>``: the named steps of that phase that passed."""
 NOTHING_TO_PROVE = "nothing_to_prove"
 """A subtest's facts key prefix, ``nothing_to_prove/<phase>``: why that phase, though green,
 did not exercise what the subtest exists for."""

@@ -84,22 +84,26 @@ def _check(
     restart), the waiting one still waits by this scheduler's verdict, 4Gi more does not fit,
     2Gi does."""
     b = ctx.builder
-    for name in holding:
-        b.test_pod(b.read_pod(name))
-    for was in before:
-        still_untouched(b, was, [holding[was.name]])
-    scheduler_reported(b, unschedulable, "FailedScheduling")
-    b.wait_unschedulable(unschedulable)
+    with ctx.step("the pods holding 2Gi and 4Gi run" + (" untouched" if before else "")):
+        for name in holding:
+            b.test_pod(b.read_pod(name))
+        for was in before:
+            still_untouched(b, was, [holding[was.name]])
+    with ctx.step("the scheduler that runs now finds no room for another 4Gi"):
+        scheduler_reported(b, unschedulable, "FailedScheduling")
+        b.wait_unschedulable(unschedulable)
 
-    pod, claim = _pod_with_claim(ctx, "4Gi")
-    b.wait_unschedulable(pod)
-    b.delete_pod_and_wait(pod)
-    _delete_claim(ctx, claim)
+    with ctx.step("a new 4Gi claim does not fit either"):
+        pod, claim = _pod_with_claim(ctx, "4Gi")
+        b.wait_unschedulable(pod)
+        b.delete_pod_and_wait(pod)
+        _delete_claim(ctx, claim)
 
-    pod, claim = _pod_with_claim(ctx, "2Gi")
-    b.test_pod(b.read_pod(pod))
-    b.delete_pod_and_wait(pod)
-    _delete_claim(ctx, claim)
+    with ctx.step("a new 2Gi claim fits in what is left"):
+        pod, claim = _pod_with_claim(ctx, "2Gi")
+        b.test_pod(b.read_pod(pod))
+        b.delete_pod_and_wait(pod)
+        _delete_claim(ctx, claim)
 
 
 def _pod_with_claim(ctx: Context, memory: str) -> tuple[str, str]:

@@ -326,6 +326,49 @@ def test_configs_apply_per_request_and_later_ones_win(driver, claims):
     ]
 
 
+def test_a_config_naming_a_subrequest_reaches_only_the_device_of_that_subrequest(driver, claims):
+    """Config may name one subrequest (``"gpu/small"``): it reaches the device allocated for
+    ``gpu/small`` and no other; an entry naming another subrequest of the same request
+    (``gpu/large``, which an allocation may carry when written by hand) reaches none, even when
+    it comes last and would win; one naming a subrequest and another request reaches only that
+    request's device. The kubelet still gets the base request's name."""
+    claim = claims.add(
+        allocated_claim(
+            "sub",
+            "uid-s",
+            requests=("gpu/small", "nic"),
+            configs=[
+                opaque({"all": "yes"}),
+                opaque({"request": "gpu"}, requests=["gpu"]),
+                opaque({"sub": "small"}, requests=["gpu/small"]),
+                opaque({"sub": "large", "large": "yes"}, requests=["gpu/large"]),
+                opaque({"request": "nic"}, requests=["nic"]),
+                opaque({"both": "nic"}, requests=["gpu/large", "nic"]),
+            ],
+        )
+    )
+
+    response = node_stub(driver).NodePrepareResources(
+        dra_v1_pb2.NodePrepareResourcesRequest(claims=refs(dra_v1_pb2, claim))
+    )
+
+    assert response.claims["uid-s"].error == ""
+    devices = response.claims["uid-s"].devices
+    assert [list(d.request_names) for d in devices] == [["gpu"], ["nic"]]
+    assert cdi_env(driver.cdi_dir / f"{DRIVER}-uid-s-gpu.json") == [
+        "claim_sub_gpu=true",
+        "user_all=yes",
+        "user_request=gpu",
+        "user_sub=small",
+    ]
+    assert cdi_env(driver.cdi_dir / f"{DRIVER}-uid-s-nic.json") == [
+        "claim_sub_nic=true",
+        "user_all=yes",
+        "user_both=nic",
+        "user_request=nic",
+    ]
+
+
 def test_shares_of_one_device_are_prepared_per_claim_and_named_in_v1(driver, claims):
     """Two claims hold shares of one device (allowMultipleAllocations): each gets its own CDI
     device, and the v1 answer names its share as upstream's driver does (v1beta1 cannot)."""

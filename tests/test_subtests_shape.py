@@ -19,6 +19,7 @@ from kubernetes.client import models
 
 import subtests
 from e2e_dra.builder import (
+    IDLE_COMMAND,
     RESOURCES,
     SUBTEST_LABEL,
     SUITE_LABEL,
@@ -225,7 +226,7 @@ def test_node_device_pools_match_upstream() -> None:
         ("extended-resource-explicit", 8),
         ("extended-resource-implicit", 8),
         ("workload-resourceclaims", 1),
-        ("prioritized-list", 8),
+        ("prioritized-list", 12),
         ("admin-access", 1),
     ]:
         slices = slices_for(by_name[name], ["node-a", "node-b"])
@@ -1102,9 +1103,10 @@ def test_prioritized_claim_wants_the_first_of_two_subrequests_that_fit() -> None
     assert '"example.com"' in m.NO_DEVICE and ".?model" in m.NO_DEVICE
     assert too_many["allocationMode"] == "ExactCount"
     assert too_many["count"] == len(devices) + 1
-    # The last two both fit (three claims of two devices each fit the node too): the first wins.
+    # The last two both fit (the node has room for three such claims besides the configured
+    # ones, see test_prioritized_list_devices_hold_every_pod_to_the_end): the first wins.
     assert preferred["allocationMode"] == "ExactCount"
-    assert 3 * preferred["count"] <= len(devices)
+    assert preferred["count"] == m.PREFERRED_COUNT
     assert fallback == {"name": "fallback", "deviceClassName": b.class_name()}
     # The default opaque config applies to every request, so the pod gets user_a=b.
     assert "requests" not in claim["spec"]["devices"]["config"][0]
@@ -1112,6 +1114,158 @@ def test_prioritized_claim_wants_the_first_of_two_subrequests_that_fit() -> None
     models.V1beta2ResourceClaimSpec.model_validate(claim["spec"])
     v1beta1 = {"devices": {"requests": [request], "config": claim["spec"]["devices"]["config"]}}
     models.V1beta1ResourceClaimSpec.model_validate(v1beta1)
+
+
+def test_prioritized_list_devices_hold_every_pod_to_the_end() -> None:
+    """Each phase adds a claim of each kind and no pod goes before the last phase ends: the
+    node's devices must hold three of each (sharing a claim takes none); the pools are
+    exactly that, so too-many (one more) never fits."""
+    m = prioritized_list
+    (slice_,) = slices_for({s.name: s for s in discover()}["prioritized-list"], ["127.0.0.1"])
+    devices = len(slice_["spec"]["devices"])
+    b = builder("prioritized-list")
+    configured, other = m.configured_claim(b)["spec"]["devices"]["requests"]
+    # No count: one device (ExactCount 1) for whichever subrequest, one for other-request.
+    assert all("count" not in s for s in configured["firstAvailable"])
+    assert "count" not in other["exactly"]
+    assert len(m.CONFIGURED_REQUESTS) == 2
+    assert 3 * (m.PREFERRED_COUNT + 2) == devices == m.DEVICES == 12
+    (request,) = m.prioritized_claim(b)["spec"]["devices"]["requests"]
+    assert request["firstAvailable"][1]["count"] == devices + 1
+
+
+def test_configured_claim_scopes_config_and_a_constraint_to_subrequests() -> None:
+    m = prioritized_list
+    b = builder("prioritized-list")
+    claim = valid(m.configured_claim(b))
+    devices = claim["spec"]["devices"]
+    config_request, other = devices["requests"]
+    assert config_request["name"] == "config-request" and "exactly" not in config_request
+    assert [s["name"] for s in config_request["firstAvailable"]] == [
+        "constrained",
+        "fits",
+        "also-fits",
+    ]
+    assert all(
+        s == {"name": s["name"], "deviceClassName": b.class_name()}
+        for s in config_request["firstAvailable"]
+    ), "one device each: only the constraint tells constrained from fits"
+    assert other == {"name": "other-request", "exactly": {"deviceClassName": b.class_name()}}
+    # What the API server's validation accepts: a request, or request/subrequest.
+    names = {"config-request", "other-request"} | {
+        f"config-request/{s}" for s in ("constrained", "fits", "also-fits")
+    }
+    assert devices["constraints"] == [
+        {"requests": ["config-request/constrained"], "matchAttribute": "dra.example.com/model"}
+    ]
+    assert re.fullmatch(r"[a-z0-9.-]+/[a-zA-Z_][a-zA-Z0-9_]{0,31}", m.NO_ATTRIBUTE)
+    (slice_,) = slices_for({s.name: s for s in discover()}["prioritized-list"], ["127.0.0.1"])
+    assert all("attributes" not in d for d in slice_["spec"]["devices"])
+    config = [(c.get("requests"), c["opaque"]["parameters"]) for c in devices["config"]]
+    assert config == [
+        (None, {"a": "b"}),
+        (["config-request"], {"request": "config-request"}),
+        (["config-request/constrained"], {"subrequest": "constrained"}),
+        (["config-request/fits"], {"subrequest": "fits"}),
+        (["config-request/also-fits"], {"subrequest": "also-fits"}),
+        (["other-request"], {"request": "other-request"}),
+    ]
+    assert all(set(r or []) <= names for r, _ in config)
+    assert {c["opaque"]["driver"] for c in devices["config"]} == {b.driver_name}
+    models.V1beta2ResourceClaimSpec.model_validate(claim["spec"])
+    # The scheduler copies all but the entries of the subrequests it passed over.
+    assert [r for r, _ in m.ALLOCATED_CONFIG] == [
+        (),
+        ("config-request",),
+        ("config-request/fits",),
+        ("other-request",),
+    ]
+
+
+def test_configured_pod_gives_each_container_its_own_request() -> None:
+    m = prioritized_list
+    b = builder("prioritized-list")
+    pod = valid(m.configured_pod(b, "external-claimprioritized-list-2"))
+    assert pod["spec"]["resourceClaims"] == [
+        {"name": "resource-claim", "resourceClaimName": "external-claimprioritized-list-2"}
+    ]
+    containers = pod["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["config-request", "other-request"]
+    assert [c["resources"] for c in containers] == [
+        {"claims": [{"name": "resource-claim", "request": "config-request"}]},
+        {"claims": [{"name": "resource-claim", "request": "other-request"}]},
+    ]
+    assert all(c["command"] == list(IDLE_COMMAND) for c in containers)
+    assert containers[0]["securityContext"] is not containers[1]["securityContext"]
+
+
+def test_configured_env_is_the_chosen_subrequests_and_its_own_requests_only() -> None:
+    env = prioritized_list.configured_env("external-claimprioritized-list-2")
+    assert env == {
+        "config-request": [
+            "claim_external_claimprioritized_list_2_config_request=true",
+            "user_a=b",
+            "user_request=config-request",
+            "user_subrequest=fits",
+        ],
+        "other-request": [
+            "claim_external_claimprioritized_list_2_other_request=true",
+            "user_a=b",
+            "user_request=other-request",
+        ],
+    }
+    output = (
+        "PATH=/bin\nuser_a=b\nKUBERNETES_PORT=tcp://10.0.0.1:443\nuser_subrequest=fits\n"
+        "claim_x_config_request=true\nHOME=/\nadmin_k=v\n"
+    )
+    assert prioritized_list.driver_env(output) == [
+        "admin_k=v",
+        "claim_x_config_request=true",
+        "user_a=b",
+        "user_subrequest=fits",
+    ]
+
+
+def _allocated_configured(b: Builder, results: list[str], config: list[dict]) -> dict:
+    """A configured claim as the server might answer it once allocated (test data)."""
+    claim = prioritized_list.configured_claim(b)
+    claim["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {"request": r, "driver": b.driver_name, "pool": "node-a", "device": f"d{i}"}
+                    for i, r in enumerate(results)
+                ],
+                "config": config,
+            }
+        }
+    }
+    return claim
+
+
+def test_configured_allocation_wants_fits_and_only_the_config_that_applies() -> None:
+    m = prioritized_list
+    b = builder("prioritized-list")
+    spec_config = m.configured_claim(b)["spec"]["devices"]["config"]
+    copied = [{"source": "FromClaim", **c} for c in spec_config]
+    allocated = [copied[0], copied[1], copied[3], copied[5]]
+    good = _allocated_configured(b, ["config-request/fits", "other-request"], allocated)
+    found = m.configured_allocation(good, b.driver_name, "here")
+    assert [r[0] for r in found.results] == ["config-request/fits", "other-request"]
+    assert found.config == m.ALLOCATED_CONFIG
+
+    ignored = _allocated_configured(b, ["config-request/constrained", "other-request"], allocated)
+    with pytest.raises(AssertionError, match=r"here: allocated for .*constrained"):
+        m.configured_allocation(ignored, b.driver_name, "here")
+    with pytest.raises(AssertionError, match="allocated for nothing"):
+        m.configured_allocation(_allocated_configured(b, [], []), b.driver_name, "here")
+    everything = _allocated_configured(b, ["config-request/fits", "other-request"], copied)
+    with pytest.raises(AssertionError, match="allocation config"):
+        m.configured_allocation(everything, b.driver_name, "here")
+    lost = _allocated_configured(b, ["config-request/fits", "other-request"], allocated)
+    lost["spec"]["devices"]["constraints"][0]["requests"] = ["config-request"]
+    with pytest.raises(AssertionError, match="constraints"):
+        m.configured_allocation(lost, b.driver_name, "here")
 
 
 def test_admin_access_objects() -> None:

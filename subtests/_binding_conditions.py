@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from e2e_dra.builder import RESOURCE_V1
+from e2e_dra.builder import DEFAULT_ENV, RESOURCE_V1
 from e2e_dra.driver import Pool, claim_env_name
 from e2e_dra.subtest import Context
 from e2e_dra.subtest_kit import scheduler_reported
@@ -40,30 +40,33 @@ def resources(nodes: Sequence[str]) -> list[Pool]:
     return [Pool(POOL, slices=[{"devices": DEVICES}], all_nodes=True)]
 
 
-NO_CONFIG = """The claims carry no opaque config. Our client sends JSON as Python writes it
-(``{"a": "b"}``), the API server keeps those bytes as the parameters' raw extension, and the
-scheduler copies them into ``status.allocation``; a server-side apply of the status then re-encodes
-them (``{"a":"b"}``) and the allocation no longer compares equal to itself: 422 "field is
-immutable" (seen with 1.36.5 and 1.37.2). Go clients send compact JSON and never see it."""
-
-
 def claim_and_pod(ctx: Context) -> tuple[str, dict]:
+    """A claim for one attachable device, with the default opaque config, and a pod that uses
+    it, both created; the claim's name and the pod.
+
+    The claim is sent as compact JSON (``{"a":"b"}``), as Go clients and kubectl send it, not as
+    this client's ``json.dumps`` (``{"a": "b"}``). The API server keeps the parameters' bytes as
+    sent and the scheduler copies them into ``status.allocation``; the driver's server-side apply
+    of the status (:func:`set_condition`) rebuilds the allocation compact, and unless those bytes
+    are the stored ones the allocation no longer compares equal to itself: 422, status.allocation
+    is immutable (seen with 1.36.5 and 1.37.2 while these claims were sent with spaces).
+    docs/kubernetes-findings.md, finding 4; subtests/claim_metadata.py pins it down."""
     b = ctx.builder
     claim = b.external_claim()
-    del claim["spec"]["devices"]["config"]  # see NO_CONFIG
     pod = b.pod_external(claim["metadata"]["name"])
-    b.create(claim, pod)
+    b.create(claim, compact=True)
+    b.create(pod)
     return claim["metadata"]["name"], pod
 
 
 def pod_env(claim_name: str) -> list[str]:
-    """What a pod of ``claim_name`` sees once the driver prepared it: no opaque config, so only
-    the claim's own line."""
-    return [f"{claim_env_name(claim_name, 'my-request')}=true"]
+    """What the driver gives a pod of claim ``claim_name``: the claim's line and the lines of
+    its opaque config."""
+    return [f"{claim_env_name(claim_name, 'my-request')}=true", *DEFAULT_ENV]
 
 
 def check_pod(ctx: Context, pod: dict) -> None:
-    """Runs, with its claim prepared by the driver (no opaque config: only the claim's line)."""
+    """Runs, with its claim prepared by the driver, opaque config included."""
     claim = pod["spec"]["resourceClaims"][0]["resourceClaimName"]
     ctx.builder.test_pod(pod, env=pod_env(claim))
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from e2e_dra.builder import RESOURCE_V1, Builder
+from e2e_dra.builder import DEFAULT_ENV, RESOURCE_V1, Builder
 from e2e_dra.driver import Pool, claim_env_name
 from e2e_dra.subtest import Context
 
@@ -47,10 +47,9 @@ def resources(nodes: Sequence[str]) -> list[Pool]:
 
 
 def capacity_claim(b: Builder, requests: dict[str, str]) -> dict:
-    """A claim with one request per entry of ``requests`` (request name -> memory to ask for)."""
+    """A claim with one request per entry of ``requests`` (request name -> memory to ask for),
+    and the default opaque config, which applies to each of them."""
     claim = b.external_claim()
-    # No opaque config: see NO_CONFIG in binding_conditions.
-    del claim["spec"]["devices"]["config"]
     claim["spec"]["devices"]["requests"] = [
         {
             "name": name,
@@ -65,18 +64,26 @@ def capacity_claim(b: Builder, requests: dict[str, str]) -> dict:
 
 
 def claim_and_pod(ctx: Context, requests: dict[str, str]) -> tuple[dict, dict]:
+    """A :func:`capacity_claim` and a pod that uses it, both created.
+
+    The claim is sent as compact JSON, as Go clients send it: the scheduler copies its opaque
+    parameters' bytes into ``status.allocation``, and the driver's server-side apply of
+    ``status.devices`` (:func:`report_status`) is refused (422, status.allocation is immutable)
+    unless they were compact (docs/kubernetes-findings.md, finding 4)."""
     b = ctx.builder
     claim = capacity_claim(b, requests)
     pod = b.pod_external(claim["metadata"]["name"])
-    b.create(claim, pod)
+    b.create(claim, compact=True)
+    b.create(pod)
     return claim, pod
 
 
 def pod_env(claim: dict) -> list[str]:
-    """What the driver gives a pod of ``claim``: one line per request it prepared."""
+    """What the driver gives a pod of ``claim``: one line per request it prepared, and the lines
+    of the claim's opaque config."""
     name = claim["metadata"]["name"]
     requests = [r["name"] for r in claim["spec"]["devices"]["requests"]]
-    return [f"{claim_env_name(name, r)}=true" for r in requests]
+    return [*(f"{claim_env_name(name, r)}=true" for r in requests), *DEFAULT_ENV]
 
 
 def check_pods(ctx: Context, pods: dict[str, dict], claims: dict[str, dict]) -> None:

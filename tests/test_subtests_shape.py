@@ -6,6 +6,7 @@ a misspelt field name fails here instead of as a 400 twenty minutes into a real 
 
 from __future__ import annotations
 
+import copy
 import importlib
 import json
 import math
@@ -15,10 +16,12 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes.client import models
 
 import subtests
 from e2e_dra.builder import (
+    DEFAULT_ENV,
     IDLE_COMMAND,
     RESOURCES,
     SUBTEST_LABEL,
@@ -26,6 +29,7 @@ from e2e_dra.builder import (
     Builder,
     ObjectFactory,
     SubtestObjects,
+    compact_json,
     is_unschedulable,
     object_path,
     resource_of,
@@ -327,11 +331,33 @@ def test_consumable_capacity_claims_are_valid() -> None:
         }
         for name in ("first", "second")
     ]
-    # No opaque config (see binding_conditions.NO_CONFIG): the driver's env is the claim's lines.
-    assert "config" not in claim["spec"]["devices"]
+    # The default opaque config, for every request: the driver's env has its line too.
+    assert claim["spec"]["devices"]["config"] == [
+        {"opaque": {"driver": "defaultconsumable-capacity.k8s.io", "parameters": {"a": "b"}}}
+    ]
     assert consumable_capacity.pod_env(claim) == [
         "claim_external_claimconsumable_capacity_first=true",
         "claim_external_claimconsumable_capacity_second=true",
+        "user_a=b",
+    ]
+
+
+def test_compact_json_is_what_go_clients_send() -> None:
+    """A claim created compact carries its opaque parameters as ``{"a":"b"}``, the bytes the
+    status writes of a driver re-encode them to (docs/kubernetes-findings.md, finding 4)."""
+    claim = builder("binding-conditions").external_claim()
+    text = compact_json(claim)
+    assert '"parameters":{"a":"b"}' in text
+    assert ": " not in text and ", " not in text
+    assert json.loads(text) == claim
+    # JSON is YAML: the server reads the body sent as application/yaml the same way.
+    assert yaml.safe_load(text) == claim
+
+
+def test_binding_conditions_pod_sees_the_opaque_config() -> None:
+    assert binding_conditions.pod_env("external-claimbinding-conditions") == [
+        "claim_external_claimbinding_conditions_my_request=true",
+        "user_a=b",
     ]
 
 
@@ -434,11 +460,12 @@ def test_binding_conditions_device_status_is_valid() -> None:
 
 
 def test_untouched_checks_expect_the_drivers_line_for_the_claim() -> None:
-    """The env a pod must still see after a restart, where its claim has no opaque config: the
-    line the driver writes for that claim (env is matched line by line, as a substring)."""
+    """The env a pod must still see after a restart: the line the driver writes for its claim,
+    and its opaque config's (env is matched line by line, as a substring)."""
     name = "external-claimbinding-conditions-2"
     assert binding_conditions.pod_env(name) == [
-        "claim_external_claimbinding_conditions_2_my_request=true"
+        "claim_external_claimbinding_conditions_2_my_request=true",
+        *DEFAULT_ENV,
     ]
     # The scheduler names the one request of an extended-resource claim container-0-request-0.
     line = claim_env_name(
@@ -791,6 +818,144 @@ def test_claim_metadata_expects_the_known_bug_exactly() -> None:
     # 1.38 keeps the bytes through a strategic merge patch: refusing it there is a failure
     assert judged(spaced, "strategic-merge-patch", immutable, "v1.36.5") is None
     assert judged(spaced, "strategic-merge-patch", immutable, "v1.38.0-beta.0") == immutable
+
+
+def _status_claim(generation: int | None = 2) -> dict:
+    """An allocated claim of claim-metadata, with the config the scheduler copies."""
+    claim = _allocated_claim(builder("claim-metadata"), "tester-1")
+    if generation is not None:
+        claim["metadata"]["generation"] = generation
+    claim["status"]["allocation"]["devices"]["config"] = [
+        {
+            "source": "FromClaim",
+            "opaque": {"driver": "defaultclaim-metadata.k8s.io", "parameters": {"a": "b"}},
+        }
+    ]
+    return claim
+
+
+def test_claim_metadata_status_writes_are_a_drivers() -> None:
+    """Each status write sets the allocated device's Ready condition under the driver's name;
+    apply and merge patch say nothing but that, a PUT keeps the rest of the status."""
+    m = claim_metadata
+    claim = _status_claim()
+    (entry,) = m.status_entries(claim, "status-apply in after-cluster-creation")
+    assert (entry["driver"], entry["pool"], entry["device"]) == (
+        "defaultclaim-metadata.k8s.io",
+        "p",
+        "d",
+    )
+    (condition,) = entry["conditions"]
+    assert condition["type"] == m.CONDITION and condition["status"] == "True"
+    assert condition["message"] == "status-apply in after-cluster-creation"
+    assert condition["observedGeneration"] == 2
+    datetime.strptime(condition["lastTransitionTime"], "%Y-%m-%dT%H:%M:%SZ")
+    assert (
+        "observedGeneration"
+        not in (m.status_entries(_status_claim(generation=None), "v")[0]["conditions"][0])
+    )
+    assert m._driver(claim) == "defaultclaim-metadata.k8s.io"
+    # Apply: the driver's field manager owns its entries and nothing else.
+    body = m.status_apply_body(claim, "v")
+    assert set(body) == {"apiVersion", "kind", "metadata", "status"}
+    assert body["metadata"] == {"name": claim["metadata"]["name"], "namespace": "default"}
+    assert list(body["status"]) == ["devices"]
+    valid({**body, "spec": claim["spec"]})
+    assert m.status_merge_patch_body(claim, "v") == {
+        "status": {"devices": body["status"]["devices"]}
+    }
+    # PUT: the claim as read, allocation and reservations included, with the driver's entries.
+    put = valid(m.status_put_body(claim, "v"))
+    assert put["status"]["allocation"] == claim["status"]["allocation"]
+    assert put["status"]["reservedFor"] == claim["status"]["reservedFor"]
+    assert put["status"]["devices"] == body["status"]["devices"]
+    assert put["metadata"] == claim["metadata"] and put["spec"] == claim["spec"]
+    assert list(m.STATUS_METHODS) == ["status-apply", "status-merge-patch", "status-put"]
+    assert not set(m.STATUS_METHODS) & set(m.METHODS)
+
+
+def test_claim_metadata_checks_the_status_answer() -> None:
+    m = claim_metadata
+    before = _status_claim()
+    answer = m.status_put_body(before, "status-apply in x")
+    assert m.check_status_answer(before, answer, "status-apply in x") is None
+    # An answer without this write's condition (an older write's message) is not accepted.
+    assert "without Ready" in (m.check_status_answer(before, answer, "status-put in x") or "")
+    dropped = {**answer, "status": {**answer["status"], "devices": []}}
+    assert "without Ready" in (m.check_status_answer(before, dropped, "status-apply in x") or "")
+    reallocated = copy.deepcopy(answer)
+    reallocated["status"]["allocation"]["devices"]["config"] = []
+    problems = m.check_status_answer(before, reallocated, "status-apply in x") or ""
+    assert "status.allocation changed" in problems
+
+
+def test_claim_metadata_expects_the_known_status_refusal_exactly() -> None:
+    """The driver's status writes: on a claim stored with spaces apply and merge patch are
+    refused on status.allocation, as immutable (the handwritten or the declarative message);
+    on a compact one the PUT with spaces is. Anything else is a failure, and so is an expected
+    refusal that does not come."""
+    m = claim_metadata
+    spaced = m.Claim("a", m.PYTHON, "tester-1")
+    compact = m.Claim("b", m.COMPACT, "tester-1")
+    v1 = "resource.k8s.io/v1"
+    handwritten = (
+        '422 Invalid: ResourceClaim.resource.k8s.io "a" is invalid: status.allocation: '
+        'Invalid value: {"devices":{}}: field is immutable'
+    )
+    declarative = (
+        '422 Invalid: ResourceClaim.resource.k8s.io "a" is invalid: status.allocation: '
+        "Invalid value: null: field cannot be modified once set"
+    )
+    on_spec = "422 Invalid: spec: Invalid value: null: field is immutable"
+    unallocated = (
+        "422 Invalid: status.devices[0]: Invalid value: ...: must be an allocated device in the "
+        "claim"
+    )
+
+    def judged(claim, method, error, release="v1.37.2"):
+        return m.judged(m.Outcome(claim, v1, method, m.STATUS_OPERATION, error), release)
+
+    for release in ("v1.36.5", "v1.37.2", "v1.38.0-beta.0"):
+        for method in ("status-apply", "status-merge-patch"):
+            assert judged(spaced, method, handwritten, release) is None
+            assert judged(spaced, method, declarative, release) is None
+            assert judged(compact, method, declarative, release) == declarative
+        assert judged(compact, "status-put", handwritten, release) is None
+        assert judged(spaced, "status-put", handwritten, release) == handwritten
+    fixed = judged(spaced, "status-apply", None) or ""
+    assert "Narrow KNOWN_REFUSALS" in fixed and "status.allocation" in fixed
+    assert judged(compact, "status-put", None) is not None
+    # Refused otherwise than by the known bug: a failure, also where a refusal is expected.
+    for error in (on_spec, unallocated, "500 InternalError: boom", "not tried: x"):
+        assert judged(spaced, "status-apply", error) == error
+    assert judged(spaced, "status-apply", handwritten.replace("422 ", "409 ")) is not None
+
+
+def test_claim_metadata_keeps_what_each_form_got_from_the_status_writes() -> None:
+    m = claim_metadata
+    spaced = m.Claim("a", m.PYTHON, "tester-1")
+    older = m.Claim("c", m.PYTHON, "tester-0")
+    compact = m.Claim("b", m.COMPACT, "tester-1")
+    refused = "422 Invalid: status.allocation: " + "x" * 400 + ": field is immutable"
+    v1 = "resource.k8s.io/v1"
+    outcomes = [
+        m.Outcome(spaced, v1, "json-patch", "label", "ignored: not a status write"),
+        m.Outcome(spaced, v1, "status-apply", m.STATUS_OPERATION, refused),
+        m.Outcome(older, v1, "status-apply", m.STATUS_OPERATION, refused),
+        m.Outcome(spaced, v1, "status-put", m.STATUS_OPERATION),
+        m.Outcome(compact, v1, "status-apply", m.STATUS_OPERATION),
+    ]
+    facts = m.status_facts(outcomes)
+    assert list(facts) == ["python", "compact"]
+    (said,) = facts["python"]["status-apply"]  # the same answer for both claims, once
+    assert said.startswith("422 Invalid: status.allocation") and " ... " in said
+    assert said.endswith("field is immutable") and len(said) < len(refused)
+    assert facts["python"]["status-put"] == ["accepted"]
+    assert facts["compact"] == {"status-apply": ["accepted"]}
+    json.dumps(facts)  # goes into summary.json
+    text = m.report("v1.37.2", outcomes[1:2])
+    assert "status-apply: FAILED 1 of 1: v1 status.devices" in text
+    assert "finding 4" in text
 
 
 def test_object_paths() -> None:

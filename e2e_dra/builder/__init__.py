@@ -8,7 +8,8 @@ each concern is its own class, in its own private module:
 - ``_objects``: :class:`ObjectFactory`, names and object dicts (no client), and the predicates
   on what the server answers (:func:`is_allocated`, :func:`is_unschedulable`);
 - ``_api``: :class:`ObjectClient`, REST paths (:func:`object_path`, :func:`resource_path`),
-  served API versions (:func:`served_version`, :class:`NotServed`), create, and objects by name;
+  served API versions (:func:`served_version`, :class:`NotServed`), create (also as compact
+  JSON, :func:`compact_json`), and objects by name;
 - ``_pods``: :class:`Pods`, the waits on pods, the env check and exec;
 - ``_teardown``: :class:`Sweeper`, the namespace sweep after a subtest;
 - ``_builder``: :class:`SubtestObjects`, and :class:`Builder`, an object factory over the
@@ -25,6 +26,7 @@ from e2e_dra.builder._api import (
     RESOURCES,
     NotServed,
     ObjectClient,
+    compact_json,
     object_path,
     resource_of,
     resource_path,
@@ -75,6 +77,7 @@ __all__ = [
     "Pods",
     "SubtestObjects",
     "Sweeper",
+    "compact_json",
     "is_allocated",
     "is_unschedulable",
     "object_path",

@@ -105,12 +105,13 @@ class Builder(ObjectFactory):
 
     # --- new objects ----------------------------------------------------------------------------
 
-    def create(self, *objs: dict) -> list[dict]:
+    def create(self, *objs: dict, compact: bool = False) -> list[dict]:
         """Create each object at its own apiVersion, with the subtest's labels; the server's
-        answers, in order. The tear-down deletes the DeviceClasses among them."""
+        answers, in order. The tear-down deletes the DeviceClasses among them. ``compact``: sent
+        as compact JSON, as Go clients send it (see :func:`~e2e_dra.builder.compact_json`)."""
         created = []
         for obj in objs:
-            created.append(self.client.create(self.labeled(obj)))
+            created.append(self.client.create(self.labeled(obj), compact=compact))
             self.objects.leftovers.track(obj)
         return created
 

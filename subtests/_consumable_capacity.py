@@ -63,15 +63,28 @@ def capacity_claim(b: Builder, requests: dict[str, str]) -> dict:
     return claim
 
 
-def claim_and_pod(ctx: Context, requests: dict[str, str]) -> tuple[dict, dict]:
-    """A :func:`capacity_claim` and a pod that uses it, both created.
+def with_selector(claim: dict, expression: str | None) -> dict:
+    """``claim`` with the CEL selector ``expression`` added to each of its requests (None: as
+    it is), to keep them to some of the class's devices."""
+    if expression is not None:
+        for request in claim["spec"]["devices"]["requests"]:
+            selectors = request["exactly"].setdefault("selectors", [])
+            selectors.append({"cel": {"expression": expression}})
+    return claim
+
+
+def claim_and_pod(
+    ctx: Context, requests: dict[str, str], *, selector: str | None = None
+) -> tuple[dict, dict]:
+    """A :func:`capacity_claim` (kept to ``selector``'s devices) and a pod that uses it, both
+    created.
 
     The claim is sent as compact JSON, as Go clients send it: the scheduler copies its opaque
     parameters' bytes into ``status.allocation``, and the driver's server-side apply of
     ``status.devices`` (:func:`report_status`) is refused (422, status.allocation is immutable)
     unless they were compact (docs/kubernetes-findings.md, finding 4)."""
     b = ctx.builder
-    claim = capacity_claim(b, requests)
+    claim = with_selector(capacity_claim(b, requests), selector)
     pod = b.pod_external(claim["metadata"]["name"])
     b.create(claim, compact=True)
     b.create(pod)
@@ -157,15 +170,18 @@ def check_recorded(ctx: Context, claims: dict[str, dict], recorded: dict[str, Sh
         )
 
 
-def check_left(ctx: Context, *, too_much: str, fits: str | None) -> None:
+def check_left(
+    ctx: Context, *, too_much: str, fits: str | None, selector: str | None = None
+) -> None:
     """A claim for ``too_much`` waits; one for ``fits`` (if any) runs. Both are removed again,
-    and waited for, so that the next check sees the device as it was."""
+    and waited for, so that the next check sees the device as it was. ``selector``: a CEL
+    selector for both (see :func:`with_selector`)."""
     b = ctx.builder
-    claim, pod = claim_and_pod(ctx, {"probe": too_much})
+    claim, pod = claim_and_pod(ctx, {"probe": too_much}, selector=selector)
     b.wait_unschedulable(pod["metadata"]["name"])
     delete_pod_and_claim(ctx, pod, claim)
     if fits is not None:
-        claim, pod = claim_and_pod(ctx, {"probe": fits})
+        claim, pod = claim_and_pod(ctx, {"probe": fits}, selector=selector)
         b.test_pod(pod, env=pod_env(claim))
         delete_pod_and_claim(ctx, pod, claim)
 

@@ -49,6 +49,7 @@ from subtests import (
     resource_claim_device_status,
     resource_health,
 )
+from subtests import consumable_capacity as consumable_capacity_subtest
 
 # Upstream's eight scenarios: the port must keep every one of them. Subtests of our own need no
 # entry anywhere: the checks below cover whatever ``discover()`` finds.
@@ -262,27 +263,58 @@ def test_partitionable_pool_shares_8gi() -> None:
     }
 
 
-def test_consumable_capacity_publishes_one_shared_device() -> None:
+SHARED_DEVICE = {
+    "name": "shared-device",
+    "allowMultipleAllocations": True,
+    "capacity": {
+        "memory": {
+            "value": "10Gi",
+            "requestPolicy": {
+                "default": "2Gi",
+                "validRange": {"min": "2Gi", "step": "2Gi"},
+            },
+        }
+    },
+}
+
+
+def test_consumable_capacity_publishes_a_shared_and_an_exclusive_device() -> None:
     subtest = {s.name: s for s in discover()}["consumable-capacity"]
     assert subtest.feature_gates == ("DRAConsumableCapacity",)
     assert subtest.releases == ">=1.36"
     (only,) = slices_for(subtest, ["node-a", "node-b"])
     assert only["spec"]["nodeName"] == "node-a"
+    assert only["spec"]["pool"]["name"] == "consumable-capacity"
     assert only["spec"]["devices"] == [
+        SHARED_DEVICE,
         {
-            "name": "shared-device",
-            "allowMultipleAllocations": True,
-            "capacity": {
-                "memory": {
-                    "value": "10Gi",
-                    "requestPolicy": {
-                        "default": "2Gi",
-                        "validRange": {"min": "2Gi", "step": "2Gi"},
-                    },
-                }
-            },
-        }
+            # No allowMultipleAllocations: whole to one claim at a time.
+            "name": "exclusive-device",
+            "attributes": {"example.com/name": {"string": "exclusive-device"}},
+            "capacity": {"memory": {"value": "8Gi"}},
+        },
     ]
+
+
+def test_consumable_capacity_gate_cycle_twin_publishes_the_shared_device_alone() -> None:
+    """The twin's claims carry no selector: an exclusive device there could take them."""
+    (pool,) = consumable_capacity.resources(["node-a"])
+    assert (pool.name, pool.node_name) == ("consumable-capacity", "node-a")
+    assert pool.slices == [{"devices": [SHARED_DEVICE]}]
+
+
+def test_consumable_capacity_selectors_tell_the_two_devices_apart() -> None:
+    """Each claim for a share selects every device but the exclusive one, X1 and X2 only it,
+    both by the attribute that names it (CEL cannot see a device's name)."""
+    m = consumable_capacity_subtest
+    assert m.EXCLUSIVE_DEVICE["attributes"] == {"example.com/name": {"string": "exclusive-device"}}
+    named = 'device.attributes["example.com"].?name.orValue("")'
+    assert (
+        f'{named} == "exclusive-device"',
+        f'{named} != "exclusive-device"',
+    ) == (m.SELECT_EXCLUSIVE, m.SHARED_ONLY)
+    assert "allowMultipleAllocations" not in m.EXCLUSIVE_DEVICE
+    assert "attributes" not in consumable_capacity.SHARED_DEVICE  # SHARED_ONLY takes it
 
 
 def _consumed(request: str) -> int:
@@ -315,6 +347,18 @@ def test_consumable_capacity_numbers_add_up() -> None:
     assert _consumed("5Gi") > left >= _consumed("3Gi")
     assert _consumed("1Gi") + _consumed("1Gi") == left
     assert _consumed("1Gi") > 0
+    # D waits while C holds the last 4Gi and fits exactly into what C frees.
+    m = consumable_capacity_subtest
+    ((request, memory),) = m.PENDING.items()
+    assert {request: _consumed(memory)} == {
+        r: int(parse_quantity(q)) for r, q in m.PENDING_CONSUMED.items()
+    }
+    assert _consumed(memory) == _consumed("1Gi") + _consumed("1Gi") > 0
+    # The exclusive device would take the 5Gi probe (only SHARED_ONLY keeps it off), and X1's
+    # and X2's requests together, were it shared (only exclusivity keeps X2 waiting).
+    exclusive = parse_quantity(m.EXCLUSIVE_DEVICE["capacity"]["memory"]["value"])
+    assert exclusive >= parse_quantity("5Gi")
+    assert exclusive >= 2 * sum(parse_quantity(q) for q in m.WHOLE.values())
 
 
 def test_consumable_capacity_claims_are_valid() -> None:
@@ -359,6 +403,64 @@ def test_binding_conditions_pod_sees_the_opaque_config() -> None:
         "claim_external_claimbinding_conditions_my_request=true",
         "user_a=b",
     ]
+
+
+def test_consumable_capacity_claims_with_a_selector_are_valid() -> None:
+    b = builder("consumable-capacity")
+    m = consumable_capacity_subtest
+    for requests, selector in [
+        ({"big": "3Gi"}, m.SHARED_ONLY),
+        ({"first": "1Gi", "second": "1Gi"}, m.SHARED_ONLY),
+        (m.WHOLE, m.SELECT_EXCLUSIVE),
+    ]:
+        claim = consumable_capacity.with_selector(
+            consumable_capacity.capacity_claim(b, requests), selector
+        )
+        valid(claim)
+        assert [r["exactly"]["selectors"] for r in claim["spec"]["devices"]["requests"]] == [
+            [{"cel": {"expression": selector}}]
+        ] * len(requests)
+    unchanged = consumable_capacity.with_selector(
+        consumable_capacity.capacity_claim(b, {"late": "1Gi"}), None
+    )
+    assert "selectors" not in unchanged["spec"]["devices"]["requests"][0]["exactly"]
+
+
+def test_consumable_capacity_exclusive_device_must_be_whole() -> None:
+    """X1's and X2's results: the exclusive device without shareID or consumedCapacity; a share
+    of it, or of another device, fails."""
+    m = consumable_capacity_subtest
+    driver = "defaultconsumable-capacity.k8s.io"
+    result = {"request": "whole", "driver": driver, "pool": "consumable-capacity"}
+    found = [{**result, "device": "exclusive-device", "shareID": None}]
+    assert m.whole("x1", found, driver) == {
+        "whole": {
+            "device": (driver, "consumable-capacity", "exclusive-device"),
+            "shareID": None,
+            "consumedCapacity": {},
+        }
+    }
+    shared = {"shareID": "11111111-1111-4111-8111-111111111111"}
+    with pytest.raises(AssertionError, match="allocated as a share"):
+        m.whole("x1", [{**found[0], **shared}], driver)
+    with pytest.raises(AssertionError, match="allocated as a share"):
+        m.whole("x1", [{**found[0], "consumedCapacity": {"memory": "1Gi"}}], driver)
+    with pytest.raises(AssertionError, match="want"):
+        m.whole("x1", [{**result, "device": "shared-device", **shared}], driver)
+    with pytest.raises(AssertionError, match="want"):
+        m.whole("x1", found * 2, driver)
+
+
+def test_consumable_capacity_a_waiting_claim_holds_nothing() -> None:
+    m = consumable_capacity_subtest
+    m.holds_nothing({"metadata": {"name": "d"}})
+    m.holds_nothing({"metadata": {"name": "d"}, "status": {"allocation": None, "reservedFor": []}})
+    for status in [
+        {"allocation": {"devices": {"results": []}}},
+        {"reservedFor": [{"resource": "pods", "name": "p", "uid": "u"}]},
+    ]:
+        with pytest.raises(AssertionError, match="of a waiting pod holds"):
+            m.holds_nothing({"metadata": {"name": "d"}, "status": status})
 
 
 def test_consumable_capacity_status_entries_are_valid() -> None:

@@ -2,14 +2,45 @@
 pod already uses, but only in a namespace labelled ``resource.kubernetes.io/admin-access: "true"``
 -- before the upgrade, after it and after the downgrade.
 
-The driver publishes one device. An ordinary claim's pod holds it in the subtest's namespace for
-the whole run, and a second ordinary claim's pod waits, unschedulable, in every phase: the device
-is in use. In every phase a new admin-access claim in the labelled namespace is allocated that
-same device anyway and its pod runs; the admin pods of earlier phases still run, with the same
-allocation. In every phase an admin-access claim, and a claim template, in a namespace without the
-label is refused at creation: the API server's validation (``AuthorizedForAdmin`` in
-pkg/registry/resource, called by the claim and template strategies' ``Validate``) answers 422
-Invalid, a Forbidden error on ``adminAccess`` naming the label, and stores nothing.
+The driver publishes one device (one node, one device). An ordinary claim's pod, the holder,
+holds it in the subtest's namespace for the whole run. Every phase first checks that this is all
+that holds a device: the driver publishes exactly the holder's device and no other claim of the
+subtest has an ordinary allocation. So whenever a waiting pod is judged, every device is held.
+
+Two ordinary claims' pods wait, unschedulable, in every phase: one in the subtest's namespace and
+one in the labelled namespace. The label lets a claim ask for admin access; it does not make a
+claim without ``adminAccess`` share a device. After a restart, the scheduler that runs now must
+have said so itself (a FailedScheduling event since it took its lease, ``scheduler_reported``):
+the pods' status may still be the verdict of the scheduler before it.
+
+In every phase two new admin pods in the labelled namespace get the held device anyway: one
+through an admin-access ResourceClaim, one through an admin-access ResourceClaimTemplate, whose
+claim the resourceclaim controller of that phase's control plane generates and its scheduler
+allocates, with ``adminAccess`` on the allocation result. In every phase an admin-access claim,
+and a claim template, in a namespace without the label is refused at creation: the API server's
+validation (``AuthorizedForAdmin`` in pkg/registry/resource, called by the claim and template
+strategies' ``Validate``; no admission plugin is involved) reads the namespace from etcd and
+answers 422 Invalid, a Forbidden error on ``adminAccess`` naming the label, and stores nothing.
+
+After the upgrade, once that phase's admin pods run, the label comes off the labelled namespace.
+The API server checks it in two places, the same in 1.37 and 1.38: when a claim or template is
+created (``AuthorizedForAdmin``), and when an allocation with admin access is first written to a
+claim's status (``AuthorizedForAdminStatus`` in the status strategy's ``ValidateUpdate``, which
+skips a claim whose allocation already has it). Never again: the admin allocations made before
+are not revoked, and their pods run on untouched. From then on a new admin-access claim or
+template there is refused as in the unlabelled one; so is the claim the resourceclaim controller
+generates for a new pod from an admin template made while the label was there (the pod gets a
+FailedResourceClaimCreation event with the same refusal, and no claim); and so is the first
+allocation of an admin claim made in the first phase for no pod: once a pod uses it, the
+scheduler's status write is refused, its PodScheduled condition says why, the claim stays
+unallocated and the pod waits.
+
+Removing the label after the upgrade rather than after the downgrade puts a restart between the
+removal and the next look: the downgraded components must also leave the admin pods of a
+namespace that lost its label running untouched, the previous release's API server must refuse
+new admin claims there too, and the scheduler that runs then must still fail to store the
+waiting pod's allocation. The last phase then puts the label back: that pod's next scheduling
+attempt stores its allocation and it runs, and new admin claims and templates work there again.
 
 After each restart, first of all, the holder and every admin pod of the phases before must run
 untouched: the same pod, its container neither restarted nor replaced, its claim still reserved
@@ -17,10 +48,10 @@ for it and its device still in its environment (``subtest_kit.still_untouched``)
 
 The two namespaces are this subtest's own: the subtest creates them and deletes them at its end,
 or the tear-down does (``Builder.defer``). The labelled one never holds anything but this
-subtest's admin claims and pods. Its pods are checked through a Builder bound to that namespace,
-used for pod checks only: the objects come from the subtest's own builder (its driver, its class,
-its names). Upstream once had an admin-access upgrade test that shared one builder with other
-tests, and reverted it; here the subtest's builder and driver are its own.
+subtest's claims, templates and pods. Its pods are checked through a Builder bound to that
+namespace, used for pod checks only: the objects come from the subtest's own builder (its driver,
+its class, its names). Upstream once had an admin-access upgrade test that shared one builder
+with other tests, and reverted it; here the subtest's builder and driver are its own.
 
 Gates: DRAAdminAccess is beta and on by default from 1.34 and GA, locked on, from 1.36 (to be
 removed in 1.39): nothing to set. Releases without the v1 API (< 1.34) are excluded.
@@ -28,10 +59,19 @@ removed in 1.39): nothing to set. Releases without the v1 API (< 1.34) are exclu
 
 from __future__ import annotations
 
-from e2e_dra.builder import Builder, NotFound, resource_of, retrying
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from e2e_dra.builder import POD_DELETE_TIMEOUT, Builder, NotFound, resource_of, retrying
 from e2e_dra.kube import KubeError
 from e2e_dra.subtest import Context, Phase, Subtest
-from e2e_dra.subtest_kit import Running, devices_per_node, running, still_untouched
+from e2e_dra.subtest_kit import (
+    Running,
+    devices_per_node,
+    running,
+    scheduler_reported,
+    still_untouched,
+)
 from e2e_dra.waits import eventually
 
 ADMIN_LABEL = "resource.kubernetes.io/admin-access"
@@ -39,13 +79,39 @@ REFUSAL = (
     "admin access to devices requires the `resource.kubernetes.io/admin-access: true` label "
     "on the containing namespace"
 )
+FORBIDDEN = f"adminAccess: Forbidden: {REFUSAL}"
+"""The field error in a refusal: the claim's and the template's alike name the path
+``spec.devices.requests[i].adminAccess`` (``AuthorizedForAdmin`` builds it the same for both)."""
+CLAIM_CREATION_REFUSED = "FailedResourceClaimCreation"
+"""The resourceclaim controller's event on a pod whose claim it could not create."""
 NAMESPACE_GONE_TIMEOUT = 120.0
 SERVICE_ACCOUNT_TIMEOUT = 60.0
+CONTROLLER_EVENT_TIMEOUT = 60.0
+SLICES_TIMEOUT = 30.0
+SCHEDULER_TIMEOUT = 60.0
 
 Result = tuple[str, str, str, str, bool]
 """(request, driver, pool, device, adminAccess) of one allocation result."""
-Held = tuple[Running, str, Result]
-"""(its pod as it ran once it ran, claim, its one allocation result)."""
+Device = tuple[str, str]
+"""(pool, device) of this subtest's driver."""
+
+
+class Held(NamedTuple):
+    """A pod that runs with one claim: as it ran once it ran, its claim, and the claim's one
+    allocation result; for a claim generated from a ResourceClaimTemplate, that template."""
+
+    pod: Running
+    claim: str
+    result: Result
+    template: str | None = None
+
+
+class Waiting(NamedTuple):
+    """A pod that waits for an ordinary claim, and where."""
+
+    namespace: str
+    pod: str
+    claim: str
 
 
 def admin_namespace(b: Builder) -> str:
@@ -69,20 +135,89 @@ def namespace_objects(b: Builder) -> list[dict]:
     ]
 
 
-def admin_claim(b: Builder, namespace: str) -> dict:
-    """The default claim, in ``namespace``, asking for admin access to its device."""
+def ordinary_claim(b: Builder, namespace: str) -> dict:
+    """The default claim, in ``namespace``, without admin access."""
     claim = b.external_claim()
     claim["metadata"]["namespace"] = namespace
+    return claim
+
+
+def admin_claim(b: Builder, namespace: str) -> dict:
+    """The default claim, in ``namespace``, asking for admin access to its device."""
+    claim = ordinary_claim(b, namespace)
     claim["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"] = True
     return claim
 
 
-def admin_claim_template(b: Builder, namespace: str) -> dict:
-    """A claim template, in ``namespace``, asking for admin access."""
-    _, template = b.pod_inline()
+def admin_pod_inline(b: Builder, namespace: str) -> tuple[dict, dict]:
+    """A pod in ``namespace`` whose claim comes from a template named like it, and that
+    template, which asks for admin access."""
+    pod, template = b.pod_inline()
+    pod["metadata"]["namespace"] = namespace
     template["metadata"]["namespace"] = namespace
     template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"] = True
-    return template
+    return pod, template
+
+
+def admin_claim_template(b: Builder, namespace: str) -> dict:
+    """A claim template, in ``namespace``, asking for admin access."""
+    return admin_pod_inline(b, namespace)[1]
+
+
+def pod_from_template(b: Builder, namespace: str, template: str) -> dict:
+    """A new pod in ``namespace`` whose claim comes from the existing template ``template``."""
+    pod, _ = b.pod_inline()
+    pod["metadata"]["namespace"] = namespace
+    pod["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] = template
+    return pod
+
+
+def generated_claim(pod: dict) -> str | None:
+    """The name of the claim the resourceclaim controller generated for the pod's one claim
+    from a template, as the pod's status says (None: none yet)."""
+    (wanted,) = pod["spec"]["resourceClaims"]
+    for status in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
+        if status.get("name") == wanted["name"]:
+            return status.get("resourceClaimName")
+    return None
+
+
+def published_devices(slices: Iterable[dict], driver: str) -> set[Device]:
+    """Every device that ``driver``'s ResourceSlices publish."""
+    return {
+        (s["spec"]["pool"]["name"], d["name"])
+        for s in slices
+        if s["spec"].get("driver") == driver
+        for d in s["spec"].get("devices") or []
+    }
+
+
+def ordinary_allocations(claims: Iterable[dict], driver: str) -> dict[str, set[Device]]:
+    """``namespace/claim`` -> the devices of ``driver`` allocated to it without admin access:
+    what the allocator counts as in use (it skips results with ``adminAccess``)."""
+    held: dict[str, set[Device]] = {}
+    for claim in claims:
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        for r in (allocation.get("devices") or {}).get("results") or []:
+            if r.get("driver") == driver and not r.get("adminAccess"):
+                metadata = claim["metadata"]
+                key = f"{metadata['namespace']}/{metadata['name']}"
+                held.setdefault(key, set()).add((r["pool"], r["device"]))
+    return held
+
+
+def refused_by_scheduler(pod: dict) -> bool:
+    """The pod is not bound, and the scheduler's last word on it (its PodScheduled condition)
+    is the API server's refusal of an allocation with admin access."""
+    status = pod.get("status") or {}
+    if status.get("phase") != "Pending" or (pod.get("spec") or {}).get("nodeName"):
+        return False
+    return any(
+        c.get("type") == "PodScheduled"
+        and c.get("status") == "False"
+        and FORBIDDEN in (c.get("message") or "")
+        for c in status.get("conditions") or []
+    )
 
 
 def initial(ctx: Context) -> Phase:
@@ -104,36 +239,92 @@ def initial(ctx: Context) -> Phase:
             f"{b.driver_name}, got {results}"
         )
         result = results[0]
-        device = result[2:4]
+    in_use = Held(running(b, holder["metadata"]["name"]), holder_claim["metadata"]["name"], result)
     with ctx.step("a second ordinary claim's pod cannot get it"):
         blocked_claim = b.external_claim()
         blocked = b.pod_external(blocked_claim["metadata"]["name"])
         b.create(blocked_claim, blocked)
         b.wait_unschedulable(blocked["metadata"]["name"])
+    # Right before the ordinary claim of the labelled namespace: all devices are held.
+    _only_holder_holds(ctx, in_use)
+    waiting = [
+        Waiting(ctx.namespace, blocked["metadata"]["name"], blocked_claim["metadata"]["name"]),
+        _ordinary_in_labelled(ctx),
+    ]
 
-    in_use = (running(b, holder["metadata"]["name"]), holder_claim["metadata"]["name"], result)
-    waiting = blocked["metadata"]["name"]
-    admins = [_admin_pod(ctx, result)]
-    _refused(ctx)
+    admins = [_admin_pod(ctx, result), _template_admin_pod(ctx, result)]
+    idle = _idle_admin_claim(ctx)
+    _refused(ctx, plain_namespace(b), "it never had the label")
     ctx.log(
-        f"device {device} is held by {in_use[0].name} and shared by admin pod {admins[0][0].name}"
+        f"device {result[2]}/{result[3]} is held by {in_use.pod.name} and shared by admin pods "
+        f"{[admin.pod.name for admin in admins]}"
     )
 
     def after_upgrade(ctx: Context) -> Phase:
-        _still_in_use(ctx, in_use, waiting, admins)
-        admins.append(_admin_pod(ctx, result))
-        _refused(ctx)
+        _still_in_use(ctx, in_use, waiting, admins, labelled=True)
+        admins.extend([_admin_pod(ctx, result), _template_admin_pod(ctx, result)])
+        _refused(ctx, plain_namespace(ctx.builder), "it never had the label")
+        refused_pod = _unlabel(ctx, admins, idle)
 
         def after_downgrade(ctx: Context) -> None:
-            _still_in_use(ctx, in_use, waiting, admins)
-            admins.append(_admin_pod(ctx, result))
-            _refused(ctx)
-            with ctx.step("delete pods, claims and namespaces"):
-                _delete_all(ctx, in_use, waiting, blocked_claim["metadata"]["name"], admins)
+            _still_in_use(ctx, in_use, waiting, admins, labelled=False)
+            _refused_since_unlabelled(ctx, admins)
+            _allocation_still_refused(ctx, refused_pod, idle)
+            _relabel(ctx)
+            admins.append(_allocated_once_labelled(ctx, refused_pod, idle, result))
+            admins.extend([_admin_pod(ctx, result), _template_admin_pod(ctx, result)])
+            _refused(ctx, plain_namespace(ctx.builder), "it never had the label")
+            with ctx.step("delete pods, claims, templates and namespaces"):
+                _delete_all(ctx, in_use, waiting, admins)
 
         return after_downgrade
 
     return after_upgrade
+
+
+def _only_holder_holds(ctx: Context, in_use: Held) -> None:
+    """The driver publishes exactly the holder's device, and no other claim of the subtest has
+    an ordinary allocation: every device is held, and only by the holder, so a pod that waits
+    for an ordinary claim has nothing else it could get, and nothing else took it."""
+    b = ctx.builder
+    device = (in_use.result[2], in_use.result[3])
+    with ctx.step(
+        f"the driver publishes one device, {device[0]}/{device[1]}, and only the holder holds it"
+    ):
+        # Eventually: a restarted kubelet may still be re-publishing the slice.
+        eventually(
+            lambda: published_devices(b.list("resourceslices"), b.driver_name),
+            what=(
+                f"driver {b.driver_name} to publish only {device}, which the holder holds "
+                "(else the waiting pods prove nothing)"
+            ),
+            timeout=SLICES_TIMEOUT,
+            until=lambda published: published == {device},
+        )
+        claims = retrying(b.list)("resourceclaims", mine=True)
+        claims += retrying(_in(ctx, admin_namespace(b)).list)("resourceclaims")
+        held = ordinary_allocations(claims, b.driver_name)
+        want = {f"{ctx.namespace}/{in_use.claim}": {device}}
+        assert held == want, f"devices held without admin access: {held}, want only {want}"
+
+
+def _ordinary_in_labelled(ctx: Context) -> Waiting:
+    """A claim without admin access in the labelled namespace is an ordinary claim: it does not
+    get the device in use, and its pod waits."""
+    b = ctx.builder
+    namespace = admin_namespace(b)
+    claim = ordinary_claim(b, namespace)
+    name = claim["metadata"]["name"]
+    pod = b.pod_external(name)
+    pod["metadata"]["namespace"] = namespace
+    with ctx.step(f"an ordinary claim {namespace}/{name} does not share the device in use"):
+        created, _ = b.create(claim, pod)
+        requested = created["spec"]["devices"]["requests"][0]["exactly"].get("adminAccess")
+        assert not requested, f"the API server stored adminAccess={requested!r} for {name}"
+        _in(ctx, namespace).wait_unschedulable(pod["metadata"]["name"])
+        results = _results(ctx, namespace, name)
+        assert not results, f"ResourceClaim {namespace}/{name} was allocated {results}"
+    return Waiting(namespace, pod["metadata"]["name"], name)
 
 
 def _admin_pod(ctx: Context, held: Result) -> Held:
@@ -151,56 +342,230 @@ def _admin_pod(ctx: Context, held: Result) -> Held:
         requested = created["spec"]["devices"]["requests"][0]["exactly"].get("adminAccess")
         assert requested is True, f"the API server stored adminAccess={requested!r} for {name}"
         admin.test_pod(pod)
-        results = _results(ctx, namespace, name)
-        want = [(held[0], held[1], held[2], held[3], True)]
-        assert results == want, f"ResourceClaim {namespace}/{name}: results {results}, want {want}"
-    return running(admin, pod["metadata"]["name"]), name, results[0]
+        _allocated_as_admin(ctx, namespace, name, held)
+    return Held(running(admin, pod["metadata"]["name"]), name, _results(ctx, namespace, name)[0])
 
 
-def _still_in_use(ctx: Context, in_use: Held, waiting: str, admins: list[Held]) -> None:
+def _template_admin_pod(ctx: Context, held: Result) -> Held:
+    """A new pod in the labelled namespace whose claim comes from a new admin-access template:
+    the resourceclaim controller generates the claim (owned by the pod, asking for admin
+    access), it gets the device that ``held`` names, and the pod runs."""
+    b = ctx.builder
+    namespace = admin_namespace(b)
+    pod, template = admin_pod_inline(b, namespace)
+    name = template["metadata"]["name"]
+    admin = _in(ctx, namespace)
+    with ctx.step(f"the claim from admin-access template {namespace}/{name} gets the device"):
+        created, _ = b.create(template, pod)
+        requested = created["spec"]["spec"]["devices"]["requests"][0]["exactly"].get("adminAccess")
+        assert requested is True, f"the API server stored adminAccess={requested!r} for {name}"
+        admin.test_pod(pod)
+        now = retrying(admin.read_pod)(pod["metadata"]["name"])
+        claim_name = generated_claim(now)
+        assert claim_name, f"pod {namespace}/{pod['metadata']['name']} runs without a claim name"
+        claim = retrying(admin.get)("resourceclaims", claim_name)
+        owners = [o.get("uid") for o in claim["metadata"].get("ownerReferences") or []]
+        assert owners == [now["metadata"]["uid"]], (
+            f"ResourceClaim {namespace}/{claim_name} is owned by {owners}, not by its pod "
+            f"{now['metadata']['uid']}: not the claim generated for it"
+        )
+        requested = claim["spec"]["devices"]["requests"][0]["exactly"].get("adminAccess")
+        assert requested is True, (
+            f"ResourceClaim {namespace}/{claim_name}, generated from {name}, has "
+            f"adminAccess={requested!r}"
+        )
+        _allocated_as_admin(ctx, namespace, claim_name, held)
+    result = _results(ctx, namespace, claim_name)[0]
+    return Held(running(admin, pod["metadata"]["name"]), claim_name, result, template=name)
+
+
+def _allocated_as_admin(ctx: Context, namespace: str, claim: str, held: Result) -> None:
+    """``claim`` is allocated the device ``held`` names, with admin access on the result."""
+    results = _results(ctx, namespace, claim)
+    want = [(held[0], held[1], held[2], held[3], True)]
+    assert results == want, f"ResourceClaim {namespace}/{claim}: results {results}, want {want}"
+
+
+def _still_in_use(
+    ctx: Context, in_use: Held, waiting: list[Waiting], admins: list[Held], *, labelled: bool
+) -> None:
     """The holder and every admin pod run untouched since they started (checked first, before
-    anything else looks at them), the holder still with its device, the other ordinary pod
-    still waits, every admin pod still with the same device, and the namespaces still are as
-    made."""
+    anything else looks at them), the holder still holds the only device and the ordinary pods
+    still wait by this scheduler's verdict, every admin pod still has the same allocation, and
+    the labelled namespace has its label (``labelled``) or still lacks it."""
     b = ctx.builder
     admin = _in(ctx, admin_namespace(b))
-    pod, claim, result = in_use
-    with ctx.step(f"pod {pod.name} and the admin pods run untouched"):
-        still_untouched(b, pod, [claim])
-        for was, admin_claim_name, _ in admins:
-            still_untouched(admin, was, [admin_claim_name])
-    with ctx.step(f"{pod.name} still holds {result[2]}/{result[3]}, {waiting} still waits"):
-        b.test_pod(b.read_pod(pod.name))
-        now = _results(ctx, ctx.namespace, claim)
-        assert now == [result], f"ResourceClaim {claim}: results were {[result]}, now {now}"
-        b.wait_unschedulable(waiting)
-    with ctx.step("the namespaces keep their labels"):
+    with ctx.step(f"pod {in_use.pod.name} and the admin pods run untouched"):
+        still_untouched(b, in_use.pod, [in_use.claim])
+        for held in admins:
+            still_untouched(admin, held.pod, [held.claim])
+    with ctx.step(f"{in_use.pod.name} still holds {in_use.result[2]}/{in_use.result[3]}"):
+        b.test_pod(b.read_pod(in_use.pod.name))
+        now = _results(ctx, ctx.namespace, in_use.claim)
+        assert now == [in_use.result], (
+            f"ResourceClaim {in_use.claim}: results were {[in_use.result]}, now {now}"
+        )
+    _only_holder_holds(ctx, in_use)
+    names = ", ".join(f"{w.namespace}/{w.pod}" for w in waiting)
+    with ctx.step(f"the scheduler that runs now leaves {names} waiting"):
+        for w in waiting:
+            there = _in(ctx, w.namespace)
+            scheduler_reported(there, w.pod, "FailedScheduling")
+            there.wait_unschedulable(w.pod)
+            results = _results(ctx, w.namespace, w.claim)
+            assert not results, f"ResourceClaim {w.namespace}/{w.claim} was allocated {results}"
+    _check_labels(ctx, labelled=labelled)
+    for held in admins:
+        with ctx.step(f"admin pod {held.pod.name} still runs with {held.claim} as allocated"):
+            admin.test_pod(admin.read_pod(held.pod.name))
+            now = _results(ctx, admin_namespace(b), held.claim)
+            assert now == [held.result], (
+                f"ResourceClaim {held.claim}: results were {[held.result]}, now {now}"
+            )
+
+
+def _check_labels(ctx: Context, *, labelled: bool) -> None:
+    """The unlabelled namespace lacks the label; the labelled one has it if ``labelled``, else
+    it still lacks it since the phase before took it off."""
+    b = ctx.builder
+    state = "has its label" if labelled else "still lacks the label taken off before"
+    with ctx.step(f"the labelled namespace {state}, the unlabelled one has none"):
         labels = {
             name: retrying(b.get)("namespaces", name)["metadata"].get("labels", {})
             for name in (admin_namespace(b), plain_namespace(b))
         }
-        assert labels[admin_namespace(b)].get(ADMIN_LABEL) == "true", labels
+        want = "true" if labelled else None
+        assert labels[admin_namespace(b)].get(ADMIN_LABEL) == want, labels
         assert ADMIN_LABEL not in labels[plain_namespace(b)], labels
-    for pod, claim, result in admins:
-        with ctx.step(f"admin pod {pod.name} still runs with {claim} as allocated before"):
-            admin.test_pod(admin.read_pod(pod.name))
-            now = _results(ctx, admin_namespace(b), claim)
-            assert now == [result], f"ResourceClaim {claim}: results were {[result]}, now {now}"
 
 
-def _refused(ctx: Context) -> None:
-    """An admin-access claim and claim template are refused where the label is missing."""
+def _unlabel(ctx: Context, admins: list[Held], idle: str) -> str:
+    """Take the label off the labelled namespace: new admin access is refused there from now on,
+    also for the admin claim ``idle`` made while it was there, once a pod needs it allocated
+    (that pod, which waits, is returned); what was granted stays."""
     b = ctx.builder
-    namespace = plain_namespace(b)
+    namespace = admin_namespace(b)
+    with ctx.step(f"take the {ADMIN_LABEL} label off {namespace}"):
+        body = {"metadata": {"labels": {ADMIN_LABEL: None}}}
+        labels = retrying(b.patch)("namespaces", namespace, body)["metadata"].get("labels", {})
+        assert ADMIN_LABEL not in labels, f"namespace {namespace} still has labels {labels}"
+    _refused_since_unlabelled(ctx, admins)
+    refused_pod = _allocation_refused(ctx, idle)
+    admin = _in(ctx, namespace)
+    with ctx.step("the admin pods keep running and keep their allocations without the label"):
+        for held in admins:
+            still_untouched(admin, held.pod, [held.claim])
+            now = _results(ctx, namespace, held.claim)
+            assert now == [held.result], (
+                f"ResourceClaim {namespace}/{held.claim}: allocated {[held.result]} while the "
+                f"namespace had the label, now {now}"
+            )
+    return refused_pod
+
+
+def _idle_admin_claim(ctx: Context) -> str:
+    """An admin-access claim in the labelled namespace that no pod uses yet: stored, and (as
+    every claim, allocated only for a pod) not allocated. Its first allocation comes after the
+    label is gone."""
+    b = ctx.builder
+    namespace = admin_namespace(b)
+    claim = admin_claim(b, namespace)
+    name = claim["metadata"]["name"]
+    with ctx.step(f"admin-access claim {namespace}/{name}, for no pod yet, is not allocated"):
+        (created,) = b.create(claim)
+        requested = created["spec"]["devices"]["requests"][0]["exactly"].get("adminAccess")
+        assert requested is True, f"the API server stored adminAccess={requested!r} for {name}"
+        results = _results(ctx, namespace, name)
+        assert not results, f"ResourceClaim {namespace}/{name} was allocated {results} for no pod"
+    return name
+
+
+def _allocation_refused(ctx: Context, claim: str) -> str:
+    """A new pod uses the admin claim ``claim``, made while the namespace had its label: the
+    scheduler allocates the device in use, but the API server refuses to store an allocation
+    with admin access in a namespace without the label (``AuthorizedForAdminStatus``, on the
+    claim's status), so the pod waits and the claim stays unallocated. The pod is returned."""
+    b = ctx.builder
+    namespace = admin_namespace(b)
+    pod = b.pod_external(claim)
+    pod["metadata"]["namespace"] = namespace
+    name = pod["metadata"]["name"]
+    with ctx.step(f"pod {namespace}/{name} waits: the allocation of {claim} is refused"):
+        b.create(pod)
+        _scheduling_refused(ctx, name, claim)
+    return name
+
+
+def _allocation_still_refused(ctx: Context, pod: str, claim: str) -> None:
+    """After a restart, the scheduler that runs now still cannot store the allocation of the
+    admin claim ``claim`` for ``pod``, as long as the namespace lacks its label."""
+    admin = _in(ctx, admin_namespace(ctx.builder))
+    with ctx.step(f"the scheduler that runs now cannot allocate {claim} for {pod} either"):
+        scheduler_reported(admin, pod, "FailedScheduling")
+        _scheduling_refused(ctx, pod, claim)
+
+
+def _scheduling_refused(ctx: Context, pod: str, claim: str) -> None:
+    """Until ``pod``'s PodScheduled condition carries the refusal (the scheduler writes each
+    attempt's error there), with ``pod`` not bound and ``claim`` not allocated."""
+    namespace = admin_namespace(ctx.builder)
+    admin = _in(ctx, namespace)
+    now = eventually(
+        lambda: admin.read_pod(pod),
+        what=f"the scheduler to report that storing the allocation of {claim} for {pod} failed "
+        f"with {FORBIDDEN!r}",
+        timeout=SCHEDULER_TIMEOUT,
+        until=refused_by_scheduler,
+    )
+    ctx.log(f"refused as expected: {now['status']['conditions']}")
+    results = _results(ctx, namespace, claim)
+    assert not results, f"ResourceClaim {namespace}/{claim} was allocated {results}"
+
+
+def _allocated_once_labelled(ctx: Context, pod: str, claim: str, held: Result) -> Held:
+    """With the label back, the scheduler's next attempt stores the allocation: ``pod`` runs,
+    ``claim`` shares the device ``held`` names with admin access."""
+    namespace = admin_namespace(ctx.builder)
+    admin = _in(ctx, namespace)
+    with ctx.step(f"with the label back, {claim} is allocated and {pod} runs"):
+        admin.test_pod(admin.read_pod(pod))
+        _allocated_as_admin(ctx, namespace, claim, held)
+    return Held(running(admin, pod), claim, _results(ctx, namespace, claim)[0])
+
+
+def _relabel(ctx: Context) -> None:
+    """Put the label back on the labelled namespace, for this phase's new admin claims."""
+    b = ctx.builder
+    namespace = admin_namespace(b)
+    with ctx.step(f"put the {ADMIN_LABEL} label back on {namespace}"):
+        body = {"metadata": {"labels": {ADMIN_LABEL: "true"}}}
+        labels = retrying(b.patch)("namespaces", namespace, body)["metadata"].get("labels", {})
+        assert labels.get(ADMIN_LABEL) == "true", f"namespace {namespace} has labels {labels}"
+
+
+def _refused_since_unlabelled(ctx: Context, admins: list[Held]) -> None:
+    """In the labelled namespace without its label: a new admin-access claim and template are
+    refused, and so is the claim generated for a new pod from an admin template made while the
+    label was there."""
+    b = ctx.builder
+    _refused(ctx, admin_namespace(b), "its label was taken off")
+    template = next(held.template for held in admins if held.template)
+    _template_claim_refused(ctx, template)
+
+
+def _refused(ctx: Context, namespace: str, why: str) -> None:
+    """An admin-access claim and claim template are refused in ``namespace``, which lacks the
+    label (``why``)."""
+    b = ctx.builder
     for obj in (admin_claim(b, namespace), admin_claim_template(b, namespace)):
         what = f"{obj['kind']} {namespace}/{obj['metadata']['name']}"
-        with ctx.step(f"{what} with admin access is refused without the label"):
+        with ctx.step(f"{what} with admin access is refused: {why}"):
             try:
                 retrying(b.create)(obj)
             except KubeError as exc:
-                assert exc.status == 422 and REFUSAL in exc.message, (
+                assert exc.status == 422 and FORBIDDEN in exc.message, (
                     f"creating {what} failed, but not as refused admin access "
-                    f"(want 422 with {REFUSAL!r}): {exc}"
+                    f"(want 422 with {FORBIDDEN!r}): {exc}"
                 )
                 ctx.log(f"refused as expected: {exc.message}")
             else:
@@ -214,6 +579,45 @@ def _refused(ctx: Context) -> None:
                 pass
             else:
                 raise AssertionError(f"{what} was refused, yet it exists")
+
+
+def _template_claim_refused(ctx: Context, template: str) -> None:
+    """A new pod from admin template ``template`` in the labelled namespace, which has lost its
+    label: the resourceclaim controller's claim for it is refused (its event says so with the
+    API server's words), the pod gets no claim and is not scheduled. The pod is deleted at once:
+    the controller would retry and, once the label is back, succeed."""
+    b = ctx.builder
+    namespace = admin_namespace(b)
+    admin = _in(ctx, namespace)
+    pod = pod_from_template(b, namespace, template)
+    name = pod["metadata"]["name"]
+    with ctx.step(f"pod {namespace}/{name} gets no claim from admin template {template}"):
+        b.create(pod)
+        selector = f"involvedObject.name={name},reason={CLAIM_CREATION_REFUSED}"
+        events = eventually(
+            lambda: admin.list("events", fieldSelector=selector),
+            what=f"a {CLAIM_CREATION_REFUSED} event about pod {name} with {FORBIDDEN!r}",
+            timeout=CONTROLLER_EVENT_TIMEOUT,
+            until=lambda events: any(FORBIDDEN in e.get("message", "") for e in events),
+        )
+        ctx.log(f"refused as expected: {events[-1].get('message')}")
+        now = retrying(admin.read_pod)(name)
+        assert generated_claim(now) is None, (
+            f"pod {namespace}/{name} names claim {generated_claim(now)} although its creation "
+            "was refused"
+        )
+        assert now.get("status", {}).get("phase") == "Pending" and not now["spec"].get(
+            "nodeName"
+        ), f"pod {namespace}/{name} without its claim was scheduled: {now.get('status')}"
+        uid = now["metadata"]["uid"]
+        owned = [
+            c["metadata"]["name"]
+            for c in retrying(admin.list)("resourceclaims")
+            if uid in [o.get("uid") for o in c["metadata"].get("ownerReferences") or []]
+        ]
+        assert not owned, f"the claim for pod {namespace}/{name} was refused, yet {owned} exist"
+        retrying(admin.delete)("pods", name)
+        admin.wait_pod_gone(name)
 
 
 def _results(ctx: Context, namespace: str, claim: str) -> list[Result]:
@@ -240,20 +644,25 @@ def _wait_service_account(ctx: Context, namespace: str) -> None:
     )
 
 
-def _delete_all(
-    ctx: Context, in_use: Held, waiting: str, waiting_claim: str, admins: list[Held]
-) -> None:
+def _delete_all(ctx: Context, in_use: Held, waiting: list[Waiting], admins: list[Held]) -> None:
     """Strict deletes (NotFound fails: each object was expected to be there), pods first (all
-    at once, then waited for), then their claims, then the namespaces."""
+    at once, then waited for), then their claims (a generated claim goes with its pod: waited
+    for) and templates, then the namespaces."""
     b = ctx.builder
     admin_ns = admin_namespace(b)
-    pods = [(admin_ns, pod.name, claim) for pod, claim, _ in admins]
-    pods += [(ctx.namespace, waiting, waiting_claim), (ctx.namespace, in_use[0].name, in_use[1])]
-    for namespace, pod, _ in pods:
+    pods = [(admin_ns, held.pod.name, held.claim, held.template) for held in admins]
+    pods += [(w.namespace, w.pod, w.claim, None) for w in waiting]
+    pods.append((ctx.namespace, in_use.pod.name, in_use.claim, None))
+    for namespace, pod, _, _ in pods:
         retrying(_in(ctx, namespace).delete)("pods", pod)
-    for namespace, pod, claim in pods:
-        _in(ctx, namespace).wait_pod_gone(pod)
-        retrying(_in(ctx, namespace).delete)("resourceclaims", claim)
+    for namespace, pod, claim, template in pods:
+        there = _in(ctx, namespace)
+        there.wait_pod_gone(pod)
+        if template is None:
+            retrying(there.delete)("resourceclaims", claim)
+        else:
+            there.wait_gone("resourceclaims", claim, timeout=POD_DELETE_TIMEOUT)
+            retrying(there.delete)("resourceclaimtemplates", template)
     _delete_namespaces(b, missing_ok=False)
 
 
@@ -269,7 +678,8 @@ def _delete_namespaces(b: Builder, *, missing_ok: bool) -> None:
 SUBTEST = Subtest(
     name="admin-access",
     initial=initial,
-    # One device: the ordinary claim that holds it leaves none for anyone but admin access.
+    # One device: the ordinary claim that holds it leaves none for anyone but admin access
+    # (checked in every phase: ``_only_holder_holds``).
     resources=devices_per_node(1),
     releases=">=1.34",
 )

@@ -1568,6 +1568,134 @@ def test_admin_access_objects() -> None:
     assert m.ADMIN_LABEL in m.REFUSAL
 
 
+def test_admin_access_template_pod_and_ordinary_claim() -> None:
+    m = admin_access
+    b = builder("admin-access")
+    namespace = m.admin_namespace(b)
+    pod, template = (valid(o) for o in m.admin_pod_inline(b, namespace))
+    assert pod["metadata"]["namespace"] == template["metadata"]["namespace"] == namespace
+    assert pod["spec"]["resourceClaims"] == [
+        {"name": "my-inline-claim", "resourceClaimTemplateName": template["metadata"]["name"]}
+    ]
+    assert template["spec"]["spec"]["devices"]["requests"] == [
+        {
+            "name": "my-request",
+            "exactly": {"deviceClassName": "defaultadmin-access-class", "adminAccess": True},
+        }
+    ]
+    # The claims generated from it carry the subtest's labels (the claim watch attributes them).
+    assert template["spec"]["metadata"]["labels"] == labels("admin-access")
+    assert object_path(template, collection=True) == (
+        "/apis/resource.k8s.io/v1/namespaces/defaultadmin-access-labelled/resourceclaimtemplates"
+    )
+
+    again = valid(m.pod_from_template(b, namespace, template["metadata"]["name"]))
+    assert again["metadata"]["namespace"] == namespace
+    assert again["metadata"]["name"] != pod["metadata"]["name"]
+    assert again["spec"]["resourceClaims"] == pod["spec"]["resourceClaims"]
+
+    ordinary = valid(m.ordinary_claim(b, namespace))
+    assert ordinary["metadata"]["namespace"] == namespace
+    assert ordinary["spec"]["devices"]["requests"] == [
+        {"name": "my-request", "exactly": {"deviceClassName": "defaultadmin-access-class"}}
+    ]
+
+
+def test_admin_access_generated_claim_from_pod_status() -> None:
+    m = admin_access
+    pod, _ = m.admin_pod_inline(builder("admin-access"), "ns")
+    assert m.generated_claim(pod) is None
+    pod["status"] = {"resourceClaimStatuses": [{"name": "other", "resourceClaimName": "x"}]}
+    assert m.generated_claim(pod) is None
+    pod["status"]["resourceClaimStatuses"].append(
+        {"name": "my-inline-claim", "resourceClaimName": "tester-1-my-inline-claim-abcde"}
+    )
+    assert m.generated_claim(pod) == "tester-1-my-inline-claim-abcde"
+
+
+def _admin_access_claim(namespace: str, name: str, *results: dict) -> dict:
+    return {
+        "metadata": {"namespace": namespace, "name": name},
+        "status": {"allocation": {"devices": {"results": list(results)}}},
+    }
+
+
+def test_admin_access_counts_what_holds_devices() -> None:
+    m = admin_access
+    driver = "defaultadmin-access.k8s.io"
+    slices = [
+        {"spec": {"driver": driver, "pool": {"name": "node-a"}, "devices": [{"name": "d0"}]}},
+        {
+            "spec": {
+                "driver": "other.k8s.io",
+                "pool": {"name": "node-a"},
+                "devices": [{"name": "x"}],
+            }
+        },
+        {"spec": {"driver": driver, "pool": {"name": "node-b"}}},
+    ]
+    assert m.published_devices(slices, driver) == {("node-a", "d0")}
+
+    result = {"request": "r", "driver": driver, "pool": "node-a", "device": "d0"}
+    claims = [
+        _admin_access_claim("default", "holder", result),
+        # Admin access is not counted as in use, as the allocator does.
+        _admin_access_claim("labelled", "admin", {**result, "adminAccess": True}),
+        _admin_access_claim("default", "other-driver", {**result, "driver": "other.k8s.io"}),
+        {"metadata": {"namespace": "default", "name": "waiting"}, "status": {}},
+        {"metadata": {"namespace": "labelled", "name": "pending"}},
+    ]
+    assert m.ordinary_allocations(claims, driver) == {"default/holder": {("node-a", "d0")}}
+    also = _admin_access_claim("labelled", "ordinary", {**result, "adminAccess": False})
+    assert m.ordinary_allocations([*claims, also], driver) == {
+        "default/holder": {("node-a", "d0")},
+        "labelled/ordinary": {("node-a", "d0")},
+    }
+
+
+def test_admin_access_scheduler_refusal_is_read_from_the_pod() -> None:
+    m = admin_access
+    # As the scheduler writes a PreBind failure of the DRA plugin into PodScheduled (1.37, 1.38).
+    message = (
+        'running PreBind plugin "DynamicResources": add allocation and reservation to claim '
+        'ns/c: ResourceClaim.resource.k8s.io "c" is invalid: '
+        f"status.allocation.devices.results[0].adminAccess: Forbidden: {m.REFUSAL}"
+    )
+    condition = {"type": "PodScheduled", "status": "False", "reason": "SchedulerError"}
+    pod = {
+        "spec": {},
+        "status": {"phase": "Pending", "conditions": [{**condition, "message": message}]},
+    }
+    assert m.refused_by_scheduler(pod)
+    other = {**condition, "reason": "Unschedulable", "message": "cannot allocate all claims"}
+    assert not m.refused_by_scheduler(
+        {**pod, "status": {"phase": "Pending", "conditions": [other]}}
+    )
+    assert not m.refused_by_scheduler({**pod, "spec": {"nodeName": "127.0.0.1"}})
+    assert not m.refused_by_scheduler({**pod, "status": {**pod["status"], "phase": "Running"}})
+    assert not m.refused_by_scheduler({"spec": {}, "status": {"phase": "Pending"}})
+
+
+def test_admin_access_refusal_matches_what_the_api_server_says() -> None:
+    # How apimachinery prints the Forbidden field error of AuthorizedForAdmin (same path for a
+    # claim and a template), as the 422 and the resourceclaim controller's event carry it.
+    m = admin_access
+    claim = (
+        'ResourceClaim.resource.k8s.io "c" is invalid: spec.devices.requests[0].adminAccess: '
+        f"Forbidden: {m.REFUSAL}"
+    )
+    event = (
+        'PodResourceClaim my-inline-claim: create ResourceClaim : ResourceClaim.resource.k8s.io "" '
+        f"is invalid: spec.devices.requests[0].adminAccess: Forbidden: {m.REFUSAL}"
+    )
+    assert m.FORBIDDEN in claim and m.FORBIDDEN in event
+    internal = (
+        "spec.devices.requests[0].adminAccess: Internal error: could not retrieve namespace to "
+        "verify admin access"
+    )
+    assert m.FORBIDDEN not in internal
+
+
 FAKE_CTR = """#!/bin/sh
 # ctr as the CRI namespace of a node answers it: pod p1 runs sandbox s1 and container c1; c0 is an
 # exited container of p1, x1 a task of another pod.

@@ -62,8 +62,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from e2e_dra.builder import POD_DELETE_TIMEOUT, Builder, NotFound, resource_of, retrying
-from e2e_dra.kube import KubeError
+from e2e_dra.builder import (
+    POD_DELETE_TIMEOUT,
+    Builder,
+    KubeError,
+    NotFound,
+    resource_of,
+    retrying,
+)
 from e2e_dra.subtest import Context, Phase, Subtest
 from e2e_dra.subtest_kit import (
     Running,

@@ -17,7 +17,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from e2e_dra.driver import Driver, DriverError, _rpc
+from e2e_dra.driver import Driver, DriverError, _health, _rpc
 from e2e_dra.driver._pb import (
     dra_v1_pb2,
     dra_v1beta1_pb2,
@@ -525,9 +525,64 @@ def test_health_stream_sends_changes_at_once(driver, pb):
     stream.cancel()
 
 
+@pytest.mark.parametrize("pb", [health_v1_pb2, health_v1alpha1_pb2], ids=["v1", "v1alpha1"])
+def test_silenced_device_is_sent_once_with_its_timeout_then_left_out(driver, pb, monkeypatch):
+    # What resource-health relies on: the kubelet learns the device's timeout from one last
+    # report, then the stream goes on without the device until the driver reports it again.
+    monkeypatch.setattr(_health, "RESEND_PERIOD", 0.1)
+    driver.set_health(NODE, "device-00", "Healthy")
+    driver.set_health(NODE, "device-01", "Unhealthy", "fan stuck")
+    health = _rpc.stub(channel(driver.dra_socket), pb, "DRAResourceHealth")
+    stream = health.NodeWatchResources(pb.NodeWatchResourcesRequest(), timeout=10)
+    healthy = ("device-00", pb.HEALTHY, "", 0)
+
+    seen = _reports(stream)
+    assert seen == [healthy, ("device-01", pb.UNHEALTHY, "fan stuck", 0)]
+    driver.silence_health(NODE, "device-01", 5)
+    last = _reports(stream, after=seen)
+    assert last == [healthy, ("device-01", pb.UNHEALTHY, "fan stuck", 5)]
+    # Silent from then on, re-sends included; the stream itself goes on.
+    assert [_reports(stream) for _ in range(5)] == [[healthy]] * 5
+    # A stream opened during the silence learns the timeout too, once.
+    late = health.NodeWatchResources(pb.NodeWatchResourcesRequest(), timeout=10)
+    assert [_reports(late) for _ in range(3)] == [last, [healthy], [healthy]]
+    late.cancel()
+
+    driver.set_health(NODE, "device-01", "Healthy")
+    back = _reports(stream, after=[healthy])
+    assert back == [healthy, ("device-01", pb.HEALTHY, "", 0)]
+    # Silenced again: one more last report, with the new timeout.
+    driver.silence_health(NODE, "device-01", 3)
+    assert _reports(stream, after=back) == [healthy, ("device-01", pb.HEALTHY, "", 3)]
+    assert _reports(stream) == [healthy]
+    stream.cancel()
+
+
+def _reports(stream, after: list[tuple] | None = None) -> list[tuple]:
+    """(device, health, message, timeout) of the stream's next list that differs from ``after``
+    (re-sends of it may be waiting in the stream)."""
+    for response in stream:
+        reports = [
+            (d.device.device_name, d.health, d.message, d.health_check_timeout_seconds)
+            for d in response.devices
+        ]
+        if reports != after:
+            return reports
+    raise AssertionError("the health stream ended")
+
+
 def test_unknown_health_value_is_refused(driver):
     with pytest.raises(ValueError, match="Sick"):
         driver.set_health(NODE, "device-00", "Sick")
+
+
+def test_silence_needs_a_reported_device_and_a_whole_timeout(driver):
+    with pytest.raises(ValueError, match="never reported"):
+        driver.silence_health(NODE, "device-00", 5)
+    driver.set_health(NODE, "device-00", "Healthy")
+    for timeout in (-1, 2.5, True):
+        with pytest.raises(ValueError, match="whole number"):
+            driver.silence_health(NODE, "device-00", timeout)
 
 
 # --- lifecycle --------------------------------------------------------------------------------

@@ -3,6 +3,12 @@
 Subtests flip a device to Unhealthy and watch the pod status follow, so a change is sent at once;
 between changes the full list is re-sent every 2 s (upstream's period) so the kubelet's
 per-device timeout never marks a device Unknown on its own.
+
+A subtest can also make the driver fall silent about one device (``HealthState.silence``): the
+stream stays open and keeps sending its list, but without that device, as a plugin that stopped
+watching it would. Each stream reports the device once more first, carrying the health check
+timeout the subtest names, so that the kubelet knows how long to wait before it gives up on the
+device and marks it Unknown. The next ``set`` reports the device again.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -17,22 +24,52 @@ HEALTH_VALUES = ("Healthy", "Unhealthy", "Unknown")
 RESEND_PERIOD = 2.0
 
 
+@dataclass(frozen=True)
+class DeviceReport:
+    """What the driver says about one device. ``timeout`` is the health check timeout sent with
+    it (seconds; 0: the kubelet's default). ``silent_since`` is the state version at which the
+    driver stopped reporting the device, None while it reports it."""
+
+    pool: str
+    device: str
+    health: str
+    message: str = ""
+    timeout: int = 0
+    silent_since: int | None = None
+
+
 class HealthState:
-    """Pool/device -> (health, message); every change wakes the streams."""
+    """Pool/device -> what the driver reports about it; every change wakes the streams."""
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
-        self._devices: dict[tuple[str, str], tuple[str, str]] = {}
+        self._devices: dict[tuple[str, str], DeviceReport] = {}
         self._version = 0
         self._closed = False
 
     def set(self, pool: str, device: str, health: str, message: str = "") -> None:
+        """Report ``health`` for the device from now on (with the kubelet's default timeout),
+        also after ``silence``."""
         if health not in HEALTH_VALUES:
             raise ValueError(f"device health {health!r} is not one of {HEALTH_VALUES}")
         with self._changed:
-            self._devices[(pool, device)] = (health, message)
-            self._version += 1
-            self._changed.notify_all()
+            self._devices[(pool, device)] = DeviceReport(pool, device, health, message)
+            self._bump()
+
+    def silence(self, pool: str, device: str, timeout: int) -> None:
+        """Stop reporting the device: each stream sends it once more, as it is, with a health
+        check timeout of ``timeout`` seconds (0: the kubelet's default), then leaves it out of
+        every list until the next ``set``. The stream itself stays open."""
+        if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 0:
+            raise ValueError(f"health check timeout {timeout!r} is not a whole number of seconds")
+        with self._changed:
+            known = self._devices.get((pool, device))
+            if known is None:
+                raise ValueError(f"device {pool}/{device}: the driver never reported its health")
+            self._devices[(pool, device)] = DeviceReport(
+                pool, device, known.health, known.message, timeout, self._version + 1
+            )
+            self._bump()
 
     def close(self) -> None:
         """End every stream (the driver stops)."""
@@ -40,9 +77,9 @@ class HealthState:
             self._closed = True
             self._changed.notify_all()
 
-    def snapshot(self) -> tuple[int, list[tuple[str, str, str, str]]]:
+    def snapshot(self) -> tuple[int, list[DeviceReport]]:
         with self._changed:
-            devices = sorted((p, d, h, m) for (p, d), (h, m) in self._devices.items())
+            devices = sorted(self._devices.values(), key=lambda d: (d.pool, d.device))
             return self._version, devices
 
     def wait_change(self, seen: int, timeout: float) -> bool:
@@ -50,6 +87,11 @@ class HealthState:
         with self._changed:
             self._changed.wait_for(lambda: self._closed or self._version != seen, timeout)
             return not self._closed
+
+    def _bump(self) -> None:
+        """Called with the lock held, after a change."""
+        self._version += 1
+        self._changed.notify_all()
 
 
 class HealthServicer:
@@ -60,24 +102,32 @@ class HealthServicer:
         self._pb = pb
 
     def NodeWatchResources(self, request: Any, context: Any) -> Iterator[Any]:
+        # Silenced devices this stream has sent their last report of: (pool, device, since).
+        said_last: set[tuple[str, str, int | None]] = set()
         while True:
             version, devices = self._state.snapshot()
-            yield self._response(devices)
+            sent = [d for d in devices if (d.pool, d.device, d.silent_since) not in said_last]
+            yield self._response(sent)
+            # Past the yield, gRPC has sent that response: the kubelet got the timeout.
+            said_last.update(
+                (d.pool, d.device, d.silent_since) for d in sent if d.silent_since is not None
+            )
             if not self._state.wait_change(version, RESEND_PERIOD) or not context.is_active():
                 return
 
-    def _response(self, devices: list[tuple[str, str, str, str]]) -> Any:
+    def _response(self, devices: list[DeviceReport]) -> Any:
         pb = self._pb
         enum = {"Healthy": pb.HEALTHY, "Unhealthy": pb.UNHEALTHY}
         now = int(time.time())
         return pb.NodeWatchResourcesResponse(
             devices=[
                 pb.DeviceHealth(
-                    device=pb.DeviceIdentifier(pool_name=pool, device_name=device),
-                    health=enum.get(health, pb.UNKNOWN),
+                    device=pb.DeviceIdentifier(pool_name=d.pool, device_name=d.device),
+                    health=enum.get(d.health, pb.UNKNOWN),
                     last_updated_time=now,
-                    message=message,
+                    health_check_timeout_seconds=d.timeout,
+                    message=d.message,
                 )
-                for pool, device, health, message in devices
+                for d in devices
             ]
         )

@@ -321,6 +321,11 @@ class Driver:
     def set_health(self, pool: str, device: str, health: str, message: str = "") -> None:
         self.health.set(pool, device, health, message)
 
+    def silence_health(self, pool: str, device: str, timeout: int) -> None:
+        """Stop reporting the device's health, as a plugin that lost track of it: see
+        ``HealthState.silence``; ``set_health`` reports it again."""
+        self.health.silence(pool, device, timeout)
+
     # --- logs ---------------------------------------------------------------------------------
 
     def _open_log(self) -> None:

@@ -16,9 +16,34 @@ and its device still in its environment.
 Each kubelet must pick the service its release negotiates (pkg/kubelet/cm/dra/plugin: from 1.37
 v1 first, v1alpha1 only before) and open no stream on another version; the service is recorded
 as a fact of the phase (summary.json).
+
+Each kubelet must also give up on a device its driver stops reporting: Unknown in pod status,
+then Healthy again once the driver reports it. The kubelet (pkg/kubelet/cm/dra/healthinfo.go,
+alike in 1.36.5, 1.37.2 and 1.38.0-beta.0) keeps, per device, when it last received it and its
+health check timeout: the one the driver sent with it, else ``DefaultHealthTimeout`` (30 s).
+Each list the stream brings marks a device missing from it for longer than its timeout Unknown
+and re-syncs the pods that use it at once (``updateHealthInfo``; 1.36 keeps the entry as
+Unknown, 1.37 and later drop it, which reads as Unknown too). So the driver keeps its stream
+open and its 2 s re-sends going, but leaves the device out after one last report that carries a
+5 s timeout (waiting out the 30 s default would add half a minute to every phase). Pod status
+must show Unknown no sooner than 5 s later (sooner: the kubelet did not wait for the timeout)
+and within 20 s (later: it ignored the device's timeout for its 30 s default).
+
+Neither a stream gone silent nor an ended one would do: the kubelet acts on neither by itself.
+A device whose timeout passes while no list arrives reads Unknown only when its pod is next
+synced for some other reason; the end of a stream clears the driver's health
+(``HandleWatchResourcesStream``), also without a sync, and the kubelet opens a new stream 5 s
+later (pkg/kubelet/cm/dra/plugin). A running pod is re-synced every 60 to 90 s
+(``syncFrequency`` 1 min, jitter 0.5), so either would cost a minute or more a phase
+(upstream's node e2e test of a stopped plugin waits up to 2 min for Unknown).
+
+Where the kubelet still has the stream it had in the phase before (control-plane-first never
+restarts it), that same kubelet proved Unknown there and the step is not repeated.
 """
 
 from __future__ import annotations
+
+import time
 
 from e2e_dra.builder import is_allocated
 from e2e_dra.subtest import Context, Phase, Subtest
@@ -31,6 +56,12 @@ WATCH_METHOD = "/NodeWatchResources"
 POD_CLAIM = "resource-claim"  # Builder.pod_external's name for the claim in the pod spec
 DEVICE = "device-00"  # devices_per_node(1): one pool per node, named after it
 UNHEALTHY_MESSAGE = "e2e-dra: flipped by resource-health"
+# The health check timeout the driver sends with the device's last report before it falls
+# silent about it, and how soon the kubelet must mark it Unknown: less than the kubelet's own
+# DefaultHealthTimeout, so that a kubelet ignoring the device's timeout fails.
+SILENT_TIMEOUT = 5
+KUBELET_DEFAULT_HEALTH_TIMEOUT = 30.0
+UNKNOWN_WITHIN = 20.0
 # The health service each kubelet release picks from what the driver offers (all three).
 HEALTH_SERVICES = {
     ">=1.37.0-alpha.0": "v1.DRAResourceHealth",
@@ -64,7 +95,7 @@ def initial(ctx: Context) -> Phase:
         kubelet = kubelet_version(ctx.builder, ctx.nodes[0])
         (want,) = [name for spec, name in HEALTH_SERVICES.items() if matches(spec, kubelet)]
         with ctx.step(f"the kubelet ({kubelet}) watches device health through {want} only"):
-            service = _health_service(ctx)
+            stream, service = _health_stream(ctx)
             opened = _streams_opened(ctx, since)
             ctx.log(f"{ctx.phase}: the kubelet watches device health through {service}")
             ctx.facts[f"health_service/{ctx.phase}"] = service
@@ -80,6 +111,20 @@ def initial(ctx: Context) -> Phase:
         with ctx.step("pod status follows the device back to Healthy"):
             ctx.driver.set_health(pool, device, "Healthy")
             _wait_health(ctx, pod_name, "Healthy")
+        if stream < since:
+            why = "the kubelet kept its health stream from the phase before, which proved it"
+            ctx.log(f"{ctx.phase}: Unknown after silence not checked again: {why}")
+            ctx.facts[f"health_unknown_after/{ctx.phase}"] = why
+        else:
+            with ctx.step(
+                f"pod status turns Unknown once the driver stops reporting the device "
+                f"past its {SILENT_TIMEOUT} s timeout"
+            ):
+                elapsed = _unknown_when_silent(ctx, pod_name, pool, device)
+                ctx.facts[f"health_unknown_after/{ctx.phase}"] = round(elapsed, 1)
+            with ctx.step("pod status shows the device Healthy once the driver reports it again"):
+                ctx.driver.set_health(pool, device, "Healthy")
+                _wait_health(ctx, pod_name, "Healthy")
         return len(ctx.driver.calls.records)
 
     upgraded_since = cycle(ctx, 0)
@@ -104,18 +149,19 @@ def initial(ctx: Context) -> Phase:
     return after_upgrade
 
 
-def _health_service(ctx: Context) -> str:
-    """The health service of the one stream the current kubelet keeps open.
+def _health_stream(ctx: Context) -> tuple[int, str]:
+    """The one stream the current kubelet keeps open: where it is in the driver's calls, and
+    its health service.
 
     Not "the stream after the newest registration": a 1.37 kubelet opens its stream between
     GetInfo and NotifyRegistrationStatus. A restarted kubelet's old stream ends with its
     connection (the driver notices within one resend period), so one open stream is left.
     """
 
-    def open_streams() -> list[str]:
+    def open_streams() -> list[tuple[int, str]]:
         return [
-            call.method.removesuffix(WATCH_METHOD).lstrip("/")
-            for call in ctx.driver.calls.records
+            (index, call.method.removesuffix(WATCH_METHOD).lstrip("/"))
+            for index, call in enumerate(ctx.driver.calls.records)
             if call.method.endswith(WATCH_METHOD) and not call.done
         ]
 
@@ -128,6 +174,32 @@ def _health_service(ctx: Context) -> str:
     return streams[0]
 
 
+def _unknown_when_silent(ctx: Context, pod_name: str, pool: str, device: str) -> float:
+    """The driver falls silent about the device (its stream goes on); seconds until the pod
+    shows it Unknown, which must take the device's timeout and not much more."""
+    started = time.monotonic()
+    ctx.driver.silence_health(pool, device, SILENT_TIMEOUT)
+    _wait_health(
+        ctx,
+        pod_name,
+        "Unknown",
+        timeout=UNKNOWN_WITHIN,
+        detail=(
+            f" within {UNKNOWN_WITHIN:g} s of the driver leaving it out after a last report "
+            f"with a {SILENT_TIMEOUT} s timeout (a kubelet that ignores the device's timeout "
+            f"waits its default {KUBELET_DEFAULT_HEALTH_TIMEOUT:g} s)"
+        ),
+    )
+    elapsed = time.monotonic() - started
+    ctx.log(f"{ctx.phase}: the kubelet marked the silent device Unknown after {elapsed:.1f} s")
+    assert elapsed >= SILENT_TIMEOUT, (
+        f"pod {pod_name} showed its device Unknown {elapsed:.1f} s after the driver stopped "
+        f"reporting it, before the {SILENT_TIMEOUT} s timeout the driver sent with its last "
+        f"report: not the kubelet's timeout"
+    )
+    return elapsed
+
+
 def _streams_opened(ctx: Context, since: int) -> list[str]:
     """The health service of every stream the kubelet opened from call ``since`` on."""
     return [
@@ -137,13 +209,22 @@ def _streams_opened(ctx: Context, since: int) -> list[str]:
     ]
 
 
-def _wait_health(ctx: Context, pod_name: str, health: str, message: str | None = None) -> None:
-    """Until the pod's container reports the claim's one device with ``health``."""
+def _wait_health(
+    ctx: Context,
+    pod_name: str,
+    health: str,
+    message: str | None = None,
+    *,
+    timeout: float = HEALTH_TIMEOUT,
+    detail: str = "",
+) -> None:
+    """Until the pod's container reports the claim's one device with ``health`` (and
+    ``message``, None: none); ``detail`` is added to what a timeout says it waited for."""
     want = [(health, message)]
     eventually(
         lambda: _claim_health(ctx.builder.read_pod(pod_name)),
-        what=f"pod {pod_name} to report its device {health}",
-        timeout=HEALTH_TIMEOUT,
+        what=f"pod {pod_name} to report its device {health}{detail}",
+        timeout=timeout,
         poll=1.0,
         until=lambda seen: seen == want,
     )

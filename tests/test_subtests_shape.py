@@ -1275,6 +1275,19 @@ def test_resource_health_reads_the_claims_devices_from_pod_status() -> None:
     assert resource_health._claim_health({"status": {}}) == []
 
 
+def test_resource_health_unknown_window_tells_the_kubelets_timeout_apart() -> None:
+    # The kubelet marks the silent device Unknown at the first list after the device's timeout:
+    # between SILENT_TIMEOUT and SILENT_TIMEOUT + one re-send, then a pod sync. The lower bound
+    # must exclude a kubelet that drops unreported devices at once (the first list without it,
+    # one re-send later), and the upper bound one that waits out its own 30 s default instead.
+    from e2e_dra.driver._health import RESEND_PERIOD
+
+    assert resource_health.SILENT_TIMEOUT > 2 * RESEND_PERIOD
+    slack = resource_health.UNKNOWN_WITHIN - (resource_health.SILENT_TIMEOUT + RESEND_PERIOD)
+    assert slack >= 10
+    assert resource_health.UNKNOWN_WITHIN < resource_health.KUBELET_DEFAULT_HEALTH_TIMEOUT
+
+
 def _checkpoint_context(tmp_path: Path, claims: list[dict]) -> Context:
     from e2e_dra.driver import Driver
 

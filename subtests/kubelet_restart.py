@@ -1,6 +1,7 @@
 """kubelet-restart: a kubelet that restarts while NodePrepareResources hangs hands the claim over
-to the next kubelet cleanly, and a kubelet that comes back after a (simulated) reboot prepares the
-claim again.
+to the next kubelet cleanly, so does one that restarts while NodeUnprepareResources of a deleted
+pod's claim hangs, and a kubelet that comes back after a (simulated) reboot prepares the claim
+again.
 
 The initial phase blocks the driver's prepare and ends while the pod's prepare call hangs, so
 the upgrade restarts the kubelet in the middle of it. The kubelet checkpoints a claim before it
@@ -40,20 +41,46 @@ nothing to prove there (``nothing_to_prove``) and records ``reboot_simulated``.
 
 In a suite whose upgrade leaves the kubelet running, the same kubelet's retried call prepares
 instead; everything else is checked the same way.
+
+The unprepare across the restart, with a second claim and pod (their calls counted by claim, apart
+from the first's). At the start of the initial phase the second pod runs, its claim prepared by
+this kubelet and in its checkpoint with the pod's UID. Then the driver blocks NodeUnprepareResources
+and the pod is deleted (not waited for): the kubelet stops the container and calls
+NodeUnprepareResources, which hangs. Until that call succeeds the kubelet keeps the claim in its
+checkpoint (it takes it out after the call) and the pod object in the API (its status manager
+deletes a pod only once nothing is left to unprepare, PodCouldHaveRunningContainers). The upgrade
+restarts the kubelet under the hanging call. The new kubelet, of the other release, knows the
+claim only from the checkpoint the old one wrote: it finds the pod marked for deletion, finishes
+its termination, and calls NodeUnprepareResources for the checkpointed claim (a call before it
+registered the driver fails inside the kubelet, whose pod worker retries every 10 to 15 s). After
+the upgrade the block is released: exactly one NodeUnprepareResources call for the claim succeeded
+with its kubelet listening, after the new kubelet registered the driver; the others ended with
+their kubelet gone (the old kubelet's call too: the driver did unprepare when it ended, so the
+driver's own state alone says nothing about the new kubelet; the call log, the checkpoint and the
+pod do). The pod object goes away, the claim leaves the checkpoint, and the driver no longer has
+it prepared, its CDI spec removed. A suite whose upgrade leaves the kubelet running
+(control-plane-first) hands nothing over: the same kubelet retries after its call's 45 s deadline,
+the same checks hold, and the phase says it had nothing to prove for the handover.
+
+The hanging unprepare holds the driver's one-call-at-a-time lock (as upstream's driver, whose
+calls are serialised too), so the first pod's prepare, which comes after it, waits behind it as
+well as behind its own block: the after-upgrade phase releases both blocks at once.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from e2e_dra.builder import retrying
+from e2e_dra.builder import NotFound, retrying
 from e2e_dra.driver import CLIENT_GONE, GRPCCall
 from e2e_dra.provision import running_ctr
 from e2e_dra.subtest import Context, Phase, Subtest
-from e2e_dra.subtest_kit import devices_per_node, kubelet_version
+from e2e_dra.subtest_kit import claim_and_pod, devices_per_node, kubelet_version
 from e2e_dra.versions import matches
 from e2e_dra.waits import consistently, eventually
 
@@ -72,6 +99,15 @@ CRI_NAMESPACE = "k8s.io"
 SANDBOX_LABEL = 'labels."io.cri-containerd.kind"==sandbox'
 # The kubelet notices the dead sandbox at its next relist (1 s), then prepares and starts anew.
 POD_BACK_TIMEOUT = 120.0
+# How long after the block's release the kubelet may take to unprepare the deleted pod's claim.
+# Its pod worker retries a failed termination every 10 to 15 s (kubelet.go backOffPeriod, with
+# jitter); a call made before the release hangs until then or until its 45 s deadline
+# (pkg/kubelet/cm/dra/plugin: defaultClientCallTimeout), and the DRA manager's reconcile loop,
+# which unprepares the claims of pods the kubelet no longer knows, runs once a minute
+# (pkg/kubelet/cm/dra/manager.go: defaultReconcilePeriod). Two such periods and a deadline.
+UNPREPARE_TIMEOUT = 180.0
+# From the claim's unprepare to the pod's deletion: the status manager's next sync (at most 10 s).
+POD_GONE_TIMEOUT = 120.0
 # Kubelets that append a re-prepared claim's devices to those its checkpoint already holds
 # (kubernetes#140471; 1.36 resets them first, ClaimInfo.resetDevices; v1.35.8 does not). Their
 # checkpoint lists the device once more after the reboot's prepare. A release that stops doing it
@@ -80,11 +116,11 @@ DUPLICATING_KUBELETS = "<1.36.0-alpha.0"
 KNOWN_BUG = "kubernetes#140471: a re-prepared claim's devices are checkpointed again"
 
 
-class _PrepareBlock:
-    """The driver's prepare block, held from one phase into the next; released once."""
+class _Block:
+    """One of the driver's blocks, held from one phase into the next; released once."""
 
-    def __init__(self, ctx: Context) -> None:
-        self._block = ctx.driver.block_prepare()
+    def __init__(self, block: AbstractContextManager[None]) -> None:
+        self._block = block
         self._block.__enter__()
         self.held = True
 
@@ -94,13 +130,25 @@ class _PrepareBlock:
             self._block.__exit__(None, None, None)
 
 
+@dataclass(frozen=True)
+class _Unpreparing:
+    """The second pod, deleted while the driver holds its claim's NodeUnprepareResources."""
+
+    pod_name: str
+    claim_uid: str
+    spec_files: list[Path]
+    block: _Block
+
+
 def initial(ctx: Context) -> Phase:
     b = ctx.builder
     claim = b.external_claim()
     pod = b.pod_external(claim["metadata"]["name"])
     pod["spec"]["restartPolicy"] = "Always"  # comes back after the simulated reboot
     pod_name = pod["metadata"]["name"]
-    block = _PrepareBlock(ctx)
+    # First, while nothing blocks a prepare: the second pod's must go through.
+    unpreparing = _delete_while_unprepare_hangs(ctx)
+    block = _Block(ctx.driver.block_prepare())
     # Released at the latest by the tear-down, if the chain breaks before after_upgrade does it.
     b.defer(lambda _b: block.release())
     uid = b.create(claim, pod)[0]["metadata"]["uid"]
@@ -118,36 +166,32 @@ def initial(ctx: Context) -> Phase:
         devices = _checkpointed_devices(ctx, uid)
         assert devices == [], f"checkpoint has devices {devices} for an unprepared claim"
     registrations = _indices(ctx, REGISTRATION)
-    ctx.log(f"{ctx.phase}: phase ends with NodePrepareResources of claim {uid} blocked")
+    initial_kubelet = _kubelet_version(ctx)
+    ctx.log(
+        f"{ctx.phase}: phase ends with NodePrepareResources of claim {uid} and "
+        f"NodeUnprepareResources of claim {unpreparing.claim_uid} blocked"
+    )
 
     def after_upgrade(ctx: Context) -> Phase:
-        restarted = len(_indices(ctx, REGISTRATION)) > len(registrations)
+        restarted = _restarted(ctx, len(registrations), initial_kubelet)
         ctx.facts["kubelet_restarted_during_upgrade"] = restarted
+        # Both at once: a call waiting on one block holds up the calls behind it (module doc).
         block.release()
+        unpreparing.block.release()
         _nudge(ctx, pod_name)
         ctx.builder.test_pod(pod)
         with ctx.step("one prepare call succeeded, the kubelet's after its restart"):
             calls = _all_done(ctx, PREPARE, uid)
-            succeeded = [i for i, call in calls if call.error is None]
-            failed = [call.error for _, call in calls if call.error is not None]
             ctx.log(
                 f"{ctx.phase}: kubelet restarted: {restarted}; NodePrepareResources of the "
-                f"claim: {len(calls)} calls, succeeded at record {succeeded}, errors {failed}"
+                f"claim: {_outcomes(calls)}"
             )
             ctx.facts["prepare_calls/after-cluster-upgrade"] = len(calls)
-            assert len(succeeded) == 1, (
-                f"NodePrepareResources of claim {uid} succeeded {len(succeeded)} times with the "
-                f"kubelet listening, want once; errors of the others: {failed}"
-            )
-            assert all(error == CLIENT_GONE for error in failed), failed
-            if restarted:
-                last_registration = _indices(ctx, REGISTRATION)[-1]
-                assert succeeded[0] > last_registration, (
-                    f"the successful NodePrepareResources (record {succeeded[0]}) started before "
-                    f"the new kubelet registered the driver (record {last_registration})"
-                )
+            last_registration = _indices(ctx, REGISTRATION)[-1] if restarted else None
+            _one_success(calls, PREPARE, uid, after=last_registration)
         with ctx.step("the checkpoint holds the claim's device once"):
             _expect_one_device(ctx, uid)
+        _unprepared_after_upgrade(ctx, unpreparing, restarted, len(registrations))
         prepared = len(calls)
         registered = len(_indices(ctx, REGISTRATION))
         kubelet = _kubelet_version(ctx)
@@ -170,16 +214,7 @@ def initial(ctx: Context) -> Phase:
                 )
             with ctx.step("the checkpoint still holds the claim's device once"):
                 _expect_one_device(ctx, uid)
-            rebooted = len(_indices(ctx, REGISTRATION)) > registered
-            if not rebooted and _kubelet_version(ctx) != kubelet:
-                # Another kubelet runs: its registration of the driver must come.
-                eventually(
-                    lambda: len(_indices(ctx, REGISTRATION)) > registered,
-                    what=f"the new kubelet ({_kubelet_version(ctx)}) to register the driver",
-                    timeout=CALL_TIMEOUT,
-                    poll=0.5,
-                )
-                rebooted = True
+            rebooted = _restarted(ctx, registered, kubelet)
             ctx.facts["reboot_simulated"] = rebooted
             if rebooted:
                 _reboot(ctx, pod_name, uid)
@@ -204,17 +239,151 @@ def initial(ctx: Context) -> Phase:
                     f"{len(unprepares)} with errors {errors}"
                 )
             with ctx.step("the claim leaves the checkpoint"):
-                eventually(
-                    lambda: _checkpointed_devices(ctx, uid),
-                    what=f"claim {uid} to leave the kubelet's checkpoint",
-                    timeout=CALL_TIMEOUT,
-                    poll=0.5,
-                    until=lambda devices: devices is None,
-                )
+                _wait_out_of_checkpoint(ctx, uid)
 
         return after_downgrade
 
     return after_upgrade
+
+
+def _delete_while_unprepare_hangs(ctx: Context) -> _Unpreparing:
+    """The second pod runs, then is deleted while the driver blocks its claim's unprepare; the
+    phase ends with the kubelet's NodeUnprepareResources call hanging (module doc)."""
+    b = ctx.builder
+    claim, pod = claim_and_pod(b)
+    pod_name = pod["metadata"]["name"]
+    with ctx.step("a second pod runs, its claim prepared and checkpointed by this kubelet"):
+        created_claim, created_pod = b.create(claim, pod)
+        uid, pod_uid = created_claim["metadata"]["uid"], created_pod["metadata"]["uid"]
+        b.test_pod(pod)
+        _expect_one_device(ctx, uid)
+        _expect_pod_reference(ctx, uid, pod_uid)
+        specs = ctx.driver.cdi_spec_files(uid)
+        assert specs, f"claim {uid} has no CDI spec in {ctx.driver.cdi_dir} while its pod runs"
+    block = _Block(ctx.driver.block_unprepare())
+    # Released at the latest by the tear-down, if the chain breaks before after_upgrade does it.
+    b.defer(lambda _b: block.release())
+    with ctx.step("deleting the second pod leaves its claim's NodeUnprepareResources hanging"):
+        b.delete("pods", pod_name)
+        calls = eventually(
+            lambda: _calls(ctx, UNPREPARE, uid),
+            what=f"a NodeUnprepareResources call for claim {uid}",
+            timeout=CALL_TIMEOUT,
+            poll=0.5,
+        )
+        ended = [call.error for call in calls if call.done]
+        assert not ended, f"NodeUnprepareResources of claim {uid} ended under the block: {ended}"
+    with ctx.step("meanwhile the pod object, the checkpoint entry and the CDI spec stay"):
+        try:
+            deleted = b.read_pod(pod_name)["metadata"].get("deletionTimestamp")
+        except NotFound:
+            raise AssertionError(
+                f"pod {pod_name} is gone while its claim {uid} is not unprepared"
+            ) from None
+        assert deleted, f"pod {pod_name} is not marked for deletion"
+        _expect_one_device(ctx, uid)
+        _expect_pod_reference(ctx, uid, pod_uid)
+        assert ctx.driver.cdi_spec_files(uid) == specs, (
+            f"claim {uid}: CDI specs {ctx.driver.cdi_spec_files(uid)} under a blocked unprepare, "
+            f"want {specs}"
+        )
+    return _Unpreparing(pod_name, uid, specs, block)
+
+
+def _unprepared_after_upgrade(
+    ctx: Context, gone: _Unpreparing, restarted: bool, registered: int
+) -> None:
+    """The deleted pod's claim, its unprepare released: the kubelet that runs now unprepares it
+    once, from what the checkpoint says (module doc). ``registered``: how many registrations of
+    the driver the call log held when the initial phase ended."""
+    uid = gone.claim_uid
+    with ctx.step(
+        "one unprepare call for the deleted pod's claim succeeded, the kubelet's after its restart"
+    ):
+        eventually(
+            lambda: [c for c in _calls(ctx, UNPREPARE, uid) if c.done and c.error is None],
+            what=f"a NodeUnprepareResources call for claim {uid} that its kubelet saw succeed",
+            timeout=UNPREPARE_TIMEOUT,
+            poll=0.5,
+        )
+        calls = _all_done(ctx, UNPREPARE, uid)
+        ctx.log(
+            f"{ctx.phase}: kubelet restarted: {restarted}; NodeUnprepareResources of the deleted "
+            f"pod's claim: {_outcomes(calls)}"
+        )
+        ctx.facts["unprepare_calls/after-cluster-upgrade"] = len(calls)
+        ctx.facts["unprepare_errors/after-cluster-upgrade"] = [
+            call.error for _, call in calls if call.error is not None
+        ]
+        # The new kubelet's first registration: the old kubelet's calls all began before it.
+        first_registration = _indices(ctx, REGISTRATION)[registered] if restarted else None
+        _one_success(calls, UNPREPARE, uid, after=first_registration)
+    with ctx.step("the deleted pod goes away"):
+        ctx.builder.wait_pod_gone(gone.pod_name, timeout=POD_GONE_TIMEOUT)
+    with ctx.step("the deleted pod's claim leaves the checkpoint"):
+        _wait_out_of_checkpoint(ctx, uid)
+    with ctx.step("the driver no longer has the claim prepared, its CDI spec is gone"):
+        prepared = [ref.uid for ref in ctx.driver.prepared_claims()]
+        assert uid not in prepared, f"the driver still has claim {uid} prepared: {prepared}"
+        left = ctx.driver.cdi_spec_files(uid)
+        assert not left, (
+            f"claim {uid}: CDI specs {left} are left, want none (had {gone.spec_files})"
+        )
+    if not restarted:
+        ctx.nothing_to_prove(
+            "the kubelet did not restart in this suite's upgrade: the deleted pod's claim was "
+            "unprepared by the kubelet that prepared it, not handed over through its checkpoint"
+        )
+
+
+def _restarted(ctx: Context, registered: int, kubelet: str) -> bool:
+    """Whether the kubelet restarted since the call log held ``registered`` registrations of the
+    driver and ``kubelet`` ran: it registered the driver again, or another release runs now (then
+    that kubelet's registration must come)."""
+    if len(_indices(ctx, REGISTRATION)) > registered:
+        return True
+    now = _kubelet_version(ctx)
+    if now == kubelet:
+        return False
+    eventually(
+        lambda: len(_indices(ctx, REGISTRATION)) > registered,
+        what=f"the new kubelet ({now}) to register the driver",
+        timeout=CALL_TIMEOUT,
+        poll=0.5,
+    )
+    return True
+
+
+def _one_success(
+    calls: list[tuple[int, GRPCCall]], method: str, uid: str, *, after: int | None
+) -> int:
+    """The place in the call log of the one ended call of ``method`` for claim ``uid`` that its
+    kubelet saw succeed; every other one must have ended with its kubelet gone. ``after``: the
+    record the successful call must come after (the new kubelet's registration of the driver),
+    None: any."""
+    name = method.lstrip("/")
+    succeeded = [index for index, call in calls if call.error is None]
+    failed = [call.error for _, call in calls if call.error is not None]
+    assert len(succeeded) == 1, (
+        f"{name} of claim {uid} succeeded {len(succeeded)} times with the kubelet listening, "
+        f"want once; errors of the others: {failed}"
+    )
+    assert all(error == CLIENT_GONE for error in failed), (
+        f"{name} of claim {uid}: calls failed other than with their kubelet gone: {failed}"
+    )
+    if after is not None:
+        assert succeeded[0] > after, (
+            f"the successful {name} (record {succeeded[0]}) started before the new kubelet "
+            f"registered the driver (record {after})"
+        )
+    return succeeded[0]
+
+
+def _outcomes(calls: list[tuple[int, GRPCCall]]) -> str:
+    """The calls for a log line: how many, and each one's place in the log and error."""
+    return f"{len(calls)} calls: " + ", ".join(
+        f"#{index} {call.error or 'ok'}" for index, call in calls
+    )
 
 
 def _reboot(ctx: Context, pod_name: str, uid: str) -> None:
@@ -359,18 +528,44 @@ def _checkpoint(ctx: Context) -> dict[str, Any]:
     return json.loads(outer["Data"])
 
 
-def _checkpointed_devices(ctx: Context, uid: str) -> list[dict] | None:
-    """The devices the checkpoint holds for claim ``uid`` from our driver; None: no entry."""
+def _checkpoint_entry(ctx: Context, uid: str) -> dict | None:
+    """The checkpoint's entry for claim ``uid``; None: there is none."""
     entries = [
         entry
         for entry in _checkpoint(ctx).get("ClaimInfoStateList") or []
         if entry.get("ClaimUID") == uid
     ]
     assert len(entries) <= 1, f"the checkpoint holds claim {uid} {len(entries)} times"
-    if not entries:
+    return entries[0] if entries else None
+
+
+def _checkpointed_devices(ctx: Context, uid: str) -> list[dict] | None:
+    """The devices the checkpoint holds for claim ``uid`` from our driver; None: no entry."""
+    entry = _checkpoint_entry(ctx, uid)
+    if entry is None:
         return None
-    state = (entries[0].get("DriverState") or {}).get(ctx.builder.driver_name) or {}
+    state = (entry.get("DriverState") or {}).get(ctx.builder.driver_name) or {}
     return list(state.get("Devices") or [])
+
+
+def _expect_pod_reference(ctx: Context, uid: str, pod_uid: str) -> None:
+    """The checkpoint's entry for claim ``uid`` names pod ``pod_uid`` among its users (a set,
+    stored as ``{"<pod uid>": {}}``): what a kubelet reads to unprepare the claim for that pod."""
+    entry = _checkpoint_entry(ctx, uid)
+    assert entry is not None, f"claim {uid} is not in the kubelet's checkpoint"
+    pods = sorted(entry.get("PodUIDs") or {})
+    assert pod_uid in pods, f"the checkpoint has claim {uid} for pods {pods}, not for {pod_uid}"
+
+
+def _wait_out_of_checkpoint(ctx: Context, uid: str) -> None:
+    """Until the kubelet took claim ``uid`` out of its checkpoint (it does after unpreparing)."""
+    eventually(
+        lambda: _checkpoint_entry(ctx, uid),
+        what=f"claim {uid} to leave the kubelet's checkpoint",
+        timeout=CALL_TIMEOUT,
+        poll=0.5,
+        until=lambda entry: entry is None,
+    )
 
 
 def _expect_one_device(ctx: Context, uid: str) -> None:
@@ -396,6 +591,7 @@ def _expect_devices(ctx: Context, uid: str, count: int) -> None:
 SUBTEST = Subtest(
     name="kubelet-restart",
     initial=initial,
-    resources=devices_per_node(1),
+    # Two claims at a time: the first pod's, and the deleted second pod's until it is unprepared.
+    resources=devices_per_node(2),
     alone=True,  # kills its pod's sandbox through containerd and counts the kubelet's calls
 )

@@ -501,6 +501,73 @@ def test_an_answer_nobody_waits_for_any_more_is_recorded_as_not_seen(driver, cla
     assert [(c.done, c.error) for c in driver.calls.records] == [(True, CLIENT_GONE), (True, None)]
 
 
+def test_blocked_unprepare_waits_until_released_and_keeps_the_claim_meanwhile(driver, claims):
+    claim = claims.add(allocated_claim("held", "uid-held", configs=[opaque({"a": "b"})]))
+    stub = node_stub(driver)
+    stub.NodePrepareResources(
+        dra_v1_pb2.NodePrepareResourcesRequest(claims=refs(dra_v1_pb2, claim)), timeout=10
+    )
+    (spec_file,) = driver.cdi_spec_files("uid-held")
+    answers: list = []
+
+    with driver.block_unprepare():
+        caller = threading.Thread(
+            target=lambda: answers.append(
+                stub.NodeUnprepareResources(
+                    dra_v1_pb2.NodeUnprepareResourcesRequest(claims=refs(dra_v1_pb2, claim)),
+                    timeout=10,
+                )
+            )
+        )
+        caller.start()
+        time.sleep(0.5)
+        assert answers == [] and caller.is_alive()
+        assert driver.calls.count("/NodeUnprepareResources") == 1
+        assert driver.calls.records[-1].done is False
+        # Nothing is removed while the call waits.
+        assert [c.uid for c in driver.prepared_claims()] == ["uid-held"]
+        assert driver.cdi_spec_files("uid-held") == [spec_file]
+    caller.join(timeout=10)
+
+    assert answers[0].claims["uid-held"].error == ""
+    assert driver.prepared_claims() == [] and driver.cdi_spec_files("uid-held") == []
+    assert driver.calls.records[-1].done and driver.calls.records[-1].error is None
+
+
+def test_block_unprepare_leaves_prepare_alone(driver, claims):
+    """The two blocks are apart: with no unprepare waiting, a prepare goes through."""
+    claim = claims.add(allocated_claim("free", "uid-free"))
+    with driver.block_unprepare():
+        answer = node_stub(driver).NodePrepareResources(
+            dra_v1_pb2.NodePrepareResourcesRequest(claims=refs(dra_v1_pb2, claim)), timeout=5
+        )
+    assert answer.claims["uid-free"].error == ""
+
+
+def test_an_unprepare_its_kubelet_left_still_unprepares_and_the_retry_is_seen(driver, claims):
+    """A kubelet that restarts under a waiting unprepare never sees it end: the call is recorded
+    as not seen, the driver unprepares all the same, and the next kubelet's call succeeds."""
+    from e2e_dra.driver._calls import CLIENT_GONE
+
+    claim = claims.add(allocated_claim("left", "uid-left"))
+    stub = node_stub(driver)
+    stub.NodePrepareResources(
+        dra_v1_pb2.NodePrepareResourcesRequest(claims=refs(dra_v1_pb2, claim)), timeout=10
+    )
+    request = dra_v1_pb2.NodeUnprepareResourcesRequest(claims=refs(dra_v1_pb2, claim))
+    with driver.block_unprepare(), pytest.raises(grpc.RpcError) as late:
+        stub.NodeUnprepareResources(request, timeout=0.5)
+    assert late.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    poll(lambda: driver.calls.records[-1].done, timeout=5, interval=0.05)
+    assert driver.calls.records[-1].error == CLIENT_GONE
+    assert driver.prepared_claims() == [] and driver.cdi_spec_files("uid-left") == []
+
+    answer = stub.NodeUnprepareResources(request, timeout=10)
+    assert answer.claims["uid-left"].error == ""
+    unprepares = [c for c in driver.calls.records if c.method.endswith("NodeUnprepareResources")]
+    assert [(c.done, c.error) for c in unprepares] == [(True, CLIENT_GONE), (True, None)]
+
+
 # --- health -----------------------------------------------------------------------------------
 
 

@@ -34,7 +34,7 @@ from e2e_dra.builder import (
     object_path,
     resource_of,
 )
-from e2e_dra.driver import claim_env_name
+from e2e_dra.driver import CLIENT_GONE, GRPCCall, claim_env_name
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.subtest import Context, Subtest, discover
 from subtests import _binding_conditions as binding_conditions
@@ -1342,6 +1342,49 @@ def test_kubelet_restart_rejects_a_claim_checkpointed_twice(tmp_path: Path) -> N
     )
     with pytest.raises(AssertionError, match="2 times"):
         kubelet_restart._checkpointed_devices(ctx, "dup")
+
+
+def test_kubelet_restart_reads_which_pods_a_checkpointed_claim_serves(tmp_path: Path) -> None:
+    """A kubelet unprepares a claim for a pod it knows from the checkpoint's PodUIDs, a set
+    written as ``{"<pod uid>": {}}``; a claim that left the checkpoint is waited out at once."""
+    driver = builder("kubelet-restart").driver_name
+    ctx = _checkpoint_context(tmp_path, [_claim_state("held", driver, [])])
+    kubelet_restart._expect_pod_reference(ctx, "held", "pod-uid")
+    with pytest.raises(AssertionError, match=r"for pods \['pod-uid'\], not for other-pod"):
+        kubelet_restart._expect_pod_reference(ctx, "held", "other-pod")
+    with pytest.raises(AssertionError, match="not in the kubelet's checkpoint"):
+        kubelet_restart._expect_pod_reference(ctx, "gone", "pod-uid")
+    kubelet_restart._wait_out_of_checkpoint(ctx, "gone")
+
+
+def _call(method: str, error: str | None) -> GRPCCall:
+    """An ended call to the driver, as its call log records it."""
+    return GRPCCall(
+        f"/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin{method}", None, error=error, done=True
+    )
+
+
+def test_kubelet_restart_wants_one_call_its_kubelet_saw_succeed_after_the_registration() -> None:
+    m = kubelet_restart
+    gone, ok = _call(m.UNPREPARE, CLIENT_GONE), _call(m.UNPREPARE, None)
+    assert m._one_success([(3, gone), (7, ok)], m.UNPREPARE, "u", after=5) == 7
+    assert m._one_success([(3, ok)], m.UNPREPARE, "u", after=None) == 3
+    assert m._outcomes([(3, gone), (7, ok)]) == f"2 calls: #3 {CLIENT_GONE}, #7 ok"
+    with pytest.raises(AssertionError, match="NodeUnprepareResources of claim u succeeded 2 times"):
+        m._one_success([(3, ok), (7, ok)], m.UNPREPARE, "u", after=None)
+    with pytest.raises(AssertionError, match="succeeded 0 times"):
+        m._one_success([(3, gone)], m.UNPREPARE, "u", after=None)
+    with pytest.raises(AssertionError, match=r"other than with their kubelet gone: \['boom'\]$"):
+        m._one_success([(3, _call(m.UNPREPARE, "boom")), (7, ok)], m.UNPREPARE, "u", after=None)
+    # The old kubelet's call, seen through before it went, is not the new kubelet's.
+    with pytest.raises(AssertionError, match=r"\(record 3\) started before .* \(record 5\)"):
+        m._one_success([(3, ok), (7, gone)], m.UNPREPARE, "u", after=5)
+
+
+def test_kubelet_restart_has_a_device_for_each_claim_it_holds_at_once() -> None:
+    """The first pod's claim, and the deleted second pod's until a kubelet unprepares it."""
+    (pool,) = kubelet_restart.SUBTEST.resources(["node-a"])
+    assert [d["name"] for d in pool.slices[0]["devices"]] == ["device-00", "device-01"]
 
 
 def test_gates_of_prioritized_list_and_admin_access_are_on_by_default() -> None:

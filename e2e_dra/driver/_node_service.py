@@ -79,7 +79,8 @@ class NodeService:
         self.cdi_dir = cdi_dir
         self.get_claim = get_claim
         self._serial = threading.Lock()  # one prepare/unprepare call at a time, as upstream
-        self._block = threading.Lock()  # held by block_prepare()
+        self._prepare_block = threading.Lock()  # held by block_prepare()
+        self._unprepare_block = threading.Lock()  # held by block_unprepare()
         self._state = threading.Lock()
         self._prepared: dict[str, _Prepared] = {}
 
@@ -103,7 +104,16 @@ class NodeService:
     @contextlib.contextmanager
     def block_prepare(self) -> Iterator[None]:
         """While inside, NodePrepareResources calls wait (the kubelet sees a slow driver)."""
-        with self._block:
+        with self._prepare_block:
+            yield
+
+    @contextlib.contextmanager
+    def block_unprepare(self) -> Iterator[None]:
+        """While inside, NodeUnprepareResources calls wait before they remove anything (the
+        claim stays prepared, its CDI spec on disk), as upstream's BlockNodeUnprepareResources.
+        A waiting call holds the driver's one-call-at-a-time lock, as a waiting prepare does:
+        other calls queue behind it."""
+        with self._unprepare_block:
             yield
 
     # --- prepare ------------------------------------------------------------------------------
@@ -139,7 +149,7 @@ class NodeService:
         return claim
 
     def _prepare_one(self, ref: ClaimRef, claim: dict) -> list[PreparedDevice]:
-        with self._block, self._state:
+        with self._prepare_block, self._state:
             known = self._prepared.get(ref.uid)
             if known is not None:
                 return known.devices
@@ -215,7 +225,7 @@ class NodeService:
         return results
 
     def _unprepare_one(self, ref: ClaimRef) -> ClaimResult:
-        with self._state:
+        with self._unprepare_block, self._state:
             entry = self._prepared.get(ref.uid)
             if entry is None:  # never prepared, or already unprepared
                 return ClaimResult()

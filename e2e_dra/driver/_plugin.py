@@ -316,7 +316,12 @@ class Driver:
         self.calls.set_failure(method, error)
 
     def block_prepare(self) -> contextlib.AbstractContextManager[None]:
+        """While inside, NodePrepareResources calls wait (see NodeService.block_prepare)."""
         return self._node.block_prepare()
+
+    def block_unprepare(self) -> contextlib.AbstractContextManager[None]:
+        """While inside, NodeUnprepareResources calls wait (see NodeService.block_unprepare)."""
+        return self._node.block_unprepare()
 
     def set_health(self, pool: str, device: str, health: str, message: str = "") -> None:
         self.health.set(pool, device, health, message)

@@ -7,17 +7,23 @@ read. Its driver can report the allocated device's status (``status.devices``) a
 controller does: server-side apply under the driver's name, a merge patch, or a PUT of the
 status as read (through v1 only: the metadata updates already go through every version).
 
-Each phase starts a fresh pod with two fresh claims, and updates them and every claim of the
-phases before (so a claim written by the previous release is updated by the next one). The pods
-of the phases before must run untouched, checked first thing after each restart: the same pod,
-its container neither restarted nor replaced, both its claims still reserved for it and its
-devices still in its environment. The two claims carry the same opaque parameters
-``{"a": "b"}`` but are written differently:
+Each phase starts a fresh pod with three fresh claims, creates two fresh ResourceClaimTemplates,
+and updates them and every claim and template of the phases before (so an object written by the
+previous release is updated by the next one). The pods of the phases before must run untouched,
+checked first thing after each restart: the same pod, its container neither restarted nor
+replaced, its claims still reserved for it and its devices still in its environment. The claims
+and templates carry the same opaque parameters ``{"a": "b"}`` but are written differently:
 
 * ``python``: created by this suite's client, which sends ``{"a": "b"}`` (``json.dumps`` puts a
   space after ``:`` and ``,``), as core-dra's claims are;
 * ``compact``: created from YAML, which the server turns into ``{"a":"b"}``, as kubectl and the
-  Go clients send it.
+  Go clients send it;
+* ``from-python-template`` (claims only): made for the pod by the resourceclaim controller from
+  the phase's ``python`` template. The controller copies the template's ``spec.spec`` into the
+  claim (``pkg/controller/resourceclaim``, ``handleClaim``) and creates it over protobuf (the
+  controller-manager's ``--kube-api-content-type`` default), which carries the RawExtension's
+  bytes as they are: the claim is stored with the template creator's spaces, as a ``python``
+  claim is (read from the source, not yet seen on a cluster).
 
 Why both: the API server keeps the opaque ``parameters`` (a ``runtime.RawExtension``) as the
 bytes the creating client sent, and writes them compacted in every JSON answer. A JSON or merge
@@ -44,22 +50,33 @@ it, a PUT carries the client's encoding) is refused unless the bytes come out as
 declarative check answers, from 1.37). So a driver cannot report its device's status on a claim
 whose creator sent ``{"a": "b"}``, unless it writes the status back as that creator spelled it.
 
-The subtest pins both down instead of failing on them: ``KNOWN_REFUSALS`` lists, per way the
-parameters were stored, the write methods the bug makes every release (or the releases named)
-refuse. Those must be refused exactly so (``field is immutable`` on the spec; 422 on
-``status.allocation`` for a status write); any other refusal or mishandled answer fails the
-phase, and so does a known refusal that no longer happens (the bug is fixed in that release:
-narrow the table), so the subtest notices the fix as surely as a regression. What each way of
-storing got from each status write is kept in the facts (``status_writes/<phase>``).
+A ResourceClaimTemplate's spec is immutable as well, checked the same way
+(``ValidateResourceClaimTemplateUpdate``: ``ValidateImmutableField(template.Spec, ...)`` in
+1.36, 1.37 and 1.38; no declarative ``+k8s:immutable`` on it, so the refusal always quotes the
+new spec, never ``null``). So its labels, annotations and finalizers are refused alike, by the
+same write methods, and a claim made from it inherits its bytes: ``KNOWN_TEMPLATE_REFUSALS``
+and ``from-python-template`` (read from the source, not yet seen on a cluster). Templates have
+no status.
+
+The subtest pins all of it down instead of failing on it: ``KNOWN_REFUSALS`` (claims) and
+``KNOWN_TEMPLATE_REFUSALS`` list, per way the parameters were stored, the write methods the bug
+makes every release (or the releases named) refuse. Those must be refused exactly so (``field
+is immutable`` on the spec; 422 on ``status.allocation`` for a status write); any other refusal
+or mishandled answer fails the phase, and so does a known refusal that no longer happens (the
+bug is fixed in that release: narrow the table), so the subtest notices the fix as surely as a
+regression. What each way of storing got from each status write is kept in the facts
+(``status_writes/<phase>``), and what it got from each metadata-only write method, by kind
+(``metadata_writes/<phase>``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from e2e_dra.builder import RESOURCE_V1 as V1
 from e2e_dra.builder import Builder, compact_json, is_allocated
@@ -88,13 +105,23 @@ VERSIONS = {
 }
 OPERATIONS = ("label", "annotation", "add finalizer", "remove finalizer")
 
-# How each claim's parameters were written on create, by the claim's role.
+CLAIM = "ResourceClaim"
+TEMPLATE = "ResourceClaimTemplate"
+
+# How each object's parameters were written on create, by the object's role.
 PYTHON = "python"
 COMPACT = "compact"
+FROM_PYTHON_TEMPLATE = "from-python-template"
 WRITTEN_AS = {
     PYTHON: 'parameters sent as {"a": "b"} (Python json.dumps)',
     COMPACT: 'parameters sent as {"a":"b"} (YAML, as kubectl and Go clients)',
+    FROM_PYTHON_TEMPLATE: (
+        "made by the resourceclaim controller from a template whose parameters were sent as "
+        '{"a": "b"} (copied over protobuf, bytes and all)'
+    ),
 }
+# The pod's name for its claim from the phase's ``python`` template.
+POD_CLAIM_FROM_TEMPLATE = FROM_PYTHON_TEMPLATE
 
 IMMUTABLE = "field is immutable"
 # How the status.allocation check refuses: the handwritten check (up to 1.36, and wherever the
@@ -110,43 +137,87 @@ KNOWN_STATUS_BUG = (
     "the status.allocation immutability check compares the opaque parameters' raw bytes, "
     "which the scheduler copied from the spec (Semantic.DeepEqual on runtime.RawExtension)"
 )
-# Write methods the bug makes the server refuse, by how the claim's parameters are stored, with
-# the releases that refuse (None: every release tested, v1.36.5 to v1.38.0-beta.0).
+KNOWN_TEMPLATE_BUG = (
+    "the template's spec immutability check compares the opaque parameters' raw bytes "
+    "(Semantic.DeepEqual on runtime.RawExtension)"
+)
+# Write methods the bug makes the server refuse on a claim stored with spaces, with the releases
+# that refuse (None: every release tested, v1.36.5 to v1.38.0-beta.0).
+SPACED_CLAIM_REFUSALS: dict[str, str | None] = {
+    "json-patch": None,
+    "merge-patch": None,
+    # 1.38 copies the fields a strategic merge patch does not touch, bytes included
+    "strategic-merge-patch": "<1.38.0-alpha.0",
+    "apply": None,
+    "put-compact": None,
+    # The driver's status writes. The apply was seen refused with 1.36.5 and 1.37.2
+    # (binding-conditions, before its claims were sent compact); the merge patch, and
+    # 1.38.0-beta.0, follow from the same check (pkg/apis/resource/validation), not yet seen.
+    "status-apply": None,
+    "status-merge-patch": None,
+}
+# Write methods the bug makes the server refuse, by how the claim's parameters are stored.
 KNOWN_REFUSALS: dict[str, dict[str, str | None]] = {
-    PYTHON: {
-        "json-patch": None,
-        "merge-patch": None,
-        # 1.38 copies the fields a strategic merge patch does not touch, bytes included
-        "strategic-merge-patch": "<1.38.0-alpha.0",
-        "apply": None,
-        "put-compact": None,
-        # The driver's status writes. The apply was seen refused with 1.36.5 and 1.37.2
-        # (binding-conditions, before its claims were sent compact); the merge patch, and
-        # 1.38.0-beta.0, follow from the same check (pkg/apis/resource/validation), not yet seen.
-        "status-apply": None,
-        "status-merge-patch": None,
-    },
+    PYTHON: SPACED_CLAIM_REFUSALS,
     COMPACT: {
         "put": None,
         # As "put": this client's PUT spells the copied parameters with spaces (from the source,
         # not yet seen).
         "status-put": None,
     },
+    # Stored with the template creator's spaces (see the module docstring; from the source, not
+    # yet seen): refused as a python claim is. Were the controller to send JSON, Go's encoder
+    # would compact the bytes and this would be COMPACT's entry.
+    FROM_PYTHON_TEMPLATE: SPACED_CLAIM_REFUSALS,
 }
+# The same for ResourceClaimTemplates (no status), read from the source of v1.36.5, v1.37.2 and
+# v1.38.0-beta.0, not yet seen: the patches, the apply and the PUTs handle a template as they
+# handle a claim, and ValidateResourceClaimTemplateUpdate compares the spec as
+# ValidateResourceClaimUpdate does.
+KNOWN_TEMPLATE_REFUSALS: dict[str, dict[str, str | None]] = {
+    PYTHON: {
+        "json-patch": None,
+        "merge-patch": None,
+        "strategic-merge-patch": "<1.38.0-alpha.0",
+        "apply": None,
+        "put-compact": None,
+    },
+    COMPACT: {"put": None},
+}
+# How the template check refuses: always the handwritten message, with the new spec as the value
+# (``spec: Invalid value: {...}: field is immutable``), alone or in a list of errors; never a
+# declarative check's ``Invalid value: null``, as a claim's from 1.37.
+TEMPLATE_SPEC_REFUSED = re.compile(r"(?:: |\[)spec: Invalid value: (?!null: )")
 
 
 @dataclass(frozen=True)
 class Claim:
-    """A claim of this subtest: its name and how its parameters were written."""
+    """A claim of this subtest: its name, how its parameters were written, and the pod it is
+    allocated and reserved for."""
 
     name: str
     written_as: str
     pod: str
+    kind: ClassVar[str] = CLAIM
+    resource: ClassVar[str] = "resourceclaims"
+
+
+@dataclass(frozen=True)
+class Template:
+    """A ResourceClaimTemplate of this subtest: its name and how its parameters were written."""
+
+    name: str
+    written_as: str
+    kind: ClassVar[str] = TEMPLATE
+    resource: ClassVar[str] = "resourceclaimtemplates"
+
+
+Target = Claim | Template
 
 
 @dataclass
 class Outcome:
-    claim: Claim
+    target: Target
     version: str
     method: str
     operation: str
@@ -154,46 +225,58 @@ class Outcome:
 
 
 def initial(ctx: Context) -> Phase:
-    claims = _new_claims(ctx)
+    claims, templates = _new_objects(ctx)
     pods = [_started(ctx, claims)]
     ctx.builder.defer(lambda b: remove_finalizers(b.kube, b.namespace))
-    _update_all(ctx, claims)
+    _update_all(ctx, claims, templates)
 
     def after_upgrade(ctx: Context) -> Phase:
         _still_untouched(ctx, pods)
-        new = _new_claims(ctx)
-        claims.extend(new)
-        pods.append(_started(ctx, new))
-        _update_all(ctx, claims)
+        new_claims, new_templates = _new_objects(ctx)
+        claims.extend(new_claims)
+        templates.extend(new_templates)
+        pods.append(_started(ctx, new_claims))
+        _update_all(ctx, claims, templates)
 
         def after_downgrade(ctx: Context) -> None:
             _still_untouched(ctx, pods)
-            claims.extend(_new_claims(ctx))
-            _update_all(ctx, claims)
+            new_claims, new_templates = _new_objects(ctx)
+            claims.extend(new_claims)
+            templates.extend(new_templates)
+            _update_all(ctx, claims, templates)
 
         return after_downgrade
 
     return after_upgrade
 
 
-def _new_claims(ctx: Context) -> list[Claim]:
-    """A running pod with a ``python`` and a ``compact`` claim, both allocated and reserved.
+def _new_objects(ctx: Context) -> tuple[list[Claim], list[Template]]:
+    """A ``python`` and a ``compact`` template, and a running pod with three claims, all
+    allocated and reserved: a ``python`` and a ``compact`` one, and the one the resourceclaim
+    controller makes for it from the ``python`` template.
 
-    The ``compact`` claim is sent as compact JSON, as kubectl and the Go clients send it
-    (``Builder.create(compact=True)``); the ``python`` one as this client's ``json.dumps``."""
+    ``compact`` objects are sent as compact JSON, as kubectl and the Go clients send them
+    (``Builder.create(compact=True)``); ``python`` ones as this client's ``json.dumps``."""
     b = ctx.builder
     python, compact = b.external_claim(), b.external_claim()
     pod = pod_with_claims(b, [python["metadata"]["name"], compact["metadata"]["name"]])
-    with ctx.step("create a pod with two claims"):
+    pod_name = pod["metadata"]["name"]
+    templates = {form: claim_template(b, f"{pod_name}-{form}") for form in (PYTHON, COMPACT)}
+    with_template_claim(pod, templates[PYTHON]["metadata"]["name"])
+    with ctx.step("create two templates and a pod with three claims, one from a template"):
         b.create(python)
         b.create(compact, compact=True)
+        b.create(templates[PYTHON])
+        b.create(templates[COMPACT], compact=True)
         b.create(pod)
         b.test_pod(pod)
-    pod_name = pod["metadata"]["name"]
-    return [
+        generated = generated_claim(retrying(b.read_pod)(pod_name), POD_CLAIM_FROM_TEMPLATE)
+    claims = [
         Claim(python["metadata"]["name"], PYTHON, pod_name),
         Claim(compact["metadata"]["name"], COMPACT, pod_name),
+        Claim(generated, FROM_PYTHON_TEMPLATE, pod_name),
     ]
+    return claims, [Template(t["metadata"]["name"], form) for form, t in templates.items()]
 
 
 def _started(ctx: Context, claims: list[Claim]) -> tuple[Running, list[str]]:
@@ -203,11 +286,45 @@ def _started(ctx: Context, claims: list[Claim]) -> tuple[Running, list[str]]:
 
 
 def _still_untouched(ctx: Context, pods: list[tuple[Running, list[str]]]) -> None:
-    """Each pod of a phase before runs as it did then, its claims still reserved for it (both
-    carry the default parameters: the driver's ``user_a=b`` is in its env)."""
+    """Each pod of a phase before runs as it did then, its claims still reserved for it (each
+    carries the default parameters: the driver's ``user_a=b`` is in its env)."""
     for was, claim_names in pods:
         with ctx.step(f"pod {was.name} runs untouched"):
             still_untouched(ctx.builder, was, claim_names)
+
+
+def claim_template(b: Builder, name: str) -> dict:
+    """A ResourceClaimTemplate ``name`` for the default claim, opaque parameters included (the
+    builder labels it, and the claims made from it, when it creates it)."""
+    return {
+        "apiVersion": V1,
+        "kind": TEMPLATE,
+        "metadata": {"name": name, "namespace": b.namespace},
+        "spec": {"spec": b.claim_spec()},
+    }
+
+
+def with_template_claim(pod: dict, template_name: str) -> dict:
+    """``pod`` with one more claim, made for it from the template ``template_name``, which its
+    container uses too."""
+    pod["spec"]["resourceClaims"].append(
+        {"name": POD_CLAIM_FROM_TEMPLATE, "resourceClaimTemplateName": template_name}
+    )
+    pod["spec"]["containers"][0]["resources"]["claims"].append({"name": POD_CLAIM_FROM_TEMPLATE})
+    return pod
+
+
+def generated_claim(pod: dict, pod_claim: str) -> str:
+    """The name of the claim the resourceclaim controller made for ``pod``'s claim
+    ``pod_claim``, as the pod's status says (the pod runs, so the claim is there)."""
+    statuses = (pod.get("status") or {}).get("resourceClaimStatuses") or []
+    for status in statuses:
+        if status.get("name") == pod_claim and status.get("resourceClaimName"):
+            return str(status["resourceClaimName"])
+    raise AssertionError(
+        f"pod {pod['metadata']['name']} runs, but its status names no claim made for its claim "
+        f"{pod_claim}: resourceClaimStatuses is {statuses}"
+    )
 
 
 def pod_with_claims(b: Builder, claim_names: list[str]) -> dict:
@@ -307,7 +424,8 @@ def _strategic_merge_patch(kube: Kube, url: str, current: dict, operation: str, 
 
 
 def apply_body(current: dict, operation: str, value: str) -> dict:
-    """What this subtest's field manager owns after ``operation``: the metadata it set."""
+    """What this subtest's field manager owns after ``operation``: the metadata it set (of a
+    claim or a template, as ``current`` is)."""
     metadata = _desired_metadata(current, operation, value)
     owned: dict[str, Any] = {"name": metadata["name"], "namespace": metadata["namespace"]}
     for field, key in (("labels", LABEL), ("annotations", ANNOTATION)):
@@ -315,7 +433,7 @@ def apply_body(current: dict, operation: str, value: str) -> dict:
             owned[field] = {key: metadata[field][key]}
     if FINALIZER in (metadata.get("finalizers") or []):
         owned["finalizers"] = [FINALIZER]
-    return {"apiVersion": current["apiVersion"], "kind": "ResourceClaim", "metadata": owned}
+    return {"apiVersion": current["apiVersion"], "kind": current["kind"], "metadata": owned}
 
 
 def _apply(kube: Kube, url: str, current: dict, operation: str, value: str) -> dict:
@@ -429,43 +547,59 @@ STATUS_METHODS: dict[str, Write] = {
 # --- the checks ---------------------------------------------------------------------------------
 
 
-def _versions(b: Builder, release: str) -> list[str]:
+def _versions(b: Builder, release: str, resource: str) -> list[str]:
+    """The versions to write ``resource`` through that ``release`` serves."""
     return [
-        b.api_version(gv, "resourceclaims")
+        b.api_version(gv, resource)
         for gv, releases in VERSIONS.items()
         if releases is None or matches(releases, release)
     ]
 
 
-def _update_all(ctx: Context, claims: list[Claim]) -> None:
+def _update_all(ctx: Context, claims: list[Claim], templates: list[Template]) -> None:
     release = retrying(ctx.kube.server_version)()
-    versions = _versions(ctx.builder, release)
     outcomes: list[Outcome] = []
+    versions = _versions(ctx.builder, release, Claim.resource)
     for claim in claims:
         with ctx.step(f"metadata-only updates of {claim.name} ({claim.written_as})"):
-            first = _read(ctx.kube, V1, claim.name, ctx.namespace)
+            first = _read(ctx.kube, V1, claim, ctx.namespace)
             _check_allocated(first, claim)
-            outcomes += _update_claim(ctx, claim, versions)
+            outcomes += _update_object(ctx, claim, versions)
         with ctx.step(f"the driver writes status.devices of {claim.name} ({claim.written_as})"):
             outcomes += _write_status(ctx, claim)
         outcomes.append(_read_back(ctx.kube, claim, ctx.namespace, first))
+    versions = _versions(ctx.builder, release, Template.resource)
+    for template in templates:
+        with ctx.step(f"metadata-only updates of template {template.name} ({template.written_as})"):
+            first = _read(ctx.kube, V1, template, ctx.namespace)
+            outcomes += _update_object(ctx, template, versions)
+        outcomes.append(_read_back(ctx.kube, template, ctx.namespace, first))
     ctx.facts[f"status_writes/{ctx.phase}"] = status_facts(outcomes)
+    ctx.facts[f"metadata_writes/{ctx.phase}"] = metadata_facts(outcomes)
     known = [o for o in outcomes if o.error is not None and expected_refusal(o, release)]
     for outcome in outcomes:
         outcome.error = judged(outcome, release)
     failed = [o for o in outcomes if o.error is not None]
     ctx.log(
         f"{len(outcomes) - len(failed) - len(known)} of {len(outcomes)} writes (metadata-only "
-        f"updates, the driver's status) accepted, {len(known)} refused as the known bug makes "
-        f"{release} refuse them"
+        f"updates of claims and templates, the driver's status) accepted, {len(known)} refused "
+        f"as the known bug makes {release} refuse them"
     )
     if failed:
         raise AssertionError(report(release, outcomes))
 
 
+def known_refusals(target: Target) -> tuple[str, dict[str, str | None]]:
+    """The table that lists the known bug's refusals for ``target`` (its name, and its entry
+    for the way ``target``'s parameters were stored)."""
+    if isinstance(target, Template):
+        return "KNOWN_TEMPLATE_REFUSALS", KNOWN_TEMPLATE_REFUSALS[target.written_as]
+    return "KNOWN_REFUSALS", KNOWN_REFUSALS[target.written_as]
+
+
 def expected_refusal(outcome: Outcome, release: str) -> bool:
     """Whether the known bug makes ``release`` refuse ``outcome``'s write."""
-    refused_on = KNOWN_REFUSALS[outcome.claim.written_as]
+    _, refused_on = known_refusals(outcome.target)
     if outcome.method not in refused_on:
         return False
     releases = refused_on[outcome.method]
@@ -477,10 +611,14 @@ def judged(outcome: Outcome, release: str) -> str | None:
     if not expected_refusal(outcome, release):
         return outcome.error
     if outcome.error is None:
-        bug = KNOWN_STATUS_BUG if outcome.method in STATUS_METHODS else KNOWN_BUG
+        table, _ = known_refusals(outcome.target)
+        if isinstance(outcome.target, Template):
+            bug = KNOWN_TEMPLATE_BUG
+        else:
+            bug = KNOWN_STATUS_BUG if outcome.method in STATUS_METHODS else KNOWN_BUG
         return (
-            f"accepted, although the known bug ({bug}) made every release tested refuse "
-            f"it: fixed in {release}? Narrow KNOWN_REFUSALS in subtests/claim_metadata.py"
+            f"accepted, although {table} says the known bug ({bug}) makes {release} refuse "
+            f"it: fixed in {release}? Narrow {table} in subtests/claim_metadata.py"
         )
     if refused_as_known(outcome):
         return None
@@ -489,29 +627,35 @@ def judged(outcome: Outcome, release: str) -> str | None:
 
 def refused_as_known(outcome: Outcome) -> bool:
     """Whether ``outcome``'s error is the known bug's refusal: "field is immutable" for the
-    spec; for a status write 422, on ``status.allocation``, as immutable. An operation not tried
-    (its finalizer could not be added) is the known bug's too."""
+    spec (a template's: on ``spec``, quoting the new spec); for a status write 422, on
+    ``status.allocation``, as immutable. An operation not tried (its finalizer could not be
+    added) is the known bug's too."""
     error = outcome.error or ""
+    if error.startswith(NOT_TRIED):
+        return outcome.method in METHODS
     if outcome.method in STATUS_METHODS:
         return (
             error.startswith("422 ")
             and f"{ALLOCATION}:" in error
             and any(refusal in error for refusal in ALLOCATION_IMMUTABLE)
         )
-    return IMMUTABLE in error or error.startswith(NOT_TRIED)
+    if isinstance(outcome.target, Template):
+        return IMMUTABLE in error and TEMPLATE_SPEC_REFUSED.search(error) is not None
+    return IMMUTABLE in error
 
 
-def _update_claim(ctx: Context, claim: Claim, versions: list[str]) -> list[Outcome]:
-    """Every operation through every method and version; what became of each."""
+def _update_object(ctx: Context, target: Target, versions: list[str]) -> list[Outcome]:
+    """Every operation on ``target``'s metadata through every method and version; what became
+    of each."""
     kube, namespace = ctx.kube, ctx.namespace
     outcomes = []
     for version in versions:
-        url = path(version, "resourceclaims", claim.name, namespace=namespace)
-        before = current = _read(kube, version, claim.name, namespace)
+        url = path(version, target.resource, target.name, namespace=namespace)
+        before = current = _read(kube, version, target, namespace)
         for method, write in METHODS.items():
             value = f"{method}.{version.rsplit('/', 1)[-1]}"
             for operation in OPERATIONS:
-                outcome = Outcome(claim, version, method, operation)
+                outcome = Outcome(target, version, method, operation)
                 outcomes.append(outcome)
                 has_finalizer = FINALIZER in (current["metadata"].get("finalizers") or [])
                 if operation == "add finalizer" and has_finalizer:
@@ -534,12 +678,12 @@ def _write_status(ctx: Context, claim: Claim) -> list[Outcome]:
     """``status.devices`` of the claim's device written by each status method, through v1, as
     its driver would; what became of each."""
     kube = ctx.kube
-    url = path(V1, "resourceclaims", claim.name, namespace=ctx.namespace, subresource="status")
+    url = path(V1, claim.resource, claim.name, namespace=ctx.namespace, subresource="status")
     outcomes = []
     for method, write in STATUS_METHODS.items():
         outcome = Outcome(claim, V1, method, STATUS_OPERATION)
         outcomes.append(outcome)
-        before = _read(kube, V1, claim.name, ctx.namespace)
+        before = _read(kube, V1, claim, ctx.namespace)
         value = f"{method} in {ctx.phase}"
         try:
             answer = _write(kube, write, url, before, STATUS_OPERATION, value)
@@ -566,8 +710,8 @@ def _write(kube: Kube, write: Write, url: str, current: dict, operation: str, va
     raise AssertionError("unreachable")
 
 
-def _read(kube: Kube, version: str, name: str, namespace: str) -> dict:
-    return retrying(kube.get)(path(version, "resourceclaims", name, namespace=namespace))
+def _read(kube: Kube, version: str, target: Target, namespace: str) -> dict:
+    return retrying(kube.get)(path(version, target.resource, target.name, namespace=namespace))
 
 
 def _check_allocated(claim: dict, which: Claim) -> None:
@@ -582,7 +726,7 @@ def _check_allocated(claim: dict, which: Claim) -> None:
 def check_answer(before: dict, answer: dict, operation: str, value: str) -> str | None:
     """What is wrong with the server's answer to an accepted ``operation``, or None.
 
-    ``before`` is the claim as read at the same API version before any update."""
+    ``before`` is the claim or template as read at the same API version before any update."""
     metadata = answer["metadata"]
     finalizers = metadata.get("finalizers") or []
     problems = []
@@ -623,7 +767,7 @@ def check_status_answer(before: dict, answer: dict, value: str) -> str | None:
 
 def _unchanged(before: dict, after: dict) -> list[str]:
     """What changed that a metadata-only update or a driver's status write must keep: spec,
-    allocation, reservations, other finalizers."""
+    allocation, reservations (a template has none), other finalizers."""
     problems = []
     kept = [f for f in before["metadata"].get("finalizers") or [] if f != FINALIZER]
     now = [f for f in after["metadata"].get("finalizers") or [] if f != FINALIZER]
@@ -632,15 +776,16 @@ def _unchanged(before: dict, after: dict) -> list[str]:
     if after["spec"] != before["spec"]:
         problems.append(f"the spec changed: {before['spec']} -> {after['spec']}")
     for field in ("allocation", "reservedFor"):
-        if after.get("status", {}).get(field) != before.get("status", {}).get(field):
+        if (after.get("status") or {}).get(field) != (before.get("status") or {}).get(field):
             problems.append(f"status.{field} changed")
     return problems
 
 
-def _read_back(kube: Kube, claim: Claim, namespace: str, first: dict) -> Outcome:
-    """The claim as stored after all updates: at v1, as it was, without the test finalizer."""
-    outcome = Outcome(claim, V1, "read back", "final state")
-    after = _read(kube, V1, claim.name, namespace)
+def _read_back(kube: Kube, target: Target, namespace: str, first: dict) -> Outcome:
+    """The claim or template as stored after all updates: at v1, as it was, without the test
+    finalizer."""
+    outcome = Outcome(target, V1, "read back", "final state")
+    after = _read(kube, V1, target, namespace)
     problems = _unchanged(first, after)
     if FINALIZER in (after["metadata"].get("finalizers") or []):
         problems.append(f"{FINALIZER} is still there")
@@ -656,7 +801,29 @@ def status_facts(outcomes: list[Outcome]) -> dict[str, dict[str, list[str]]]:
         if outcome.method not in STATUS_METHODS:
             continue
         got = "accepted" if outcome.error is None else _shortened(outcome.error)
-        seen = facts.setdefault(outcome.claim.written_as, {}).setdefault(outcome.method, [])
+        seen = facts.setdefault(outcome.target.written_as, {}).setdefault(outcome.method, [])
+        if got not in seen:
+            seen.append(got)
+    return facts
+
+
+def metadata_facts(outcomes: list[Outcome]) -> dict[str, dict[str, dict[str, list[str]]]]:
+    """What the metadata-only updates got, by kind, by how the parameters were stored and by
+    method, over every version and operation: ``accepted`` or the answer (shortened, the
+    object's name as ``<name>``), each once, before the known bug is judged. Operations not
+    tried are left out: they wrote nothing."""
+    facts: dict[str, dict[str, dict[str, list[str]]]] = {}
+    for outcome in outcomes:
+        error = outcome.error
+        if outcome.method not in METHODS or (error or "").startswith(NOT_TRIED):
+            continue
+        got = (
+            "accepted"
+            if error is None
+            else _shortened(error.replace(outcome.target.name, "<name>"))
+        )
+        by_form = facts.setdefault(outcome.target.kind, {})
+        seen = by_form.setdefault(outcome.target.written_as, {}).setdefault(outcome.method, [])
         if got not in seen:
             seen.append(got)
     return facts
@@ -668,16 +835,18 @@ def _shortened(error: str, keep: int = 160) -> str:
 
 
 def report(release: str, outcomes: list[Outcome]) -> str:
-    """The failure: per claim and method, which versions and operations failed and why."""
+    """The failure: per claim or template and method, which versions and operations failed and
+    why."""
     failed = [o for o in outcomes if o.error is not None]
     lines = [
         f"the API server ({release}) refused or mishandled {len(failed)} of {len(outcomes)} "
-        "writes of allocated ResourceClaims (metadata-only updates: a label, an annotation, a "
-        "finalizer added and removed, the spec sent back as read; the driver's status.devices):"
+        "writes of allocated ResourceClaims and of ResourceClaimTemplates (metadata-only "
+        "updates: a label, an annotation, a finalizer added and removed, the spec sent back as "
+        "read; the driver's status.devices):"
     ]
-    for claim in dict.fromkeys(o.claim for o in outcomes):
-        lines.append(f"  {claim.name} ({WRITTEN_AS[claim.written_as]}):")
-        mine = [o for o in outcomes if o.claim == claim]
+    for target in dict.fromkeys(o.target for o in outcomes):
+        lines.append(f"  {target.kind} {target.name} ({WRITTEN_AS[target.written_as]}):")
+        mine = [o for o in outcomes if o.target == target]
         for method in dict.fromkeys(o.method for o in mine):
             done = [o for o in mine if o.method == method]
             bad = [o for o in done if o.error is not None]
@@ -692,7 +861,7 @@ def report(release: str, outcomes: list[Outcome]) -> str:
         lines.append(
             "  'field is immutable' for a spec sent back as read: the server compares the raw "
             "bytes of the opaque parameters, which differ in whitespace from the bytes the "
-            "claim was created with (see the docstring of subtests/claim_metadata.py)"
+            "claim or template was created with (see the docstring of subtests/claim_metadata.py)"
         )
     if any(ALLOCATION in (o.error or "") for o in failed if o.method in STATUS_METHODS):
         lines.append(
@@ -707,29 +876,33 @@ def report(release: str, outcomes: list[Outcome]) -> str:
 
 
 def remove_finalizers(kube: Kube, namespace: str) -> None:
-    """Take this subtest's finalizer off every claim that has it, whichever write works."""
-    collection = path(V1, "resourceclaims", namespace=namespace)
-    for claim in kube.list(collection):
-        if FINALIZER not in (claim["metadata"].get("finalizers") or []):
-            continue
-        url = f"{collection}/{claim['metadata']['name']}"
-        errors = []
-        for method in ("json-patch", "put", "put-compact"):
-            try:
-                METHODS[method](kube, url, kube.get(url), "remove finalizer", "")
-                break
-            except NotFound:
-                break
-            except KubeError as exc:
-                errors.append(f"{method}: {exc}")
-        else:
-            raise AssertionError(
-                f"cannot remove {FINALIZER} from {claim['metadata']['name']}: {errors}"
-            )
+    """Take this subtest's finalizer off every claim and template that has it, whichever write
+    works."""
+    for resource in (Claim.resource, Template.resource):
+        collection = path(V1, resource, namespace=namespace)
+        for obj in kube.list(collection):
+            if FINALIZER not in (obj["metadata"].get("finalizers") or []):
+                continue
+            url = f"{collection}/{obj['metadata']['name']}"
+            errors = []
+            for method in ("json-patch", "put", "put-compact"):
+                try:
+                    METHODS[method](kube, url, kube.get(url), "remove finalizer", "")
+                    break
+                except NotFound:
+                    break
+                except KubeError as exc:
+                    errors.append(f"{method}: {exc}")
+            else:
+                raise AssertionError(
+                    f"cannot remove {FINALIZER} from {obj['kind']} {obj['metadata']['name']}: "
+                    f"{errors}"
+                )
 
 
+# Each phase's pod holds three devices until the end: three phases, nine devices.
 SUBTEST = Subtest(
     name="claim-metadata",
     initial=initial,
-    resources=devices_per_node(8),
+    resources=devices_per_node(9),
 )

@@ -1060,6 +1060,169 @@ def test_claim_metadata_keeps_what_each_form_got_from_the_status_writes() -> Non
     assert "finding 4" in text
 
 
+def _stored_template(b: Builder, name: str) -> dict:
+    """A template of claim-metadata as the server answers it: labelled, with a version."""
+    template = b.labeled(claim_metadata.claim_template(b, name))
+    template["metadata"]["resourceVersion"] = "9"
+    return valid(template)
+
+
+def test_claim_metadata_templates_and_the_claim_made_from_one() -> None:
+    """Each phase's pod has a third claim, made from its ``python`` template; both templates
+    carry the claims' spec (and so their opaque parameters), and pass the subtest's labels on."""
+    m = claim_metadata
+    b = builder("claim-metadata")
+    names = [b.external_claim()["metadata"]["name"] for _ in range(2)]
+    pod = m.pod_with_claims(b, names)
+    pod_name = pod["metadata"]["name"]
+    template = valid(m.claim_template(b, f"{pod_name}-{m.PYTHON}"))
+    assert template["metadata"] == {"name": "testerclaim-metadata-1-python", "namespace": "default"}
+    assert template["spec"]["spec"] == b.external_claim()["spec"]
+    assert template["spec"]["spec"]["devices"]["config"][0]["opaque"]["parameters"] == {"a": "b"}
+    labelled = b.labeled(template)
+    assert labelled["spec"]["metadata"]["labels"] == labels("claim-metadata")
+    valid(m.with_template_claim(pod, template["metadata"]["name"]))
+    assert pod["spec"]["resourceClaims"][2] == {
+        "name": "from-python-template",
+        "resourceClaimTemplateName": "testerclaim-metadata-1-python",
+    }
+    assert pod["spec"]["containers"][0]["resources"]["claims"][2] == {
+        "name": "from-python-template"
+    }
+    # The controller names the claim <pod>-<pod claim>-<random>: untruncated up to 57 characters.
+    assert len(f"{pod_name}-{m.POD_CLAIM_FROM_TEMPLATE}-") <= 57
+    # Three claims per phase's pod, and every phase's pod keeps its devices: nine devices.
+    (pool,) = m.SUBTEST.resources(["127.0.0.1"])  # type: ignore[misc]
+    assert len(pool.slices[0]["devices"]) == 3 * len(pod["spec"]["resourceClaims"])
+
+
+def test_claim_metadata_finds_the_claim_made_from_the_template() -> None:
+    m = claim_metadata
+    pod = {"metadata": {"name": "tester-1"}, "status": {}}
+    with pytest.raises(AssertionError, match="no claim made for its claim from-python-template"):
+        m.generated_claim(pod, m.POD_CLAIM_FROM_TEMPLATE)
+    pod["status"]["resourceClaimStatuses"] = [
+        {"name": "resource-claim", "resourceClaimName": "external-claim"},
+        {"name": "from-python-template", "resourceClaimName": "tester-1-from-python-template-x"},
+    ]
+    assert m.generated_claim(pod, m.POD_CLAIM_FROM_TEMPLATE) == "tester-1-from-python-template-x"
+
+
+def test_claim_metadata_template_writes_touch_metadata_only() -> None:
+    m = claim_metadata
+    b = builder("claim-metadata")
+    template = _stored_template(b, "testerclaim-metadata-1-python")
+    body = m.apply_body(template, "label", "v")
+    assert body == {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {
+            "name": "testerclaim-metadata-1-python",
+            "namespace": "default",
+            "labels": {m.LABEL: "v"},
+        },
+    }
+    valid({**body, "spec": template["spec"]})
+    for op in m.OPERATIONS:
+        if op != "remove finalizer":
+            assert all(
+                p["path"].startswith("/metadata/") for p in m.json_patch_ops(template, op, "v")
+            )
+    # A template has no status: an answer without one is no lost allocation.
+    answer = {**template, "metadata": {**template["metadata"], "labels": {m.LABEL: "v"}}}
+    assert m.check_answer(template, answer, "label", "v") is None
+    changed = copy.deepcopy(answer)
+    changed["spec"]["spec"]["devices"]["config"] = []
+    assert "the spec changed" in (m.check_answer(template, changed, "label", "v") or "")
+    assert (m.Claim.resource, m.Template.resource) == ("resourceclaims", "resourceclaimtemplates")
+    assert RESOURCES[m.Template.resource] == ("resource.k8s.io/v1", True)
+
+
+def test_claim_metadata_expects_the_known_template_refusal_exactly() -> None:
+    """Templates: refused as claims are (the same methods, by how the parameters were stored),
+    always with the handwritten message on ``spec``; a claim made from a ``python`` template is
+    refused as a ``python`` claim is. Anything else fails, and so does a refusal that does not
+    come."""
+    m = claim_metadata
+    spaced = m.Template("t", m.PYTHON)
+    compact = m.Template("u", m.COMPACT)
+    made = m.Claim("t-from-python-template-x", m.FROM_PYTHON_TEMPLATE, "tester-1")
+    v1 = "resource.k8s.io/v1"
+    refused = (
+        '422 Invalid: ResourceClaimTemplate.resource.k8s.io "t" is invalid: spec: Invalid value: '
+        '{"metadata":{},"spec":{"devices":{}}}: field is immutable'
+    )
+    listed = refused.replace("invalid: spec:", "invalid: [spec:").replace("immutable", "immutable]")
+    elsewhere = refused.replace("invalid: spec:", "invalid: spec.spec.devices:")
+    claims_refusal = "422 Invalid: spec: Invalid value: null: field is immutable"
+
+    def judged(target, method, error, release="v1.37.2", operation="label"):
+        return m.judged(m.Outcome(target, v1, method, operation, error), release)
+
+    for release in ("v1.36.5", "v1.37.2", "v1.38.0-beta.0"):
+        for method in ("json-patch", "merge-patch", "apply", "put-compact"):
+            assert judged(spaced, method, refused, release) is None
+            assert judged(spaced, method, listed, release) is None
+            assert judged(spaced, method, elsewhere, release) == elsewhere
+            assert judged(compact, method, refused, release) == refused
+        assert judged(compact, "put", refused, release) is None
+        assert judged(spaced, "put", refused, release) == refused
+    # The declarative message a claim gets from 1.37 is not a template's.
+    assert judged(spaced, "json-patch", claims_refusal) == claims_refusal
+    assert judged(spaced, "strategic-merge-patch", refused, "v1.36.5") is None
+    assert judged(spaced, "strategic-merge-patch", refused, "v1.38.0-beta.0") == refused
+    not_tried = "not tried: the finalizer was not added"
+    assert judged(spaced, "apply", not_tried, operation="remove finalizer") is None
+    fixed = judged(spaced, "apply", None) or ""
+    assert "Narrow KNOWN_TEMPLATE_REFUSALS" in fixed and "template's spec" in fixed
+    assert judged(compact, "put", None) is not None
+    assert judged(compact, "json-patch", None) is None
+    # The claim made from the python template: as a python claim.
+    assert judged(made, "json-patch", claims_refusal) is None
+    assert judged(made, "put", claims_refusal) == claims_refusal
+    status = (
+        "422 Invalid: status.allocation: Invalid value: null: field cannot be modified once set"
+    )
+    assert judged(made, "status-apply", status, operation=m.STATUS_OPERATION) is None
+    assert "Narrow KNOWN_REFUSALS" in (judged(made, "put-compact", None) or "")
+    text = m.report("v1.37.2", [m.Outcome(spaced, v1, "put", "label", refused)])
+    assert "ResourceClaimTemplate t (parameters sent as" in text
+    assert "raw bytes of the opaque parameters" in text
+
+
+def test_claim_metadata_keeps_what_each_kind_got_from_the_metadata_writes() -> None:
+    m = claim_metadata
+    spaced = m.Template("testerclaim-metadata-1-python", m.PYTHON)
+    older = m.Template("testerclaim-metadata-0-python", m.PYTHON)
+    claim = m.Claim("external-claimclaim-metadata", m.PYTHON, "tester-1")
+    v1, v1beta2 = "resource.k8s.io/v1", "resource.k8s.io/v1beta2"
+
+    def refused(name: str) -> str:
+        return f'422 Invalid: ResourceClaimTemplate.resource.k8s.io "{name}" is invalid: spec: x'
+
+    outcomes = [
+        m.Outcome(spaced, v1, "json-patch", "label", refused(spaced.name)),
+        m.Outcome(older, v1beta2, "json-patch", "annotation", refused(older.name)),
+        m.Outcome(spaced, v1, "json-patch", "remove finalizer", "not tried: x"),
+        m.Outcome(spaced, v1, "put", "label"),
+        m.Outcome(claim, v1, "put", "label"),
+        m.Outcome(claim, v1, "status-put", m.STATUS_OPERATION),
+        m.Outcome(claim, v1, "read back", "final state"),
+    ]
+    facts = m.metadata_facts(outcomes)
+    assert facts == {
+        "ResourceClaimTemplate": {
+            "python": {
+                # the same refusal of two templates, once; what was not tried is left out
+                "json-patch": [refused("<name>")],
+                "put": ["accepted"],
+            }
+        },
+        "ResourceClaim": {"python": {"put": ["accepted"]}},
+    }
+    json.dumps(facts)  # goes into summary.json
+
+
 def test_object_paths() -> None:
     b = builder()
     assert object_path(b.external_claim()) == (

@@ -141,6 +141,13 @@ def namespace_objects(b: Builder) -> list[dict]:
     ]
 
 
+def pod_using(b: Builder, claim_name: str, namespace: str) -> dict:
+    """A pod in ``namespace`` that uses the existing claim ``claim_name`` there."""
+    pod = b.pod_external(claim_name)
+    pod["metadata"]["namespace"] = namespace
+    return pod
+
+
 def ordinary_claim(b: Builder, namespace: str) -> dict:
     """The default claim, in ``namespace``, without admin access."""
     claim = b.external_claim()
@@ -321,8 +328,7 @@ def _ordinary_in_labelled(ctx: Context) -> Waiting:
     namespace = admin_namespace(b)
     claim = ordinary_claim(b, namespace)
     name = claim["metadata"]["name"]
-    pod = b.pod_external(name)
-    pod["metadata"]["namespace"] = namespace
+    pod = pod_using(b, name, namespace)
     with ctx.step(f"an ordinary claim {namespace}/{name} does not share the device in use"):
         created, _ = b.create(claim, pod)
         requested = created["spec"]["devices"]["requests"][0]["exactly"].get("adminAccess")
@@ -340,8 +346,7 @@ def _admin_pod(ctx: Context, held: Result) -> Held:
     namespace = admin_namespace(b)
     claim = admin_claim(b, namespace)
     name = claim["metadata"]["name"]
-    pod = b.pod_external(name)
-    pod["metadata"]["namespace"] = namespace
+    pod = pod_using(b, name, namespace)
     admin = _in(ctx, namespace)
     with ctx.step(f"admin-access claim {namespace}/{name} gets the device in use"):
         created, _ = b.create(claim, pod)

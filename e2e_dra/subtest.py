@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import pkgutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -132,6 +132,9 @@ class Context:
     # What the subtest observed about the cluster that is worth keeping with the run, by key
     # (e.g. which service version a kubelet chose); the real suites put it in summary.json.
     facts: dict[str, Any] = field(default_factory=dict)
+    # When the process of each running component started (time.time()), so that a check can
+    # tell what a component said since it restarted from what the one before it said.
+    started: Mapping[str, float] = field(default_factory=dict)
 
     def nothing_to_prove(self, why: str) -> None:
         """Say that this phase passes without having exercised what the subtest exists for

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 from e2e_dra.builder import DEFAULT_ENV, RESOURCE_V1, SCHEDULING_V1BETA1, Builder, retrying
 from e2e_dra.driver import Pool, node_devices
+from e2e_dra.subtest import Context
 from e2e_dra.waits import eventually
 
 __all__ = [
@@ -31,8 +32,7 @@ __all__ = [
     "still_untouched",
 ]
 
-# The scheduler's leader lease (local-up-cluster.sh starts it with --leader-elect).
-SCHEDULER_LEASE = ("kube-system", "kube-scheduler")
+SCHEDULER = "kube-scheduler"
 SCHEDULER_EVENT_TIMEOUT = 60.0
 
 RESOURCE_V1BETA1 = "resource.k8s.io/v1beta1"
@@ -140,33 +140,26 @@ def _same_containers(b: Builder, before: Running, where: str) -> None:
 
 
 def scheduler_reported(
-    b: Builder, pod_name: str, reason: str, timeout: float = SCHEDULER_EVENT_TIMEOUT
+    ctx: Context,
+    pod_name: str,
+    reason: str,
+    b: Builder | None = None,
+    timeout: float = SCHEDULER_EVENT_TIMEOUT,
 ) -> dict:
-    """Until the scheduler that runs now reports event ``reason`` about pod ``pod_name``; the
-    event. Proof that this scheduler looked at the pod itself: a pod's status after a restart
-    may still be what the scheduler before it wrote.
-
-    "Now" is when the running scheduler took its leader lease: a new scheduler process acquires
-    it afresh, after the one before released it, so only what it reported is newer. A lease that
-    nobody renews (no scheduler runs) still names the last one's time, so it must be held.
+    """Until the scheduler that runs now reports event ``reason`` about pod ``pod_name`` (in
+    ``b``'s namespace; the phase's builder by default); the event. Proof that this scheduler
+    looked at the pod itself: a pod's status after a restart may still be what the scheduler
+    before it wrote. "Now" is when the running scheduler's process started (``ctx.started``).
     """
-    namespace, name = SCHEDULER_LEASE
-    spec = retrying(b.in_namespace(namespace).get)("leases", name).get("spec", {})
-    since, renewed = _time(spec.get("acquireTime")), _time(spec.get("renewTime"))
-    duration = spec.get("leaseDurationSeconds") or 15
-    assert since is not None and renewed is not None and spec.get("holderIdentity"), (
-        f"no scheduler holds lease {namespace}/{name}: {spec}"
-    )
-    stale = (datetime.now(UTC).replace(tzinfo=None) - renewed).total_seconds()
-    assert stale <= duration, (
-        f"no scheduler holds lease {namespace}/{name}: {spec.get('holderIdentity')} renewed it "
-        f"{stale:.0f} s ago, longer than its {duration} s"
-    )
+    b = b or ctx.builder
+    if SCHEDULER not in ctx.started:
+        raise AssertionError(f"{ctx.phase}: when the {SCHEDULER} started is not known")
+    since = datetime.fromtimestamp(ctx.started[SCHEDULER], UTC).replace(tzinfo=None)
     selector = f"involvedObject.name={pod_name},reason={reason}"
     found = eventually(
         lambda: [e for e in b.list("events", fieldSelector=selector) if _seen(e) >= since],
         what=(
-            f"the scheduler that took over at {since:%H:%M:%S.%f} to report {reason} about "
+            f"the {SCHEDULER} started at {since:%H:%M:%S.%f} (UTC) to report {reason} about "
             f"pod {pod_name}"
         ),
         timeout=timeout,

@@ -151,7 +151,7 @@ def check_still_waiting(ctx: Context, claim_name: str, pod: dict, allocation: di
         f"ResourceClaim {claim_name}: allocation changed while its pod waited: "
         f"now {now}, before {allocation}"
     )
-    scheduler_reported(ctx.builder, pod["metadata"]["name"], PENDING_EVENT)
+    scheduler_reported(ctx, pod["metadata"]["name"], PENDING_EVENT)
     _check_unbound(ctx, pod["metadata"]["name"])
 
 

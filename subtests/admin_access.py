@@ -10,7 +10,7 @@ subtest has an ordinary allocation. So whenever a waiting pod is judged, every d
 Two ordinary claims' pods wait, unschedulable, in every phase: one in the subtest's namespace and
 one in the labelled namespace. The label lets a claim ask for admin access; it does not make a
 claim without ``adminAccess`` share a device. After a restart, the scheduler that runs now must
-have said so itself (a FailedScheduling event since it took its lease, ``scheduler_reported``):
+have said so itself (a FailedScheduling event since its process started, ``scheduler_reported``):
 the pods' status may still be the verdict of the scheduler before it.
 
 In every phase two new admin pods in the labelled namespace get the held device anyway: one
@@ -421,7 +421,7 @@ def _still_in_use(
     with ctx.step(f"the scheduler that runs now leaves {names} waiting"):
         for w in waiting:
             there = _in(ctx, w.namespace)
-            scheduler_reported(there, w.pod, "FailedScheduling")
+            scheduler_reported(ctx, w.pod, "FailedScheduling", there)
             there.wait_unschedulable(w.pod)
             results = _results(ctx, w.namespace, w.claim)
             assert not results, f"ResourceClaim {w.namespace}/{w.claim} was allocated {results}"
@@ -512,7 +512,7 @@ def _allocation_still_refused(ctx: Context, pod: str, claim: str) -> None:
     admin claim ``claim`` for ``pod``, as long as the namespace lacks its label."""
     admin = _in(ctx, admin_namespace(ctx.builder))
     with ctx.step(f"the scheduler that runs now cannot allocate {claim} for {pod} either"):
-        scheduler_reported(admin, pod, "FailedScheduling")
+        scheduler_reported(ctx, pod, "FailedScheduling", admin)
         _scheduling_refused(ctx, pod, claim)
 
 

@@ -263,7 +263,7 @@ def holds_nothing(claim: dict) -> None:
 def _still_waits(ctx: Context, pod: dict, claim: dict) -> None:
     """After a restart: the scheduler that runs now found no room for ``pod`` itself (the pod's
     status may still be the verdict of the scheduler before it), and the claim holds nothing."""
-    scheduler_reported(ctx.builder, pod["metadata"]["name"], "FailedScheduling")
+    scheduler_reported(ctx, pod["metadata"]["name"], "FailedScheduling")
     _waits_holding_nothing(ctx, pod, claim)
 
 

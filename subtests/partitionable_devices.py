@@ -90,7 +90,7 @@ def _check(
         for was in before:
             still_untouched(b, was, [holding[was.name]])
     with ctx.step("the scheduler that runs now finds no room for another 4Gi"):
-        scheduler_reported(b, unschedulable, "FailedScheduling")
+        scheduler_reported(ctx, unschedulable, "FailedScheduling")
         b.wait_unschedulable(unschedulable)
 
     with ctx.step("a new 4Gi claim does not fit either"):

@@ -1988,3 +1988,19 @@ def test_resource_health_expects_v1_from_1_37_and_v1alpha1_before() -> None:
     assert want("v1.36.5") == ["v1alpha1.DRAResourceHealth"]
     assert want("v1.37.0-alpha.0") == want("v1.37.2") == ["v1.DRAResourceHealth"]
     assert want("v1.38.0-beta.0") == ["v1.DRAResourceHealth"]
+
+
+def test_the_schedulers_word_needs_to_know_when_it_started() -> None:
+    from e2e_dra.subtest import Context
+    from e2e_dra.subtest_kit import scheduler_reported
+
+    ctx = Context(
+        kube=None,  # type: ignore[arg-type]
+        driver=None,  # type: ignore[arg-type]
+        builder=None,  # type: ignore[arg-type]
+        nodes=["127.0.0.1"],
+        phase="after-cluster-upgrade",
+        artifacts=None,  # type: ignore[arg-type]
+    )
+    with pytest.raises(AssertionError, match="after-cluster-upgrade: when the kube-scheduler"):
+        scheduler_reported(ctx, "pod", "FailedScheduling")

@@ -174,9 +174,17 @@ class ClusterRun:
                 namespace=NAMESPACE,
                 log=logger.info,
                 facts=self.state.facts.setdefault(phase.subtest, {}),
+                started=self._started(),
             )
         finally:
             kube.close()
+
+    def _started(self) -> dict[str, float]:
+        """When each component's current process started: its last ready time less how long
+        it took to be ready (the engine's ready times come in the order they happened)."""
+        if self.cluster is None:
+            return {}
+        return {t.component: t.at - t.seconds for t in self.cluster.ready_times}
 
     def checks(self, step: Step) -> list[str]:
         return self.findings.checks(step)

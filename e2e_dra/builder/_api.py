@@ -46,7 +46,6 @@ RESOURCES: dict[str, tuple[str, bool]] = {
     "nodes": ("v1", False),
     "serviceaccounts": ("v1", True),
     "events": ("v1", True),
-    "leases": ("coordination.k8s.io/v1", True),
 }
 """The resources a subtest addresses by name: (the version used unless it names one,
 namespaced)."""

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 API_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta1")
 RESYNC_PERIOD = 30.0
 RESYNC_GRACE = 30.0  # how long a standing error may take to resolve once the suite looks
+POOL_FIELD = "spec.pool.name"  # the field selector of one pool, where the API server knows it
 
 
 @dataclass
@@ -360,13 +361,14 @@ class SlicePublisher:
         """Like upstream's controller: narrow to the one pool we reconcile by ``spec.pool.name``
         where the server knows that field, else list the driver's slices and filter here."""
         if self.reconcile_pool and self._pool_selector is not False:
-            return f"spec.driver={self.driver},spec.pool.name={self.reconcile_pool}"
+            return f"spec.driver={self.driver},{POOL_FIELD}={self.reconcile_pool}"
         return f"spec.driver={self.driver}"
 
     def _list_own(self) -> dict:
         url = kube_api.path(self.api_version, "resourceslices")
+        selector = self._selector()
         try:
-            answer = self._kube.request("GET", url, query={"fieldSelector": self._selector()})
+            answer = self._kube.request("GET", url, query={"fieldSelector": selector})
         except KubeError as exc:
             if exc.status != 400 or not self.reconcile_pool or self._pool_selector is False:
                 raise
@@ -379,8 +381,8 @@ class SlicePublisher:
             )
             self._pool_selector = False
             return self._kube.request("GET", url, query={"fieldSelector": self._selector()})
-        if self.reconcile_pool and self._pool_selector is None:
-            self._pool_selector = True
+        if self.reconcile_pool:  # what this list did, for whoever asks (pool_selector)
+            self._pool_selector = POOL_FIELD in selector
         return answer
 
     def _decide_generations(self, existing) -> None:

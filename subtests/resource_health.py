@@ -158,15 +158,8 @@ def _health_stream(ctx: Context) -> tuple[int, str]:
     connection (the driver notices within one resend period), so one open stream is left.
     """
 
-    def open_streams() -> list[tuple[int, str]]:
-        return [
-            (index, call.method.removesuffix(WATCH_METHOD).lstrip("/"))
-            for index, call in enumerate(ctx.driver.calls.records)
-            if call.method.endswith(WATCH_METHOD) and not call.done
-        ]
-
     streams = eventually(
-        open_streams,
+        lambda: [(index, service) for index, service, done in _streams(ctx) if not done],
         what="the kubelet to watch device health through one stream",
         timeout=HEALTH_TIMEOUT,
         until=lambda streams: len(streams) == 1,
@@ -202,9 +195,14 @@ def _unknown_when_silent(ctx: Context, pod_name: str, pool: str, device: str) ->
 
 def _streams_opened(ctx: Context, since: int) -> list[str]:
     """The health service of every stream the kubelet opened from call ``since`` on."""
+    return [service for index, service, _ in _streams(ctx) if index >= since]
+
+
+def _streams(ctx: Context) -> list[tuple[int, str, bool]]:
+    """Every health stream in the driver's calls: where it is, its service, whether it ended."""
     return [
-        call.method.removesuffix(WATCH_METHOD).lstrip("/")
-        for call in ctx.driver.calls.records[since:]
+        (index, call.method.removesuffix(WATCH_METHOD).lstrip("/"), call.done)
+        for index, call in enumerate(ctx.driver.calls.records)
         if call.method.endswith(WATCH_METHOD)
     ]
 

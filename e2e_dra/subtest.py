@@ -66,7 +66,8 @@ class Subtest:
     # three minors behind); None: ``releases`` holds for the kubelet too.
     kubelet_releases: str | None = None
     # Runs by itself, not at the same time as the other subtests' phases: for a subtest that
-    # disturbs the node the others share (kills containers, removes CDI specs, times the kubelet).
+    # disturbs what the others share (stops a component, kills or removes what is not its own,
+    # times the whole node).
     alone: bool = False
     # Gate cycle: the gates switched off in the middle phase and on again in the last.
     toggled_gates: tuple[str, ...] = ()

@@ -593,5 +593,6 @@ SUBTEST = Subtest(
     initial=initial,
     # Two claims at a time: the first pod's, and the deleted second pod's until it is unprepared.
     resources=devices_per_node(2),
-    alone=True,  # kills its pod's sandbox through containerd and counts the kubelet's calls
+    # Not alone: what it kills (its pod's sandbox) and removes (its claim's CDI spec) is its own,
+    # and the kubelet calls it counts are those for its own driver.
 )

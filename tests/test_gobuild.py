@@ -345,6 +345,29 @@ def test_versions_under_test_default_to_latest_and_its_previous_minor(
     assert versions.previous_minor == "1.38"
 
 
+def test_the_suites_of_a_run_test_the_same_releases_and_ask_the_proxy_once(
+    isolated_env: Path, proxy_tree: ProxyTree, environ: Environ
+):
+    from e2e_dra._suite._cluster import run_release_source
+
+    environ.set("E2E_DRA_RELEASE_SOURCE", "build")
+    environ.set("GOPROXY", proxy_tree.url)
+    for key in ("v1.39.0-alpha.1", "v1.39.0-alpha.2", "v1.38.0-rc.0"):
+        _fill_fake_release(isolated_env, key)
+    run = environ.apply()
+
+    first = versions_under_test(source=run_release_source(run))
+    asked = len(proxy_tree.requests)
+    proxy_tree.served.add("v1.39.0-alpha.2")  # released while the run goes on
+    second = versions_under_test(source=run_release_source(run))
+
+    assert first.current.version == second.current.version == "v1.39.0-alpha.1"
+    assert len(proxy_tree.requests) == asked
+    environ.set("E2E_DRA_KUBERNETES_VERSION", "latest")  # another run: it asks anew
+    later = versions_under_test(source=run_release_source(environ.apply()))
+    assert later.current.version == "v1.39.0-alpha.2"
+
+
 def test_stable_pins_the_newest_stable_release_and_its_previous_minor(
     isolated_env: Path, proxy_tree: ProxyTree, environ: Environ
 ):

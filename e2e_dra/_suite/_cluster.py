@@ -13,6 +13,7 @@ which test a safety net's finding fails, ``_report`` what a failure's notes name
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -29,8 +30,14 @@ from e2e_dra.errors import E2EDRAError
 from e2e_dra.hostkit import Attempts
 from e2e_dra.kube import Kube, path, retrying
 from e2e_dra.provision import ensure_node_runtime
-from e2e_dra.releases import Release, VersionsUnderTest, versions_under_test
-from e2e_dra.settings import settings
+from e2e_dra.releases import (
+    Release,
+    ReleaseSource,
+    VersionsUnderTest,
+    release_source,
+    versions_under_test,
+)
+from e2e_dra.settings import Settings, settings
 from e2e_dra.subtest import Context, Subtest
 from e2e_dra.waits import abort_when, eventually
 from localupcluster import Cluster, ModifyOptions
@@ -43,6 +50,19 @@ USER_AGENT = "e2e-dra -- dra"
 NODES_TIMEOUT = 300.0
 
 logger = logging.getLogger(__name__)
+
+
+@functools.cache
+def run_release_source(run_settings: Settings) -> ReleaseSource:
+    """One release source for every suite of a run (``run_settings``: the run's settings).
+
+    It remembers what the module proxy said exists, so the proxy is asked once per run, not
+    about fourteen times per suite, and every suite of a run tests the same releases even if
+    one appears in the middle of it. Each suite still takes its binaries from the cache, which
+    verifies them every time.
+    """
+    del run_settings  # the key: another run (other settings) gets a source of its own
+    return release_source()
 
 
 @dataclass
@@ -217,7 +237,11 @@ class ClusterRun:
 
     def resolve_versions(self, commands: tuple[str, ...] | None = None) -> VersionsUnderTest:
         """The releases of this run; of the current one only ``commands``, when given."""
-        versions = versions_under_test(commands) if commands else versions_under_test()
+        source = run_release_source(settings())
+        if commands:
+            versions = versions_under_test(commands, source)
+        else:
+            versions = versions_under_test(source=source)
         if versions.current.source_dir is None:
             raise E2EDRAError(
                 f"no Kubernetes source tree for {versions.current.version}: "

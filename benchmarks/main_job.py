@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from soak import summaries  # the same reading of a run's summary.json files
+from soak import run_job, summaries  # the same job runner and reading of summary.json
 
 REPO = Path(__file__).resolve().parents[1]
 MODES = {"together": [], "serial": ["--e2e-dra-serial"]}
@@ -36,13 +35,9 @@ def run(mode: str, seed: int, root: Path, extra: list[str]) -> dict[str, Any]:
     argv = ["./run.sh", "pytest", "-x", "e2e_dra", f"--e2e-dra-seed={seed}", *MODES[mode], *extra]
     print(f"{mode}: {' '.join(argv)} (log: {artifacts / 'pytest.log'})", flush=True)
     started = time.monotonic()
-    with open(artifacts / "pytest.log", "w") as log:
-        proc = subprocess.run(
-            argv, cwd=REPO, env={**os.environ, "ARTIFACTS": str(artifacts)}, stdout=log,
-            stderr=subprocess.STDOUT, check=False,
-        )  # fmt: skip
+    status = run_job(argv, artifacts)
     suites = {summary["suite"]: summary for summary in summaries(artifacts)}
-    return {"wall": time.monotonic() - started, "status": proc.returncode, "suites": suites}
+    return {"wall": time.monotonic() - started, "status": status, "suites": suites}
 
 
 def phase_times(summary: dict[str, Any]) -> dict[str, float]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -94,16 +95,44 @@ def summaries(artifacts: Path) -> list[dict[str, Any]]:
     return found
 
 
+def run_job(argv: list[str], artifacts: Path) -> int:
+    """``argv`` (a main job) run with ``$ARTIFACTS`` at ``artifacts``, its output in
+    ``pytest.log``; its exit status.
+
+    Nothing outlives the benchmark: a SIGTERM to it is passed on to the job, which ends as it
+    does on its own SIGTERM (its cluster stopped), and is waited for; then the benchmark ends
+    too. Ctrl-C reaches the job from the terminal itself: the benchmark waits for it as well.
+    """
+    with open(artifacts / "pytest.log", "w") as log:
+        job = subprocess.Popen(
+            argv, cwd=REPO, env={**os.environ, "ARTIFACTS": str(artifacts)}, stdout=log,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    terminated: list[int] = []
+
+    def forward(signum: int, frame: object) -> None:
+        terminated.append(signum)
+        job.send_signal(signum)
+
+    previous = signal.signal(signal.SIGTERM, forward)
+    try:
+        returncode = job.wait()
+    except KeyboardInterrupt:
+        job.wait()
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if terminated:
+        raise SystemExit(f"stopped by SIGTERM; the job ended with status {returncode}")
+    return returncode
+
+
 def run_once(index: int, seed: int, root: Path, extra: list[str]) -> dict[str, Any]:
     artifacts = root / f"soak-{index}"
     artifacts.mkdir(parents=True, exist_ok=True)
     argv = ["./run.sh", "pytest", "-x", "e2e_dra", f"--e2e-dra-seed={seed}", *extra]
     started = time.monotonic()
-    with open(artifacts / "pytest.log", "w") as log:
-        proc = subprocess.run(
-            argv, cwd=REPO, env={**os.environ, "ARTIFACTS": str(artifacts)}, stdout=log,
-            stderr=subprocess.STDOUT, check=False,
-        )  # fmt: skip
+    returncode = run_job(argv, artifacts)
     wall = time.monotonic() - started
     steps: dict[str, float] = {}
     failures: list[str] = []
@@ -118,8 +147,8 @@ def run_once(index: int, seed: int, root: Path, extra: list[str]) -> dict[str, A
         "ended": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "leftovers": leftovers(),
         "seed": seed,
-        "returncode": proc.returncode,
-        "passed": proc.returncode == 0,
+        "returncode": returncode,
+        "passed": returncode == 0,
         "wall_seconds": round(wall, 1),
         "steps": steps,
         "failures": failures,

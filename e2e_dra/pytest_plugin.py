@@ -288,17 +288,19 @@ class SuitePlugin:
         run = SuiteRun(
             suite.name, subtests, backend, summary, self.kept.get(suite.name, []), together=together
         )
-        try:
-            # The edge of a suite run: SIGTERM (a CI job cancelled, ``kill``) ends it as Ctrl-C
-            # does, the cluster's processes stopped at once (the engine registered that), the
-            # phase reported interrupted, the cleanup run and summary.json finished.
-            with self.progress.shown(), handling_interrupts(terminated=Terminated):
-                yield run
-        finally:
+        # The edge of a suite run: SIGTERM (a CI job cancelled, ``kill``) ends it as Ctrl-C
+        # does, the cluster's processes stopped at once (the engine registered that), the phase
+        # reported interrupted, the cleanup run and summary.json finished. The cleanup is inside
+        # it too: after a failure under -x it runs here, as this fixture's teardown, and a
+        # SIGTERM there must still stop the cluster rather than kill the job on the spot.
+        with self.progress.shown(), handling_interrupts(terminated=Terminated):
             try:
-                run.close()
+                yield run
             finally:
-                self.write_outputs()  # a job cancelled in the next suite still leaves these
+                try:
+                    run.close()
+                finally:
+                    self.write_outputs()  # a job cancelled in the next suite still leaves these
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.junit is not None:

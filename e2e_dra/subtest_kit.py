@@ -136,7 +136,19 @@ def _same_containers(b: Builder, before: Running, where: str) -> None:
     assert not changed, (
         f"{where}: containers stopped, restarted or replaced since the last phase "
         f"((containerID, restartCount, running since) before -> now): {changed}"
+        f"{_why_not_running(b, before.name)}"
     )
+
+
+def _why_not_running(b: Builder, pod_name: str) -> str:
+    """What the pod's status says when it no longer runs, such as a kubelet's eviction ("the pod
+    is Failed: Evicted: ... DiskPressure"), to follow a failure's message; else nothing."""
+    status = retrying(b.read_pod)(pod_name).get("status") or {}
+    phase, reason = status.get("phase"), status.get("reason")
+    if phase == "Running" and not reason:
+        return ""
+    said = f": {reason}: {str(status.get('message') or '').strip()}" if reason else ""
+    return f"; the pod is {phase}{said}"
 
 
 def scheduler_reported(

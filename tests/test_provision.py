@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -379,3 +380,28 @@ def test_provision_is_listed_in_help():
     )
     assert proc.returncode == 0
     assert "--check" in proc.stdout and "--stop" in proc.stdout
+
+
+def test_too_little_free_disk_for_eviction_hard_is_one_line_naming_it(tmp_path: Path):
+    """The kubelet evicts every pod while a filesystem is under EVICTION_HARD's floor (a soak
+    saw it when other work filled a shared disk): said before a cluster starts."""
+    from e2e_dra.provision._kubelet import disk_pressure
+
+    stats = os.statvfs(tmp_path)
+    free_mi = stats.f_bavail * stats.f_frsize // 2**20
+    where = {"nodefs": tmp_path / "kubelet", "imagefs": tmp_path}  # the first does not exist yet
+    ours = "memory.available<100Mi,nodefs.available<1Mi,imagefs.available<1Mi,nodefs.inodesFree<1%"
+    assert disk_pressure(ours, where) is None
+
+    above = f"memory.available<100Mi,nodefs.available<{free_mi + 1024}Mi"
+    said = disk_pressure(above, where)
+    assert said is not None
+    assert re.match(r"only \d+\.\d GB free on the filesystem of ", said), said
+    assert f"{tmp_path / 'kubelet'}: the kubelet evicts every pod while nodefs.available" in said
+    assert f"is below {free_mi + 1024}Mi (EVICTION_HARD={above})" in said
+
+    assert "imagefs.available is below 100%" in (
+        disk_pressure("imagefs.available<100%", where) or ""
+    )
+    assert "inodes free" in (disk_pressure("nodefs.inodesFree<100%", where) or "")
+    assert disk_pressure("pid.available<10,nodefs.available<nonsense", where) is None

@@ -11,6 +11,10 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
+import subprocess
+import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -601,3 +605,62 @@ def test_a_subtest_declared_alone_runs_by_itself(
     result = suite.run("--e2e-dra-seed=7")
 
     result.stdout.fnmatch_lines(["*gamma waited alone in after-cluster-creation*"])
+
+
+CLOSING_CONFTEST = """
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, {tests!r})
+from dry_backend import DryBackend
+
+from e2e_dra.hostkit import on_interrupt
+
+
+class Closing(DryBackend):
+    \"\"\"A cleanup that takes long, with the engine's kind of stop registered meanwhile.\"\"\"
+
+    def close(self):
+        on_interrupt(lambda why: Path({stopped!r}).write_text(why))
+        Path({closing!r}).touch()
+        time.sleep(60)
+
+
+def pytest_e2e_dra_backend(suite, subtests, artifacts):
+    return Closing(suite, subtests, artifacts)
+"""
+
+
+def test_a_sigterm_in_the_cleanup_after_a_failure_under_x_still_stops_the_cluster(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Under -x a failed phase ends the session early, and the suite's cleanup then runs as the
+    module fixture's teardown. A SIGTERM there (the job cancelled while it cleans up) must start
+    the registered stops, which stop the cluster's processes, and end the job: not kill it on the
+    spot and leave the cluster running (seen once, in a soak)."""
+    closing, stopped = tmp_path / "closing", tmp_path / "stopped"
+    suite.pytester.makeconftest(
+        CLOSING_CONFTEST.format(
+            tests=str(Path(__file__).parent), stopped=str(stopped), closing=str(closing)
+        )
+    )
+    monkeypatch.setenv("TINY_FAIL", "alpha/after-cluster-creation")
+    argv = [sys.executable, "-m", "pytest", "test_upgrade_downgrade.py", *PLUGIN, "-x"]
+    with subprocess.Popen(
+        [*argv, "-p", "no:cacheprovider", "--e2e-dra-seed=7"],
+        cwd=suite.pytester.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as job:
+        deadline = time.monotonic() + 60
+        while not closing.exists() and job.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert closing.exists(), f"the cleanup never started: {job.communicate(timeout=60)[0]}"
+        job.send_signal(signal.SIGTERM)
+        output, _ = job.communicate(timeout=30)
+
+    assert stopped.exists(), f"the stops did not run: the job died of the signal:\n{output}"
+    assert stopped.read_text() == "SIGTERM"
+    assert job.returncode != 0

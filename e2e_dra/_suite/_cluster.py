@@ -255,6 +255,9 @@ class ClusterRun:
 
     def prepare_node(self) -> None:
         runtime = ensure_node_runtime(self.state.current().source_dir)
+        pressure = runtime.disk_pressure()
+        if pressure is not None:
+            raise E2EDRAError(f"the node cannot run the subtests' pods: {pressure}")
         self.state.node_env = runtime.env()
         self.state.node_runtime = runtime.root
         self._node_logs = StateLogs(runtime.containerd_log)

@@ -9,6 +9,7 @@ off because CoreDNS would have to be pulled from a registry. The script reads
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -19,6 +20,52 @@ HOST_DIRS = (
     Path("/var/lib/kubelet/plugins_registry"),
     Path("/var/run/cdi"),
 )
+
+
+#: the kubelet's root directory (local-up-cluster.sh's default): the filesystem it calls nodefs.
+KUBELET_ROOT = Path("/var/lib/kubelet")
+
+_THRESHOLD = re.compile(r"^\s*([a-z.]+[A-Za-z]*)\s*<\s*([0-9.]+)\s*(%|Ki|Mi|Gi|Ti|k|M|G|T)?\s*$")
+_UNITS = {
+    None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
+}  # fmt: skip
+
+
+def disk_pressure(eviction_hard: str, filesystems: Mapping[str, Path]) -> str | None:
+    """Why the kubelet would report DiskPressure as soon as it starts, and so evict every pod of
+    the run: a filesystem with less free space (or fewer free inodes) than ``eviction_hard``
+    (``EVICTION_HARD``) allows. ``filesystems``: ``nodefs`` (the kubelet's root) and
+    ``imagefs`` (the container runtime's) to the directory each is for. None when all is well.
+
+    Free space on a shared disk changes under a run; this only catches the run that could not
+    pass from its start, with one line instead of evicted pods in every subtest.
+    """
+    for item in eviction_hard.split(","):
+        found = _THRESHOLD.match(item)
+        if found is None:
+            continue
+        signal, number, unit = found.groups()
+        fs, _, resource = signal.partition(".")
+        if fs not in filesystems or resource not in {"available", "inodesFree"}:
+            continue
+        where = filesystems[fs]
+        existing = next(p for p in (where, *where.parents) if p.exists())
+        stats = os.statvfs(existing)
+        if resource == "available":
+            total, free = stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize
+            have = f"{free / 10**9:.1f} GB free"
+        else:
+            total, free = stats.f_files, stats.f_favail
+            have = f"{free} inodes free"
+        floor = float(number) * (total / 100 if unit == "%" else _UNITS[unit])
+        if free < floor:
+            return (
+                f"only {have} on the filesystem of {where}: the kubelet evicts every pod while "
+                f"{signal} is below {number}{unit or ''} (EVICTION_HARD={eviction_hard}); free "
+                "some disk space, or lower that floor in EVICTION_HARD"
+            )
+    return None
 
 
 def uses_cgroup_v1(cgroup_root: Path = Path("/sys/fs/cgroup")) -> bool:

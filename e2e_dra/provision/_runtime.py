@@ -66,6 +66,12 @@ class NodeRuntime:
             eviction_hard=settings().eviction_hard,
         )
 
+    def disk_pressure(self) -> str | None:
+        """Why the kubelet would evict every pod as soon as it starts (too little free disk for
+        ``EVICTION_HARD``), or None; see :func:`_kubelet.disk_pressure`."""
+        filesystems = {"nodefs": _kubelet.KUBELET_ROOT, "imagefs": self.root / "containerd"}
+        return _kubelet.disk_pressure(settings().eviction_hard, filesystems)
+
     @property
     def containerd_log(self) -> Path:
         return ContainerdLayout(self.root / "containerd").daemon.log_file

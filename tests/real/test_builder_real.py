@@ -127,3 +127,29 @@ def test_env_check_looks_at_the_container(live: Live) -> None:
             builder.test_pod(pod)
     finally:
         builder.delete_pod_and_wait(pod["metadata"]["name"])
+
+
+def test_a_pod_that_stopped_running_says_why(live: Live) -> None:
+    """When a pod that ran before a restart no longer runs, the failure quotes what its status
+    says (in a soak, a kubelet evicted pods for DiskPressure, and the failure only said that the
+    containers had changed). Here the kubelet fails the pod for its active deadline."""
+    from e2e_dra.subtest_kit import running, still_untouched
+
+    builder: Builder = SubtestObjects("stopped-pod", suite="builder-real").builder(live.kube)
+    pod = builder.pod()
+    builder.create(pod)
+    name = pod["metadata"]["name"]
+    try:
+        builder.wait_running(name)
+        before = running(builder, name)
+        builder.patch("pods", name, {"spec": {"activeDeadlineSeconds": 1}})
+        eventually(
+            lambda: builder.read_pod(name)["status"].get("phase"),
+            what=f"pod {name} to fail for its deadline",
+            timeout=60,
+            until=lambda phase: phase == "Failed",
+        )
+        with pytest.raises(AssertionError, match="the pod is Failed: DeadlineExceeded: Pod was"):
+            still_untouched(builder, before, claims=(), env=[])
+    finally:
+        builder.delete_pod_and_wait(name)

@@ -1,0 +1,53 @@
+"""The benchmarks' own machinery (they time real clusters; here only how they run a job)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+JOB = """
+import signal, sys, time
+from pathlib import Path
+
+def stop(signum, frame):
+    Path(sys.argv[1]).write_text("stopped its cluster")
+    sys.exit(3)
+
+signal.signal(signal.SIGTERM, stop)
+Path(sys.argv[2]).touch()
+time.sleep(60)
+"""
+
+BENCHMARK = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from soak import run_job
+run_job([sys.executable, sys.argv[2], sys.argv[3], sys.argv[4]], Path(sys.argv[5]))
+"""
+
+
+def test_a_sigterm_to_the_benchmark_is_passed_on_to_its_job_and_waited_for(tmp_path: Path):
+    """A soak stopped with SIGTERM once left its main job running, with a cluster: the job
+    must get the signal (so that it stops its cluster) and end before the benchmark does."""
+    job, stopped, ready = tmp_path / "job.py", tmp_path / "stopped", tmp_path / "ready"
+    job.write_text(JOB)
+    argv = [sys.executable, "-c", BENCHMARK, str(BENCHMARKS), str(job), str(stopped), str(ready)]
+    with subprocess.Popen(
+        [*argv, str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as benchmark:
+        deadline = time.monotonic() + 30
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists(), benchmark.communicate(timeout=30)
+        benchmark.send_signal(signal.SIGTERM)
+        _, err = benchmark.communicate(timeout=30)
+
+    assert stopped.read_text() == "stopped its cluster"
+    assert benchmark.returncode == 1
+    assert err.strip().endswith("stopped by SIGTERM; the job ended with status 3")

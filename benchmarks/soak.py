@@ -13,8 +13,9 @@ runs so far, would end after it (the first run always starts), so a soak fits th
 given (a CI job, a work session) and says how many of the runs asked for it made.
 
 After each run it records what the run left on the host: processes of the cluster and node
-runtime, mounts, bytes under e2e-dra's caches and the node's directories, TCP ports listening. A
-leak shows as a column that grows from run to run (printed as a table at the end).
+runtime, mounts, bytes under e2e-dra's caches and the node's directories, entries in the temp dir
+and bytes in the clusters' scratch dir next to the host lock, TCP ports listening. A leak shows
+as a column that grows from run to run (printed as a table at the end).
 
 A soak longer than a work session continues where the last one stopped: ``--resume`` reads the
 ``soak.json`` of ``--artifacts`` and goes on numbering; every run records when it started and
@@ -33,6 +34,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -62,6 +64,12 @@ def leftovers() -> dict[str, int]:
     )
     found["cache_mb"] = _megabytes(Path.home() / ".cache" / "e2e-dra")
     found["node_dirs_mb"] = sum(_megabytes(Path(d)) for d in NODE_DIRS)
+    # What clusters leave in the temp dir (etcd's data, the script's mktemp dirs), as entries
+    # there and as megabytes under the host lock's scratch dir, where the engine keeps them.
+    temp = Path(tempfile.gettempdir())
+    found["temp_entries"] = sum(1 for _ in temp.iterdir())
+    lock = Path(os.environ.get("E2E_DRA_HOST_LOCK") or temp / "e2e-dra-host.lock")
+    found["scratch_mb"] = _megabytes(lock.with_name(lock.name + ".d"))
     listening = 0
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:

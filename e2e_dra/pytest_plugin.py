@@ -288,15 +288,19 @@ class SuitePlugin:
         run = SuiteRun(
             suite.name, subtests, backend, summary, self.kept.get(suite.name, []), together=together
         )
-        # The edge of a suite run: SIGTERM (a CI job cancelled, ``kill``) ends it as Ctrl-C
-        # does, the cluster's processes stopped at once (the engine registered that), the phase
-        # reported interrupted, the cleanup run and summary.json finished. The cleanup is inside
-        # it too: after a failure under -x it runs here, as this fixture's teardown, and a
-        # SIGTERM there must still stop the cluster rather than kill the job on the spot.
-        with self.progress.shown(), handling_interrupts(terminated=Terminated):
-            try:
+        try:
+            # The edge of a suite run: SIGTERM (a CI job cancelled, ``kill``) ends it as Ctrl-C
+            # does, the cluster's processes stopped at once (the engine registered that), the
+            # phase reported interrupted, the cleanup run and summary.json finished.
+            with self.progress.shown(), handling_interrupts(terminated=Terminated):
                 yield run
-            finally:
+        finally:
+            # The cleanup has an edge of its own: after a failure under -x it runs here, as this
+            # fixture's teardown, and a SIGTERM then must stop the cluster too, not kill the job
+            # on the spot. Not one block with the one above: leaving that one first waits until
+            # an interrupt's stops are done, so the cleanup never takes a cluster that is being
+            # stopped for a live one.
+            with handling_interrupts(terminated=Terminated):
                 try:
                     run.close()
                 finally:

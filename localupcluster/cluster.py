@@ -155,6 +155,7 @@ class Cluster:
         self._stopping = False
         self._stop_lock = threading.RLock()
         self._dropped_sudo_said = False
+        self._scratch: Path | None = None  # this cluster's temporary files (TMPDIR of the script)
 
     # -- public API ----------------------------------------------------------------------------
 
@@ -201,6 +202,10 @@ class Cluster:
         if not verbose.isdigit() or int(verbose) < 2:
             self._env["KUBE_VERBOSE"] = "2"  # makes bash trace the "+ VAR=value" assignments
         self._lock.acquire()
+        # Everything the script makes with mktemp (etcd's data, the components' configuration)
+        # goes there, and goes when the cluster stops.
+        self._scratch = self._lock.new_scratch()
+        self._env["TMPDIR"] = str(self._scratch)
         if self._cancel_stop_on_interrupt is None:  # the program's edge handles the signals
             self._cancel_stop_on_interrupt = on_interrupt(self._interrupted)
         try:
@@ -344,6 +349,9 @@ class Cluster:
             # With a survivor, the next cluster must not start on top of it: the lock (and its
             # ledger, which a successor uses to stop what is left) stays until this process ends.
             if done and not errors:
+                if self._scratch is not None:
+                    shutil.rmtree(self._scratch, ignore_errors=True)
+                    self._scratch = None
                 self._lock.release()
             self._stopping = False
         if errors:

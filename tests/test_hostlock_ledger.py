@@ -143,3 +143,27 @@ def test_start_times_are_the_kernels_clock_ticks_as_older_versions_wrote_them() 
     stat = Path(f"/proc/{me}/stat").read_text()
     assert start_time(me) == stat[stat.rfind(")") + 2 :].split()[19]
     assert _alive(me, start_time(me)) and not _alive(me, "1") and not _alive(me, None)
+
+
+def test_the_next_holder_removes_the_temporary_files_of_dead_owners_only(tmp_path: Path) -> None:
+    """A run killed before its cluster stopped leaves that cluster's temporary files (etcd's
+    data, a few hundred MB) in the lock's scratch directory: whoever takes the lock next removes
+    them, unless their owner still lives."""
+    path = tmp_path / "host.lock"
+    mine = HostLock(path).new_scratch()  # owned by this process, which lives
+    (mine / "member").mkdir()
+    ended = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    dead_owner = f"{ended.stdout.strip()}-{start_time(os.getpid())}"  # that pid has ended
+    dead = path.with_name("host.lock.d") / f"cluster-{dead_owner}-abcdef"
+    (dead / "member").mkdir(parents=True)
+
+    lock = HostLock(path)
+    lock.acquire()
+    try:
+        assert not dead.exists()
+        assert (mine / "member").is_dir()
+        assert mine.parent == lock.scratch
+    finally:
+        lock.release()

@@ -384,3 +384,19 @@ def test_environment_values_must_be_strings(tree: FakeTree, cluster: Cluster) ->
     ):
         cluster.start("0-initial", tree.old_bin, env)  # type: ignore[arg-type]
     assert tree.starts("etcd") == []
+
+
+@pytest.mark.parametrize("generation", ["new", "old"])
+def test_the_scripts_temporary_files_go_with_the_cluster(
+    tree: FakeTree, cluster: Cluster, generation: str
+) -> None:
+    """What the script makes with mktemp (etcd's data dir among it) lands in the cluster's own
+    directory next to the host lock, and is removed when the cluster stops: left in /tmp, one
+    main job's clusters added hundreds of MB, and the kubelet evicted pods for DiskPressure."""
+    cluster.start("0-initial", tree.old_bin, {**tree.env, "FAKE_SCRIPT_GENERATION": generation})
+    scratch = tree.host_lock.with_name(tree.host_lock.name + ".d")
+    [mine] = list(scratch.iterdir())
+    made = sorted(p.name for p in mine.iterdir())
+    assert len(made) >= 2, made  # the script's TMP_DIR and etcd's data dir
+    cluster.stop()
+    assert not mine.exists()

@@ -14,7 +14,8 @@ start time, so a reused pid is never hit) and says so. Records of an owner that 
 kept, even when it does not hold the lock (it ran inside an ancestor's reservation that ended).
 
 The clusters' temporary files (what the script makes with ``mktemp``: etcd's data, the components'
-configuration) go into a directory per cluster next to the lock (``<lock>.d/cluster-<owner pid>-
+configuration; and its ``LOG_DIR``: the API server's audit log) go into a directory per cluster
+next to the lock (``<lock>.d/cluster-<owner pid>-
 <owner start>-*``), removed when the cluster stops; a successor removes those of dead owners.
 Left in ``/tmp``, they were 51 GB after two days of runs, and the kubelet evicted pods for
 DiskPressure.

@@ -203,9 +203,11 @@ class Cluster:
             self._env["KUBE_VERBOSE"] = "2"  # makes bash trace the "+ VAR=value" assignments
         self._lock.acquire()
         # Everything the script makes with mktemp (etcd's data, the components' configuration)
-        # goes there, and goes when the cluster stops.
+        # and writes to its LOG_DIR (the API server's audit log, 100 MB a file, never rotated
+        # away) goes there, and goes when the cluster stops; by default both are /tmp.
         self._scratch = self._lock.new_scratch()
         self._env["TMPDIR"] = str(self._scratch)
+        self._env.setdefault("LOG_DIR", str(self._scratch))
         if self._cancel_stop_on_interrupt is None:  # the program's edge handles the signals
             self._cancel_stop_on_interrupt = on_interrupt(self._interrupted)
         try:

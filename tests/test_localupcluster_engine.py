@@ -398,5 +398,6 @@ def test_the_scripts_temporary_files_go_with_the_cluster(
     [mine] = list(scratch.iterdir())
     made = sorted(p.name for p in mine.iterdir())
     assert len(made) >= 2, made  # the script's TMP_DIR and etcd's data dir
+    assert cluster.setting("LOG_DIR") == str(mine)  # the API server's audit log goes there too
     cluster.stop()
     assert not mine.exists()

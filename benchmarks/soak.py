@@ -39,6 +39,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from e2e_dra.settings import Settings
+from localupcluster import scratch_dir
+
 REPO = Path(__file__).resolve().parents[1]
 PROCESSES = (
     "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
@@ -66,10 +69,8 @@ def leftovers() -> dict[str, int]:
     found["node_dirs_mb"] = sum(_megabytes(Path(d)) for d in NODE_DIRS)
     # What clusters leave in the temp dir (etcd's data, the script's mktemp dirs), as entries
     # there and as megabytes under the host lock's scratch dir, where the engine keeps them.
-    temp = Path(tempfile.gettempdir())
-    found["temp_entries"] = sum(1 for _ in temp.iterdir())
-    lock = Path(os.environ.get("E2E_DRA_HOST_LOCK") or temp / "e2e-dra-host.lock")
-    found["scratch_mb"] = _megabytes(lock.with_name(lock.name + ".d"))
+    found["temp_entries"] = sum(1 for _ in Path(tempfile.gettempdir()).iterdir())
+    found["scratch_mb"] = _megabytes(scratch_dir(Settings.from_environ(os.environ).host_lock))
     listening = 0
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:

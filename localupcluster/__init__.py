@@ -20,6 +20,7 @@ from localupcluster._gates import (
     refusal,
     refused_gates,
 )
+from localupcluster._hostlock import scratch_dir
 from localupcluster._log import Log
 from localupcluster._parse import RunLine, parse_run_line, parse_setting, split_command_line
 from localupcluster.cluster import Cluster, ModifyOptions, ReadyTime, binary_index, log_dir_for_test
@@ -49,5 +50,6 @@ __all__ = [
     "parse_setting",
     "refusal",
     "refused_gates",
+    "scratch_dir",
     "split_command_line",
 ]

@@ -45,6 +45,13 @@ STOP_GRACE = 10.0
 """Seconds a dead run's process gets between SIGTERM and SIGKILL."""
 
 
+def scratch_dir(lock: Path | None = None) -> Path:
+    """Where the clusters under the host lock ``lock`` (default: ``DEFAULT_PATH``) keep their
+    temporary files, a directory each."""
+    path = lock or Path(DEFAULT_PATH)
+    return path.with_name(path.name + ".d")
+
+
 def _ancestors() -> set[int]:
     me = psutil.Process()
     return {me.pid, *(p.pid for p in me.parents())}
@@ -96,8 +103,7 @@ class HostLock:
 
     @property
     def scratch(self) -> Path:
-        """Where the clusters under this lock keep their temporary files, a directory each."""
-        return self.path.with_name(self.path.name + ".d")
+        return scratch_dir(self.path)
 
     def new_scratch(self) -> Path:
         """A fresh directory for one cluster's temporary files, named after its owner (this

@@ -207,7 +207,8 @@ class Cluster:
         # away) goes there, and goes when the cluster stops; by default both are /tmp.
         self._scratch = self._lock.new_scratch()
         self._env["TMPDIR"] = str(self._scratch)
-        self._env.setdefault("LOG_DIR", str(self._scratch))
+        if self._inherited("LOG_DIR") is None:
+            self._env["LOG_DIR"] = str(self._scratch)
         if self._cancel_stop_on_interrupt is None:  # the program's edge handles the signals
             self._cancel_stop_on_interrupt = on_interrupt(self._interrupted)
         try:

@@ -31,6 +31,7 @@ from e2e_dra.hostkit import Attempts
 from e2e_dra.kube import Kube, path, retrying
 from e2e_dra.provision import ensure_node_runtime
 from e2e_dra.releases import (
+    BUILT_COMMANDS,
     Release,
     ReleaseSource,
     VersionsUnderTest,
@@ -238,10 +239,7 @@ class ClusterRun:
     def resolve_versions(self, commands: tuple[str, ...] | None = None) -> VersionsUnderTest:
         """The releases of this run; of the current one only ``commands``, when given."""
         source = run_release_source(settings())
-        if commands:
-            versions = versions_under_test(commands, source)
-        else:
-            versions = versions_under_test(source=source)
+        versions = versions_under_test(commands or BUILT_COMMANDS, source)
         if versions.current.source_dir is None:
             raise E2EDRAError(
                 f"no Kubernetes source tree for {versions.current.version}: "

@@ -45,11 +45,10 @@ STOP_GRACE = 10.0
 """Seconds a dead run's process gets between SIGTERM and SIGKILL."""
 
 
-def scratch_dir(lock: Path | None = None) -> Path:
-    """Where the clusters under the host lock ``lock`` (default: ``DEFAULT_PATH``) keep their
-    temporary files, a directory each."""
-    path = lock or Path(DEFAULT_PATH)
-    return path.with_name(path.name + ".d")
+def scratch_dir(lock: Path) -> Path:
+    """Where the clusters under the host lock ``lock`` keep their temporary files, a directory
+    each."""
+    return lock.with_name(lock.name + ".d")
 
 
 def _ancestors() -> set[int]:

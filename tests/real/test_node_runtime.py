@@ -109,6 +109,14 @@ def host_lock() -> Iterator[None]:
         lock.release()
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """SIGINT back to its default in the script, as a terminal gives it. A shell without job
+    control starts background commands (``nohup ./run.sh pytest tests &``) with SIGINT ignored,
+    their children inherit that, and bash cannot trap a signal it was started ignoring: the
+    script's Ctrl-C cleanup would never run, and the test would blame the script."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class LocalUpCluster:
     """hack/local-up-cluster.sh running in its own session, as a person would run it."""
 
@@ -127,6 +135,7 @@ class LocalUpCluster:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_ctrl_c_as_in_a_terminal,
             )
 
     def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> str:

@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -109,12 +110,14 @@ def host_lock() -> Iterator[None]:
         lock.release()
 
 
-def _ctrl_c_as_in_a_terminal() -> None:
-    """SIGINT back to its default in the script, as a terminal gives it. A shell without job
-    control starts background commands (``nohup ./run.sh pytest tests &``) with SIGINT ignored,
-    their children inherit that, and bash cannot trap a signal it was started ignoring: the
-    script's Ctrl-C cleanup would never run, and the test would blame the script."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+CTRL_C_AS_IN_A_TERMINAL = (
+    # A shell without job control starts background commands (``nohup ./run.sh pytest tests &``)
+    # with SIGINT ignored, children inherit that, and bash cannot trap a signal it was started
+    # ignoring: the script's Ctrl-C cleanup would never run, and the test would blame the script.
+    # A launcher that execs, not ``preexec_fn``: see ``tests/test_failures.py``'s launcher.
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execvp(sys.argv[1], sys.argv[1:])"
+)
 
 
 class LocalUpCluster:
@@ -126,16 +129,16 @@ class LocalUpCluster:
         self.kubeconfig = CERT_DIR / "admin.kubeconfig"
         log_dir.mkdir(parents=True, exist_ok=True)
         self.output = log_dir / "local-up-cluster.out"
+        script = ["bash", str(source_dir / "hack" / "local-up-cluster.sh"), "-o", str(bin_dir)]
         with open(self.output, "wb") as out:
             self.proc = subprocess.Popen(
-                ["bash", str(source_dir / "hack" / "local-up-cluster.sh"), "-o", str(bin_dir)],
+                [sys.executable, "-c", CTRL_C_AS_IN_A_TERMINAL, *script],
                 cwd=source_dir,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=_ctrl_c_as_in_a_terminal,
             )
 
     def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> str:

@@ -1,4 +1,5 @@
-"""Polling with explicit deadlines: ``eventually`` and ``consistently``.
+"""Polling with explicit deadlines: ``eventually``, ``consistently`` and
+``consistently_throughout``.
 
 Upstream leans on Gomega's Eventually/Consistently, whose defaults depend on how the test binary
 was started. Here every wait names its timeout and poll interval, and a failed wait says what it
@@ -15,6 +16,8 @@ checks, which errors count as "not yet", and the messages.
 from __future__ import annotations
 
 import contextlib
+import math
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar, cast
@@ -111,16 +114,7 @@ def consistently(
     for the API server after a restart before they start (the suite waits for the ResourceSlices).
     """
     start = time.monotonic()
-
-    def look() -> T:
-        try:
-            return probe()
-        except Exception as exc:
-            elapsed = time.monotonic() - start
-            raise WaitTimeout(
-                f"could not check that {what} after {elapsed:.1f}s of {duration:g}s: {_short(exc)}"
-            ) from exc
-
+    look = _looking(probe, what, start, f"{duration:g}s")
     result = poll_until(
         look, timeout=duration, interval=poll, until=lambda v: not holds(v), before_each=check_abort
     )
@@ -131,6 +125,87 @@ def consistently(
             f"value: {_short(result.value)}"
         )
     return cast(T, result.value)  # the probe answered: look() raises for every error
+
+
+@contextlib.contextmanager
+def consistently_throughout(
+    probe: Callable[[], T],
+    *,
+    what: str,
+    after: float,
+    poll: float = 1.0,
+    holds: Callable[[T], bool] = bool,
+) -> Iterator[None]:
+    """Check that ``holds(probe())`` stays true while the block runs and for ``after`` seconds
+    after it ends, looked at every ``poll`` seconds from a thread of its own.
+
+    One watch instead of a :func:`consistently` after each step of the block: every change the
+    block makes is still watched for at least ``after`` seconds, and the moments between the
+    steps are watched too, but the windows are not waited out one after another. Errors count as
+    in :func:`consistently`. A break is raised when the block ends (the block is not interrupted);
+    an error of the block itself wins, the break added as its note. ``probe`` runs in a thread
+    beside the block: it must not share an API client with the block's steps.
+    """
+    start = time.monotonic()
+    span = f"the steps and {after:g}s after them"
+    look = _looking(probe, what, start, span)
+    ended: list[float] = []  # when the block ended (time.monotonic())
+    failed: list[BaseException] = []
+
+    def seen_enough(value: T) -> bool:
+        return not holds(value) or bool(ended and time.monotonic() >= ended[0] + after)
+
+    def watch() -> None:
+        try:
+            result = poll_until(
+                look, timeout=math.inf, interval=poll, until=seen_enough, before_each=check_abort
+            )
+            if not holds(cast(T, result.value)):
+                elapsed = time.monotonic() - start
+                when = (
+                    f"{elapsed - (ended[0] - start):.1f}s after the steps"
+                    if ended
+                    else f"{elapsed:.1f}s into the steps"
+                )
+                failed.append(
+                    WaitTimeout(
+                        f"{what} stopped holding {when} (watched: {span}); "
+                        f"value: {_short(result.value)}"
+                    )
+                )
+        except BaseException as exc:  # raised by the caller's thread
+            failed.append(exc)
+
+    # Named as the caller's thread: what it logs belongs to the same subtest.
+    watcher = threading.Thread(target=watch, name=threading.current_thread().name, daemon=True)
+    watcher.start()
+    try:
+        yield
+    except BaseException as exc:
+        ended.append(-math.inf)  # stop looking at once
+        watcher.join()
+        if failed:
+            exc.add_note(f"e2e-dra: meanwhile: {failed[0]}")
+        raise
+    ended.append(time.monotonic())
+    watcher.join()
+    if failed:
+        raise failed[0]
+
+
+def _looking(probe: Callable[[], T], what: str, start: float, span: str) -> Callable[[], T]:
+    """``probe``, its errors turned into a failed check that says when it could not look."""
+
+    def look() -> T:
+        try:
+            return probe()
+        except Exception as exc:
+            elapsed = time.monotonic() - start
+            raise WaitTimeout(
+                f"could not check that {what} after {elapsed:.1f}s of {span}: {_short(exc)}"
+            ) from exc
+
+    return look
 
 
 def _short(value: object, limit: int = 600) -> str:

@@ -7,11 +7,12 @@ time by the same three fields, so those checks live here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from e2e_dra.subtest import Context
-from e2e_dra.waits import consistently
+from e2e_dra.waits import consistently, consistently_throughout
 
 STABLE_FOR = 15.0  # upstream's checkClaimsStable: Consistently 15 s ...
 STABLE_POLL = 0.1  # ... polling every 100 ms
@@ -42,6 +43,27 @@ def join_group(ctx: Context, pod_group: dict) -> dict:
 def stays(probe: Callable[[], Any], *, what: str, holds: Callable[[Any], bool]) -> None:
     """Upstream's checkClaimsStable: ``holds(probe())`` for 15 s, looked at every 100 ms."""
     consistently(probe, what=what, duration=STABLE_FOR, poll=STABLE_POLL, holds=holds)
+
+
+@contextlib.contextmanager
+def claim_stays_throughout(ctx: Context, claim_name: str, stable: dict) -> Iterator[None]:
+    """Claim ``claim_name`` keeps ``stable`` (its :func:`claim_state`) while the block's steps run
+    and for 15 s after the last, looked at every 100 ms: each step is followed by at least
+    upstream's 15 s of watching, as with a :func:`stays` after every step, without waiting out
+    one window per step. The watch runs beside the steps, so it has a client of its own."""
+    kube = ctx.kube.fresh()
+    url = ctx.builder.client.url("resourceclaims", claim_name)
+    try:
+        with consistently_throughout(
+            lambda: claim_state(kube.get(url)),
+            what=f"ResourceClaim {claim_name} keeping its UID, reservation and allocation",
+            after=STABLE_FOR,
+            poll=STABLE_POLL,
+            holds=lambda state: state == stable,
+        ):
+            yield
+    finally:
+        kube.close()
 
 
 def group_claim(ctx: Context, pod_group: dict) -> dict:
@@ -77,10 +99,11 @@ def group_claim(ctx: Context, pod_group: dict) -> dict:
 
 
 def claim_state(claim: dict) -> dict:
-    """What must not change while pods come and go: identity, allocation, reservation."""
+    """What must not change while pods come and go: identity, reservation, allocation (in that
+    order, the short ones first, so that a failure's value shows them)."""
     status = claim.get("status", {})
     return {
         "uid": claim["metadata"]["uid"],
-        "allocation": status.get("allocation"),
         "reservedFor": status.get("reservedFor"),
+        "allocation": status.get("allocation"),
     }

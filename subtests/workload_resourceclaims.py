@@ -6,7 +6,9 @@ The members that were running before a restart run untouched after it, checked f
 the phase: the same pod, its container neither restarted nor replaced, and its device still in
 its environment; the group's claim is reserved for the PodGroup, not for the pods, so what a
 member holds is checked as the claim's identity, allocation and reservation for the group, as
-they were when the group started.
+they were when the group started. While one pod joins the group and another leaves it, the claim
+is watched every 100 ms, from before the join until 15 s after the leave: each change is followed
+by at least the 15 s upstream's gate cycle watches after one.
 
 Needs scheduling.k8s.io/v1beta1 (Workload, PodGroup) on both releases; the suite skips it
 where a release under test lacks that API.
@@ -20,9 +22,9 @@ from e2e_dra.subtest import Context, Phase, Subtest
 from e2e_dra.subtest_kit import Running, devices_per_node, running, still_untouched
 from subtests._workload import (
     claim_state,
+    claim_stays_throughout,
     join_group,
     start_group,
-    stays,
 )
 
 
@@ -49,19 +51,11 @@ def initial(ctx: Context) -> Phase:
             )
 
     def swap_member(ctx: Context, leaving: dict) -> dict:
-        """A pod joins the group, then ``leaving`` goes; the claim stays as it was throughout."""
-
-        def check_claim_stable() -> None:
-            stays(
-                lambda: ctx.builder.get("resourceclaims", claim_name),
-                what=f"ResourceClaim {claim_name} keeping its UID, allocation and reservation",
-                holds=lambda claim: claim_state(claim) == stable,
-            )
-
-        joined = join_group(ctx, pod_group)
-        check_claim_stable()
-        ctx.builder.delete_pod_and_wait(leaving["metadata"]["name"])
-        check_claim_stable()
+        """A pod joins the group, then ``leaving`` goes; the claim stays as it was throughout,
+        watched from before the join until 15 s after the leave."""
+        with claim_stays_throughout(ctx, claim_name, stable):
+            joined = join_group(ctx, pod_group)
+            ctx.builder.delete_pod_and_wait(leaving["metadata"]["name"])
         return joined
 
     def after_upgrade(ctx: Context) -> Phase:

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import itertools
+import threading
+import time
 
 import pytest
 
 from e2e_dra.errors import ComponentCrashed
 from e2e_dra.kube import KubeError, NotFound
-from e2e_dra.waits import WaitTimeout, abort_when, consistently, eventually
+from e2e_dra.waits import (
+    WaitTimeout,
+    abort_when,
+    consistently,
+    consistently_throughout,
+    eventually,
+)
 
 
 def test_eventually_returns_the_first_value_that_satisfies() -> None:
@@ -116,3 +124,75 @@ def test_a_crash_ends_a_wait_even_when_every_error_is_retried() -> None:
 
     with abort_when(crashed), pytest.raises(ComponentCrashed, match="kube-scheduler ended"):
         eventually(lambda: False, what="x", timeout=5, poll=0, retry_on=(Exception,))
+
+
+def test_consistently_throughout_watches_the_steps_and_the_time_after() -> None:
+    looks: list[float] = []
+
+    def probe() -> str:
+        looks.append(time.monotonic())
+        return "same"
+
+    with consistently_throughout(probe, what="x", after=0.2, poll=0.01, holds=same):
+        time.sleep(0.1)
+        ended = time.monotonic()
+        during = len(looks)
+    assert during >= 2  # looked while the steps ran
+    assert time.monotonic() - ended >= 0.2  # and for the whole window after them
+    assert looks[-1] - ended >= 0.2
+
+
+def test_consistently_throughout_reports_a_break_during_the_steps_when_they_end() -> None:
+    state = {"value": "same"}
+    steps_done = []
+    breaks = r"claim c stable stopped holding [\d.]+s into the steps.*'changed'"
+    watch = consistently_throughout(
+        lambda: state["value"], what="claim c stable", after=5, poll=0.01, holds=same
+    )
+    with pytest.raises(WaitTimeout, match=breaks), watch:
+        time.sleep(0.05)
+        state["value"] = "changed"
+        time.sleep(0.05)
+        state["value"] = "same"  # changed back: the break is not forgotten
+        time.sleep(0.05)
+        steps_done.append(True)
+    assert steps_done  # the steps were not interrupted
+
+
+def test_consistently_throughout_reports_a_break_after_the_steps() -> None:
+    state = {"value": "same"}
+    timer = threading.Timer(0.1, lambda: state.update(value="changed"))
+    started = time.monotonic()
+    watch = consistently_throughout(
+        lambda: state["value"], what="x", after=5, poll=0.01, holds=same
+    )
+    with pytest.raises(WaitTimeout, match=r"stopped holding [\d.]+s after the steps"), watch:
+        timer.start()
+    assert time.monotonic() - started < 4  # at the break, not at the window's end
+
+
+def test_consistently_throughout_fails_on_a_probe_error() -> None:
+    def probe() -> str:
+        raise KubeError(409, "Conflict", "real")
+
+    watch = consistently_throughout(probe, what="x", after=5, poll=0.01)
+    with pytest.raises(WaitTimeout, match=r"could not check that x .*Conflict"), watch:
+        pass
+
+
+def test_consistently_throughout_lets_an_error_of_the_steps_win() -> None:
+    state = {"value": "same"}
+    started = time.monotonic()
+    watch = consistently_throughout(
+        lambda: state["value"], what="x", after=5, poll=0.01, holds=same
+    )
+    with pytest.raises(RuntimeError, match="pod did not start") as caught, watch:
+        state["value"] = "changed"
+        time.sleep(0.05)
+        raise RuntimeError("pod did not start")
+    assert time.monotonic() - started < 4  # the window is not waited out
+    assert any("meanwhile: x stopped holding" in note for note in caught.value.__notes__)
+
+
+def same(value: str) -> bool:
+    return value == "same"

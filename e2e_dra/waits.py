@@ -150,10 +150,13 @@ def consistently_throughout(
     span = f"the steps and {after:g}s after them"
     look = _looking(probe, what, start, span)
     ended: list[float] = []  # when the block ended (time.monotonic())
+    block_failed = threading.Event()  # nothing left to watch for
     failed: list[BaseException] = []
 
     def seen_enough(value: T) -> bool:
-        return not holds(value) or bool(ended and time.monotonic() >= ended[0] + after)
+        if block_failed.is_set() or not holds(value):
+            return True
+        return bool(ended and time.monotonic() >= ended[0] + after)
 
     def watch() -> None:
         try:
@@ -182,7 +185,7 @@ def consistently_throughout(
     try:
         yield
     except BaseException as exc:
-        ended.append(-math.inf)  # stop looking at once
+        block_failed.set()
         watcher.join()
         if failed:
             exc.add_note(f"e2e-dra: meanwhile: {failed[0]}")

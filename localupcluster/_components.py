@@ -43,6 +43,20 @@ DEFAULT_SETTINGS: dict[str, str] = {
 }
 """What hack/local-up-cluster.sh uses when it does not print an assignment."""
 
+NODE_COMPONENTS: tuple[str, ...] = ("kubelet", "kube-proxy")
+"""What :meth:`Cluster.start` holds back with ``hold_node``: they use the node's fixed ports and
+directories, which another cluster's node may still hold."""
+
+CONTROL_PLANE_SETTINGS: tuple[str, ...] = (
+    "ETCD_PORT",
+    "API_SECURE_PORT",
+    "KCM_SECURE_PORT",
+    "SCHEDULER_SECURE_PORT",
+    "CERT_DIR",
+)
+"""What two control planes on one host must not share; a cluster started while another of this
+process runs takes a second set of them (the script reads each from the environment)."""
+
 PORT_SETTING: dict[str, str] = {
     ETCD: "ETCD_PORT",
     "kube-apiserver": "API_SECURE_PORT",

@@ -19,6 +19,11 @@ next to the lock (``<lock>.d/cluster-<owner pid>-
 <owner start>-*``), removed when the cluster stops; a successor removes those of dead owners.
 Left in ``/tmp``, they were 51 GB after two days of runs, and the kubelet evicted pods for
 DiskPressure.
+
+Within one process the lock is one reservation: a second cluster started while the first still
+runs (the next cluster's control plane, started while the first one's kubelet finishes its work)
+shares it, the flock is released when the last of them stops, and each removes only its own
+records from the ledger.
 """
 
 from __future__ import annotations
@@ -29,7 +34,9 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -89,12 +96,24 @@ def _holders(path: Path) -> set[int]:
     return holders
 
 
+@dataclass
+class _Reservation:
+    """This process's hold of one lock file, shared by its clusters."""
+
+    fd: int | None  # None: an ancestor holds the lock for us
+    users: int = 1
+
+
+_RESERVATIONS: dict[Path, _Reservation] = {}
+_RESERVATIONS_GUARD = threading.Lock()
+
+
 class HostLock:
     def __init__(self, path: Path | None = None, *, log: Log | None = None) -> None:
         self.path = path or Path(DEFAULT_PATH)
         self._log = engine_log(log)
-        self._fd: int | None = None
-        self._inside = False  # an ancestor holds the lock for us
+        self._using = False  # this holder counts among the users of the process's reservation
+        self._recorded: set[int] = set()  # pids this holder put in the ledger
 
     @property
     def ledger(self) -> Path:
@@ -114,11 +133,31 @@ class HostLock:
 
     @property
     def held(self) -> bool:
-        return self._fd is not None
+        """This holder is in the process's reservation, and the process holds the flock itself
+        (not inside an ancestor's)."""
+        reservation = _RESERVATIONS.get(self._key)
+        return self._using and reservation is not None and reservation.fd is not None
+
+    @property
+    def _key(self) -> Path:
+        return self.path.absolute()
 
     def acquire(self) -> None:
-        if self._fd is not None:
+        if self._using:
             return
+        with _RESERVATIONS_GUARD:
+            reservation = _RESERVATIONS.get(self._key)
+            if reservation is not None:  # another cluster of this process holds it: share it
+                reservation.users += 1
+                self._using = True
+                return
+            _RESERVATIONS[self._key] = _Reservation(self._lock_file())
+            self._using = True
+        self._take_over()
+
+    def _lock_file(self) -> int | None:
+        """Take the flock, waiting for another process that holds it; None: an ancestor holds it
+        for us."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -126,35 +165,40 @@ class HostLock:
             holders = _holders(self.path)
             if holders & _ancestors():
                 os.close(fd)
-                self._inside = True
-                self._take_over()
-                return
+                return None
             who = ", ".join(f"pid {pid}" for pid in sorted(holders)) or "another process"
             self._log.info(
                 f"waiting for another e2e-dra cluster on this host ({who} holds {self.path}) ..."
             )
             fcntl.flock(fd, fcntl.LOCK_EX)
-        self._fd = fd
-        self._take_over()
+        return fd
 
     def release(self) -> None:
-        if self._fd is None and not self._inside:
+        if not self._using:
             return
-        self._update(lambda entries: [e for e in entries if not self._ours(e)])
-        self._inside = False
-        if self._fd is None:
-            return
-        with contextlib.suppress(OSError):
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-        os.close(self._fd)
-        self._fd = None
+        recorded, self._recorded = self._recorded, set()
+        self._update(lambda entries: [e for e in entries if not self._ours(e, recorded)])
+        self._using = False
+        with _RESERVATIONS_GUARD:
+            reservation = _RESERVATIONS.get(self._key)
+            if reservation is None:
+                return
+            reservation.users -= 1
+            if reservation.users > 0:
+                return
+            del _RESERVATIONS[self._key]
+        if reservation.fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(reservation.fd, fcntl.LOCK_UN)
+            os.close(reservation.fd)
 
     def record(self, name: str, pid: int | None) -> None:
         """Note a process (its own process group) this holder started, for a successor to stop
         should this process die without stopping it."""
-        if pid is None or (self._fd is None and not self._inside):
+        if pid is None or not self._using:
             return
         entry = {"name": name, "pid": pid, "start": start_time(pid), **self._me()}
+        self._recorded.add(pid)
         self._update(lambda entries: [*entries, entry])
 
     def _take_over(self) -> None:
@@ -206,9 +250,11 @@ class HostLock:
     def _me() -> dict[str, Any]:
         return {"owner": os.getpid(), "owner_start": start_time(os.getpid())}
 
-    def _ours(self, entry: dict[str, Any]) -> bool:
+    def _ours(self, entry: dict[str, Any], recorded: set[int]) -> bool:
+        """An entry this holder recorded (not another cluster of this process)."""
         return (
-            entry.get("owner") == os.getpid()
+            entry.get("pid") in recorded
+            and entry.get("owner") == os.getpid()
             and entry.get("owner_start") == self._me()["owner_start"]
         )
 

@@ -12,6 +12,13 @@ Two generations of the script are supported: older ones start etcd themselves, p
 be 0. The script keeps running while we start components -- it approves the kubelet's serving
 certificate request in that time -- so its output is read by a thread, never blocking it.
 
+``start(..., hold_node=True)`` starts the control plane only and keeps the script waiting at the
+kubelet; :meth:`Cluster.start_node` starts the rest later. A cluster started while another one of
+this process still runs (its kubelet finishing some work) takes a second set of control-plane
+ports and its own certificate directory, so the two control planes can run side by side; the
+node's ports and directories stay one per host, so the held node must wait until the other
+cluster's node has stopped.
+
 Running as root without ``sudo`` installed, a leading ``sudo``/``sudo -E`` in a printed command
 line is dropped when starting it (it would change nothing) and kept in the saved command line.
 """
@@ -32,10 +39,12 @@ from e2e_dra.hostkit import Attempts, join_all, on_interrupt, poll
 from e2e_dra.supervise import describe_exit
 from localupcluster._components import (
     COMPONENTS,
+    CONTROL_PLANE_SETTINGS,
     DEFAULT_SETTINGS,
     ETCD,
     FEATURE_GATED_COMPONENTS,
     KUBE_CLUSTER_COMPONENTS,
+    NODE_COMPONENTS,
     PORT_SETTING,
     STARTED_TOGETHER,
 )
@@ -65,6 +74,44 @@ SCRIPT_IDLE_TIMEOUT = 600.0
 PORT_RELEASE_GRACE = 5.0
 SCRIPT_TOOLS = ("cfssl", "cfssljson")
 """What hack/local-up-cluster.sh needs on PATH to write certificates without downloading it."""
+SLOT_PORT_STEP = 10
+"""Control-plane slot ``n`` listens on the script's default ports + ``n`` * this."""
+
+_slots_in_use: set[int] = set()
+_slots_guard = threading.Lock()
+
+
+def _take_slot() -> int:
+    """The lowest control-plane slot no running cluster of this process uses, now taken."""
+    with _slots_guard:
+        slot = next(n for n in range(len(_slots_in_use) + 1) if n not in _slots_in_use)
+        _slots_in_use.add(slot)
+        return slot
+
+
+def _give_back(slot: int) -> None:
+    with _slots_guard:
+        _slots_in_use.discard(slot)
+
+
+def slot_settings(slot: int) -> dict[str, str]:
+    """The control-plane settings of ``slot``: none for slot 0 (the script's defaults)."""
+    if slot == 0:
+        return {}
+    values = {name: DEFAULT_SETTINGS[name] for name in CONTROL_PLANE_SETTINGS}
+    return {
+        name: f"{value}-{slot}" if name == "CERT_DIR" else str(int(value) + slot * SLOT_PORT_STEP)
+        for name, value in values.items()
+    }
+
+
+@dataclass(frozen=True)
+class _HeldNode:
+    """Where :meth:`Cluster.start` stopped with ``hold_node``: the first node component named."""
+
+    state: str
+    component: str
+    feature_gates: str
 
 
 @dataclass
@@ -156,6 +203,8 @@ class Cluster:
         self._stop_lock = threading.RLock()
         self._dropped_sudo_said = False
         self._scratch: Path | None = None  # this cluster's temporary files (TMPDIR of the script)
+        self._slot: int | None = None  # its control-plane ports (slot_settings)
+        self._held: _HeldNode | None = None  # start(hold_node=True) stopped there
 
     # -- public API ----------------------------------------------------------------------------
 
@@ -179,9 +228,18 @@ class Cluster:
         return list(self._argv[component])
 
     def start(
-        self, state: str, bin_dir: Path, env: Mapping[str, str], feature_gates: str = ""
+        self,
+        state: str,
+        bin_dir: Path,
+        env: Mapping[str, str],
+        feature_gates: str = "",
+        *,
+        hold_node: bool = False,
     ) -> None:
-        """Run the script with ``bin_dir``'s binaries; return once every component is ready."""
+        """Run the script with ``bin_dir``'s binaries; return once every component is ready.
+
+        ``hold_node``: return once the control plane is ready, the kubelet and what follows it
+        held back until :meth:`start_node` (the script waits for the kubelet meanwhile)."""
         self.stop()
         script = self.source_dir / "hack" / "local-up-cluster.sh"
         if not script.is_file():
@@ -202,6 +260,10 @@ class Cluster:
         if not verbose.isdigit() or int(verbose) < 2:
             self._env["KUBE_VERBOSE"] = "2"  # makes bash trace the "+ VAR=value" assignments
         self._lock.acquire()
+        self._slot = _take_slot()
+        for name, value in slot_settings(self._slot).items():
+            if self._inherited(name) is None:  # the caller's choice wins
+                self._env[name] = value
         # Everything the script makes with mktemp (etcd's data, the components' configuration)
         # and writes to its LOG_DIR (the API server's audit log, 100 MB a file, never rotated
         # away) goes there, and goes when the cluster stops; by default both are /tmp.
@@ -212,9 +274,37 @@ class Cluster:
         if self._cancel_stop_on_interrupt is None:  # the program's edge handles the signals
             self._cancel_stop_on_interrupt = on_interrupt(self._interrupted)
         try:
-            self._run_script(state, script, Path(bin_dir), feature_gates)
+            self._run_script(state, script, Path(bin_dir), feature_gates, hold_node=hold_node)
         except BaseException as exc:
             self.stop(reason=f"start of state {state} failed: {type(exc).__name__}")
+            raise
+        if self._held is not None:
+            self._log.info(
+                f"control plane is running (KUBECONFIG={self.kubeconfig}); "
+                f"{self._held.component} held back until the node is free"
+            )
+        else:
+            self._log.info(f"cluster is running, use KUBECONFIG={self.kubeconfig} to access it")
+
+    @property
+    def node_held(self) -> bool:
+        """:meth:`start` returned with the node held back; :meth:`start_node` starts it."""
+        return self._held is not None
+
+    def start_node(self) -> None:
+        """Start what ``start(hold_node=True)`` held back, then the rest the script names;
+        return once every component is ready."""
+        held, self._held = self._held, None
+        if held is None:
+            raise ClusterError("no node is held back: start(..., hold_node=True) first")
+        try:
+            together = self._start_in_order(
+                held.state, [], held.component, self._argv[held.component]
+            )
+            self._follow_script(held.state, held.feature_gates, together, hold_node=False)
+        except BaseException as exc:
+            why = f"start of the node in state {held.state} failed: {type(exc).__name__}"
+            self.stop(reason=why)
             raise
         self._log.info(f"cluster is running, use KUBECONFIG={self.kubeconfig} to access it")
 
@@ -351,7 +441,11 @@ class Cluster:
                 self._cancel_stop_on_interrupt = None
             # With a survivor, the next cluster must not start on top of it: the lock (and its
             # ledger, which a successor uses to stop what is left) stays until this process ends.
+            self._held = None
             if done and not errors:
+                if self._slot is not None:
+                    _give_back(self._slot)
+                    self._slot = None
                 if self._scratch is not None:
                     shutil.rmtree(self._scratch, ignore_errors=True)
                     self._scratch = None
@@ -380,7 +474,9 @@ class Cluster:
         names = ", ".join(stopped) or "nothing"
         self._log.info(f"interrupted ({why}): stopped {names}; no cluster process left")
 
-    def _run_script(self, state: str, script: Path, bin_dir: Path, feature_gates: str) -> None:
+    def _run_script(
+        self, state: str, script: Path, bin_dir: Path, feature_gates: str, *, hold_node: bool
+    ) -> None:
         path = self._env.get("PATH", os.environ.get("PATH"))
         missing_tools = [tool for tool in SCRIPT_TOOLS if not shutil.which(tool, path=path)]
         if missing_tools:
@@ -400,7 +496,19 @@ class Cluster:
         )
         self._log.info(f"running hack/local-up-cluster.sh -d (log: {self._script.log_file})")
         cmd.start(before_run=lambda who: self._lock.record(cmd.name, who.pid))
-        together: list[tuple[str, list[str]]] = []
+        self._follow_script(state, feature_gates, [], hold_node=hold_node)
+
+    def _follow_script(
+        self,
+        state: str,
+        feature_gates: str,
+        together: list[tuple[str, list[str]]],
+        *,
+        hold_node: bool,
+    ) -> None:
+        """Start each component the script names, in its order, until it ends (or, with
+        ``hold_node``, until it names the first node component: that one is held back)."""
+        assert self._script is not None
         for line in self._script.lines(idle_timeout=SCRIPT_IDLE_TIMEOUT):
             if OLD_SCRIPT_READY_LINE in line:
                 break  # older script: it keeps etcd running until we stop it
@@ -411,6 +519,10 @@ class Cluster:
                     if feature_gates and run.name in FEATURE_GATED_COMPONENTS:
                         argv = merge_feature_gates(argv, feature_gates)
                     self._argv[run.name] = argv
+                    if hold_node and run.name in NODE_COMPONENTS:
+                        self._run_components(state, together)  # what needs only the API server
+                        self._held = _HeldNode(state, run.name, feature_gates)
+                        return
                     together = self._start_in_order(state, together, run.name, argv)
                 else:
                     self._run_components(state, together)  # a helper sees what came before it

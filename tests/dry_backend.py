@@ -23,6 +23,9 @@ logger = logging.getLogger("e2e_dra.dry")
 
 STEPS_LOG = "dry-steps.log"
 """Under the suite's artifacts: the cluster steps that ran, one id a line."""
+UPCOMING_LOG = "dry-upcoming.log"
+"""Under the suite's artifacts: per cluster step that ran, its id and the id of the cluster step
+the run said comes right after it ("-": none)."""
 
 
 class DryBackend:
@@ -47,11 +50,13 @@ class DryBackend:
         self._fail_step = fail_step
         self._findings = dict(findings or {})
 
-    def run_step(self, entry: ClusterStep) -> None:
+    def run_step(self, entry: ClusterStep, upcoming: ClusterStep | None = None) -> None:
         self.steps.append(entry.id)
         self.artifacts.mkdir(parents=True, exist_ok=True)
         with (self.artifacts / STEPS_LOG).open("a") as log:
             log.write(entry.id + "\n")
+        with (self.artifacts / UPCOMING_LOG).open("a") as log:
+            log.write(f"{entry.id} {upcoming.id if upcoming else '-'}\n")
         if entry.id == self._fail_step:
             raise AssertionError(f"dry run: cluster step {entry.id} fails as asked")
         logger.info(f"dry run: cluster step {entry.id} does nothing")

@@ -4,6 +4,7 @@ nothing else is (a pid that was reused, a holder that is still alive)."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -167,3 +168,30 @@ def test_the_next_holder_removes_the_temporary_files_of_dead_owners_only(tmp_pat
         assert mine.parent == lock.scratch
     finally:
         lock.release()
+
+
+def test_two_clusters_of_one_process_share_the_lock_and_keep_their_own_records(
+    tmp_path: Path,
+) -> None:
+    """The next cluster's control plane starts while the last cluster still runs: the flock
+    stays until both are done, and the first to stop leaves the other's records for a
+    successor that would have to clean up after a crash."""
+    path = tmp_path / "host.lock"
+    first, second = HostLock(path), HostLock(path)
+    first.acquire()
+    second.acquire()  # does not wait for the first: the same reservation
+    first.record("first-component", os.getpid())
+    second.record("second-component", os.getppid())
+
+    first.release()
+    names = [e["name"] for e in json.loads(first.ledger.read_text())["processes"]]
+    assert names == ["second-component"]
+    fd = os.open(path, os.O_RDWR)
+    try:
+        with pytest.raises(BlockingIOError):  # still held for the second
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        second.release()
+        assert json.loads(first.ledger.read_text())["processes"] == []
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free once both are done
+    finally:
+        os.close(fd)

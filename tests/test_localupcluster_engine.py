@@ -22,6 +22,7 @@ from localupcluster import (
     ClusterError,
     ModifyOptions,
 )
+from localupcluster.cluster import slot_settings
 
 ALL = ("etcd", *KUBE_CLUSTER_COMPONENTS)
 WAVES = [{"etcd"}, {"kube-apiserver"}, set(STARTED_TOGETHER), {"kube-proxy"}]
@@ -401,3 +402,54 @@ def test_the_scripts_temporary_files_go_with_the_cluster(
     assert cluster.setting("LOG_DIR") == str(mine)  # the API server's audit log goes there too
     cluster.stop()
     assert not mine.exists()
+
+
+def test_a_held_node_starts_when_asked_while_another_cluster_shares_the_host_lock(
+    tree: FakeTree, cluster: Cluster, tmp_path: Path
+) -> None:
+    """The next cluster's control plane runs beside the last cluster; its kubelet and
+    kube-proxy start only once asked (the last cluster's node is gone by then)."""
+    cluster.start("0-initial", tree.old_bin, tree.env)
+    other = make_fake_tree(tmp_path / "other")
+    after = Cluster(
+        other.source_dir,
+        tmp_path / "logs-after",
+        wait_for_nodes=False,
+        ready_timeout=30,
+        host_lock=tree.host_lock,  # the same host: one lock
+    )
+    try:
+        after.start("0-initial", other.old_bin, other.env, hold_node=True)
+        assert after.node_held
+        control_plane = {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+        assert {name for name, _ in other.start_order()} == control_plane
+        assert after.settings["API_SECURE_PORT"] == str(other.ports["API_SECURE_PORT"])
+
+        cluster.stop()
+        fd = os.open(tree.host_lock, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):  # the later cluster still holds the host
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+
+        after.start_node()
+        assert not after.node_held
+        assert [name for name, _ in other.start_order()][-2:] == ["kubelet", "kube-proxy"]
+        assert set(after.running) == set(ALL)
+        with pytest.raises(ClusterError, match="no node is held back"):
+            after.start_node()
+    finally:
+        after.stop()
+    assert leftovers(other) == {}
+
+
+def test_a_second_control_plane_takes_other_ports_and_certificates() -> None:
+    assert slot_settings(0) == {}
+    assert slot_settings(1) == {
+        "ETCD_PORT": "2389",
+        "API_SECURE_PORT": "6453",
+        "KCM_SECURE_PORT": "10267",
+        "SCHEDULER_SECURE_PORT": "10269",
+        "CERT_DIR": "/var/run/kubernetes-1",
+    }

@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from dry_backend import STEPS_LOG, DryBackend, DryCluster
+from dry_backend import STEPS_LOG, UPCOMING_LOG, DryBackend, DryCluster
 
 import e2e_dra
 from e2e_dra._suite import SUITES
@@ -478,6 +478,24 @@ def test_gate_cycle_gives_each_subtest_its_own_cluster(suite: Tiny) -> None:
     assert ids == ["versions", "node-runtime"] + [
         f"{name}/{step}" for name in (first, second) for step in per_subtest
     ]
+
+
+def test_a_cleanup_is_told_the_bring_up_after_it_only_when_that_runs(suite: Tiny) -> None:
+    """What lets the next cluster's control plane start while the last kubelet still works."""
+
+    def upcoming() -> dict[str, str]:
+        log = suite.tmp_path / "artifacts" / "gate-cycle" / UPCOMING_LOG
+        return dict(line.split() for line in log.read_text().splitlines())
+
+    suite.run("--e2e-dra-seed=2", suite="test_feature_gate_cycle.py")
+    ids = [r["id"] for r in suite.summary("gate-cycle")["results"]]
+    first, second = ids[2].split("/")[0], ids[9].split("/")[0]
+    assert upcoming()[f"{first}/cleanup"] == f"{second}/bring-up"
+    assert upcoming()[f"{second}/cleanup"] == "-"
+
+    suite.forget_visits()
+    suite.run("--e2e-dra-seed=2", "-k", first, suite="test_feature_gate_cycle.py")
+    assert upcoming()[f"{first}/cleanup"] == "-"  # the next subtest was not selected
 
 
 def test_a_safety_net_finding_fails_a_passing_phase_and_notes_a_failing_one(

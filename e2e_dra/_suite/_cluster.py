@@ -162,12 +162,18 @@ class ClusterRun:
         self.findings = Findings(self.harnesses.take_slice_findings)
         self._watch: contextlib.AbstractContextManager[None] | None = None  # for crashes
         self._clusters: list[Cluster] = []  # every one brought up: their components' ready times
+        self._upcoming: ClusterStep | None = None  # while a step runs: the one after it
+        self._prepared: tuple[tuple[object, ...], Cluster] | None = None  # started early
         self._node_logs: StateLogs | None = None  # once the node runtime is known
 
     # --- what the suite run asks ----------------------------------------------------------------
 
-    def run_step(self, step: ClusterStep) -> None:
-        step.run(self)
+    def run_step(self, step: ClusterStep, upcoming: ClusterStep | None = None) -> None:
+        self._upcoming = upcoming
+        try:
+            step.run(self)
+        finally:
+            self._upcoming = None
 
     def unmet(self, subtest: str) -> str | None:
         """Why ``subtest`` cannot run in this suite on these releases, or None."""
@@ -263,16 +269,21 @@ class ClusterRun:
     def bring_up(
         self, log_dir: Path, state: str, bin_dir: Path, env: dict[str, str], gates: str = ""
     ) -> None:
-        source_dir = self.state.current().source_dir
-        assert source_dir is not None
-        self.cluster = Cluster(source_dir, log_dir, log=logger, host_lock=settings().host_lock)
-        self._clusters.append(self.cluster)
+        """A cluster in ``state``, ready: the one :meth:`prepare` started with these arguments
+        (its node started now), else a new one."""
+        prepared = self._take_prepared((log_dir, state, bin_dir, env, gates))
         node_env = self.state.node_env
         self.state.cluster_env = {k: env[k] for k in sorted(env) if k not in node_env}
         self.state.log_dir = log_dir
-        logger.info(f"bringing up state {state} with {bin_dir}")
         self._state_begins(state)
-        self.cluster.start(state, bin_dir, {**node_env, **env}, gates)
+        if prepared is not None:
+            logger.info(f"bringing up state {state}: its control plane runs, starting the node")
+            self.cluster = prepared
+            self.cluster.start_node()
+        else:
+            logger.info(f"bringing up state {state} with {bin_dir}")
+            self.cluster = self._new_cluster(log_dir)
+            self.cluster.start(state, bin_dir, {**node_env, **env}, gates)
         if self._watch is None:  # every wait of the run ends at once when a component crashes
             self._watch = abort_when(self._crashed)
             self._watch.__enter__()
@@ -280,6 +291,17 @@ class ClusterRun:
         self.findings.watch_claims(self.api, self.harnesses.driver_names())
         self.nodes = self._schedulable_nodes()
         self.state.kubeconfig = self.cluster.kubeconfig
+
+    def prepare(
+        self, log_dir: Path, state: str, bin_dir: Path, env: dict[str, str], gates: str = ""
+    ) -> None:
+        """Start the control plane :meth:`bring_up` will be asked for with these arguments, its
+        node held back (the cluster up now still holds the node)."""
+        self._stop_prepared("another cluster is prepared")
+        logger.info(f"starting the control plane of state {state} early, with {bin_dir}")
+        cluster = self._new_cluster(log_dir)
+        cluster.start(state, bin_dir, {**self.state.node_env, **env}, gates, hold_node=True)
+        self._prepared = ((log_dir, state, bin_dir, env, gates), cluster)
 
     def modify(self, state: str, options: ModifyOptions, why: str) -> ModifyOptions:
         """Restart components as ``options`` say; returns the options that undo it. Every client
@@ -336,6 +358,10 @@ class ClusterRun:
             attempts("copy the node's logs", self._node_logs.end)
         stopped, slice_findings = self.harnesses.close(attempts, self.api, tear_down=live)
         self.findings.hold(slice_findings)
+        if self._upcoming is not None:  # while the kubelet removes the drivers' slices
+            self._prepare(self._upcoming)
+        else:
+            self._stop_prepared("the suite ends")
         if live:
             assert self.api is not None
             self.findings.last_look(attempts, self.api, stopped)
@@ -356,6 +382,34 @@ class ClusterRun:
         attempts.raise_first()
 
     # --- internals ------------------------------------------------------------------------------
+
+    def _new_cluster(self, log_dir: Path) -> Cluster:
+        source_dir = self.state.current().source_dir
+        assert source_dir is not None
+        cluster = Cluster(source_dir, log_dir, log=logger, host_lock=settings().host_lock)
+        self._clusters.append(cluster)
+        return cluster
+
+    def _prepare(self, step: ClusterStep) -> None:
+        """``step``'s early start; what fails there is the step's to report when it runs."""
+        try:
+            step.prepare(self)
+        except Exception as exc:
+            logger.warning(f"{step.id}: starting early failed ({exc}); it starts when it runs")
+
+    def _take_prepared(self, key: tuple[object, ...]) -> Cluster | None:
+        """The prepared cluster, if it was prepared for ``key``; any other is stopped."""
+        if self._prepared is not None and self._prepared[0] == key:
+            cluster, self._prepared = self._prepared[1], None
+            return cluster
+        self._stop_prepared("it was prepared for another bring-up")
+        return None
+
+    def _stop_prepared(self, why: str) -> None:
+        if self._prepared is not None:
+            cluster, self._prepared = self._prepared[1], None
+            logger.info(f"stopping the control plane started early: {why}")
+            cluster.stop(reason=why)
 
     def _state_begins(self, state: str) -> None:
         """The node's logs of the state that ends are copied; ``state``'s count from now."""

@@ -12,6 +12,7 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from e2e_dra._suite._steps import Cleanup, ClusterStep, NodeRuntime, Phase, Step, shuffled
@@ -37,22 +38,34 @@ class CurrentRelease(ClusterStep):
 
 @dataclass(frozen=True)
 class BringUpWithGatesOn(ClusterStep):
-    """The subtest's own cluster, its gates on."""
+    """The subtest's own cluster, its gates on. Its control plane starts while the cluster
+    before it waits for the kubelet's 30 s ResourceSlice wiping delay; its node when that
+    cluster is gone."""
 
     name: ClassVar[str] = "bring-up"
 
     def run(self, cluster: ClusterRun) -> None:
-        assert self.subtest is not None
-        subtest = cluster.subtests[self.subtest]
+        log_dir, env, gates = self._arguments(cluster)
+        cluster.state.per_subtest[self._subtest(cluster).name] = {"env": env, "gates": gates}
         current = cluster.state.current()
+        cluster.bring_up(log_dir, GATE_CYCLE_PHASES[0], current.bin_dir, env, gates)
+
+    def prepare(self, cluster: ClusterRun) -> None:
+        log_dir, env, gates = self._arguments(cluster)
+        current = cluster.state.current()
+        cluster.prepare(log_dir, GATE_CYCLE_PHASES[0], current.bin_dir, env, gates)
+
+    def _subtest(self, cluster: ClusterRun) -> Subtest:
+        assert self.subtest is not None
+        return cluster.subtests[self.subtest]
+
+    def _arguments(self, cluster: ClusterRun) -> tuple[Path, dict[str, str], str]:
+        """The cluster's log directory, environment and ``--feature-gates``."""
+        subtest = self._subtest(cluster)
         env = {"RUNTIME_CONFIG": ",".join(dict.fromkeys([*RUNTIME_CONFIG, *subtest.requires]))}
         if subtest.emulated_version:
             env["EMULATED_VERSION"] = subtest.emulated_version
-        gates = gate_flag(cluster, subtest, on=True)
-        cluster.state.per_subtest[subtest.name] = {"env": env, "gates": gates}
-        cluster.bring_up(
-            cluster.artifacts / subtest.name, GATE_CYCLE_PHASES[0], current.bin_dir, env, gates
-        )
+        return cluster.artifacts / subtest.name, env, gate_flag(cluster, subtest, on=True)
 
 
 @dataclass(frozen=True)

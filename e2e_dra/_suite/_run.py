@@ -39,7 +39,10 @@ class Backend(Protocol):
     (``ClusterRun``), or the backend another plugin of the run returns from the
     ``pytest_e2e_dra_backend`` hook (our tests: one without a cluster)."""
 
-    def run_step(self, step: ClusterStep) -> None: ...
+    def run_step(self, step: ClusterStep, upcoming: ClusterStep | None = None) -> None:
+        """Run ``step``; ``upcoming`` is the cluster step that runs right after it, which may
+        start early what does not need this step's cluster (:meth:`ClusterStep.prepare`)."""
+        ...
 
     def unmet(self, subtest: str) -> str | None:
         """Why ``subtest`` cannot run on the versions under test, or None."""
@@ -200,7 +203,15 @@ class SuiteRun:
     def _run_step(self, step: ClusterStep) -> None:
         if not step.always:
             check_abort()  # a component that died since the last entry: say so, do not go on
-        self.backend.run_step(step)
+        self.backend.run_step(step, self._upcoming(step))
+
+    def _upcoming(self, step: ClusterStep) -> ClusterStep | None:
+        """The plan's next entry, when it is a cluster step that will run."""
+        at = self.plan.index(step) if step in self.plan else -1
+        following = self.plan[at + 1] if 0 <= at < len(self.plan) - 1 else None
+        if isinstance(following, ClusterStep) and self._skip_reason(following) is None:
+            return following
+        return None
 
     def _report_phase(self, phase: Phase) -> None:
         """Run ``phase`` (with the phases it runs together with, the first time), or replay how

@@ -43,6 +43,12 @@ class ClusterStep(ABC):
     def run(self, cluster: ClusterRun) -> None:
         """Do this step's part to the cluster."""
 
+    def prepare(self, cluster: ClusterRun) -> None:
+        """Start early what this step can start while the step before it waits for the cluster
+        it is done with (the next cluster's control plane, while the last one's kubelet removes
+        ResourceSlices); :meth:`run` uses it, or does everything itself. Nothing by default."""
+        del cluster  # most steps need the cluster they follow
+
 
 @dataclass(frozen=True)
 class Phase:

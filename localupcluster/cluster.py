@@ -298,6 +298,11 @@ class Cluster:
         if held is None:
             raise ClusterError("no node is held back: start(..., hold_node=True) first")
         try:
+            ended = self.exited()
+            if ended:  # a kubelet would wait minutes for a control plane that is gone
+                raise ClusterError(
+                    "the control plane started earlier did not last: " + "; ".join(ended)
+                )
             together = self._start_in_order(
                 held.state, [], held.component, self._argv[held.component]
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from fake_k8s.harness import NEW_VERSION, OLD_VERSION, FakeTree, make_fake_tree
 
+from e2e_dra.hostkit import poll
 from e2e_dra.supervise import group_members
 from localupcluster import (
     KUBE_CLUSTER_COMPONENTS,
@@ -453,3 +455,17 @@ def test_a_second_control_plane_takes_other_ports_and_certificates() -> None:
         "SCHEDULER_SECURE_PORT": "10269",
         "CERT_DIR": "/var/run/kubernetes-1",
     }
+
+
+def test_a_held_node_is_not_started_on_a_control_plane_that_died(
+    tree: FakeTree, cluster: Cluster
+) -> None:
+    cluster.start("0-initial", tree.old_bin, tree.env, hold_node=True)
+    apiserver = cluster.running["kube-apiserver"]
+    os.killpg(apiserver.pid, signal.SIGKILL)
+    poll(lambda: not apiserver.running(), timeout=10, interval=0.05)
+
+    with pytest.raises(ClusterError, match=r"did not last: kube-apiserver-0-initial .* ended"):
+        cluster.start_node()
+    assert tree.starts("kubelet") == []
+    assert cluster.running == {}  # stopped: nothing is left waiting for a node

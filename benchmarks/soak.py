@@ -54,13 +54,7 @@ NODE_DIRS = ("/var/lib/kubelet", "/var/run/cdi", "/var/lib/containerd", "/var/ru
 def leftovers() -> dict[str, int]:
     """What is on the host between runs: a count or a size per kind (see the module)."""
     found: dict[str, int] = {}
-    names = []
-    for stat in Path("/proc").glob("[0-9]*/comm"):
-        try:
-            names.append(stat.read_text().strip())
-        except OSError:  # the process ended meanwhile
-            continue
-    found["processes"] = sum(1 for name in names if name in PROCESSES)
+    found["processes"] = sum(1 for name in program_names() if name in PROCESSES)
     mounts = Path("/proc/mounts").read_text().splitlines()
     found["mounts"] = sum(
         1 for line in mounts if len(parts := line.split()) > 1 and parts[1].startswith(MOUNT_ROOTS)
@@ -80,6 +74,25 @@ def leftovers() -> dict[str, int]:
         listening += sum(1 for row in rows if row.split()[3] == "0A")  # TCP_LISTEN
     found["listening_ports"] = listening
     return found
+
+
+def program_names() -> list[str]:
+    """The program each running process runs, by the file name of its ``argv[0]``.
+
+    Not ``/proc/<pid>/comm``: the kernel cuts that at 15 characters, so a leaked
+    ``kube-controller-manager`` or ``containerd-shim-runc-v2`` would not match. A zombie has no
+    command line and is left out: it runs nothing, holds no port or file, and is its parent's
+    to reap (the kubelet's, started through ``sudo``, is reaped late by a container's PID 1).
+    """
+    names = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv0 = cmdline.read_bytes()[:4096].split(b"\0", 1)[0]
+        except OSError:  # the process ended meanwhile
+            continue
+        if argv0:
+            names.append(os.path.basename(argv0.decode(errors="replace")))
+    return names
 
 
 def _megabytes(root: Path) -> int:

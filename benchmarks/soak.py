@@ -39,6 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from e2e_dra.settings import Settings
 from localupcluster import scratch_dir
 
@@ -77,22 +79,19 @@ def leftovers() -> dict[str, int]:
 
 
 def program_names() -> list[str]:
-    """The program each running process runs, by the file name of its ``argv[0]``.
+    """The name of the program each live process runs.
 
-    Not ``/proc/<pid>/comm``: the kernel cuts that at 15 characters, so a leaked
-    ``kube-controller-manager`` or ``containerd-shim-runc-v2`` would not match. A zombie has no
-    command line and is left out: it runs nothing, holds no port or file, and is its parent's
-    to reap (the kubelet's, started through ``sudo``, is reaped late by a container's PID 1).
+    psutil's, not ``/proc/<pid>/comm`` as read: the kernel cuts that at 15 characters, so a
+    leaked ``kube-controller-manager`` or ``containerd-shim-runc-v2`` would not match; psutil
+    completes it from the command line. A zombie is left out: it runs nothing, holds no port or
+    file, and is its parent's to reap (the kubelet's, started through ``sudo``, is reaped late by
+    a container's PID 1).
     """
-    names = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            argv0 = cmdline.read_bytes()[:4096].split(b"\0", 1)[0]
-        except OSError:  # the process ended meanwhile
-            continue
-        if argv0:
-            names.append(os.path.basename(argv0.decode(errors="replace")))
-    return names
+    return [
+        proc.info["name"]
+        for proc in psutil.process_iter(["name", "status"])
+        if proc.info["status"] != psutil.STATUS_ZOMBIE
+    ]
 
 
 def _megabytes(root: Path) -> int:

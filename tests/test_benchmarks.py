@@ -9,6 +9,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from e2e_dra.hostkit import poll
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 JOB = """
@@ -54,23 +58,24 @@ def test_a_sigterm_to_the_benchmark_is_passed_on_to_its_job_and_waited_for(tmp_p
     assert err.strip().endswith("stopped by SIGTERM; the job ended with status 3")
 
 
-def test_the_soak_counts_processes_by_their_whole_program_name(tmp_path: Path) -> None:
+def test_the_soak_counts_processes_by_their_whole_program_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The kernel's ``comm`` cuts names at 15 characters: a leaked controller-manager or
     containerd shim would go uncounted by it."""
-    sys.path.insert(0, str(BENCHMARKS))
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
     from soak import PROCESSES, program_names
 
     program = tmp_path / "kube-controller-manager"
     shutil.copy("/bin/sleep", program)
     before = program_names().count("kube-controller-manager")
     with subprocess.Popen([str(program), "30"]) as leaked:
-        deadline = time.monotonic() + 10
-        while (
-            program_names().count("kube-controller-manager") == before
-            and time.monotonic() < deadline
-        ):
-            time.sleep(0.05)
-        found = program_names().count("kube-controller-manager")
+        counted = poll(
+            lambda: program_names().count("kube-controller-manager"),
+            timeout=10,
+            interval=0.05,
+            until=lambda count: count != before,
+        )
         leaked.kill()
-    assert found == before + 1
+    assert counted.value == before + 1
     assert "kube-controller-manager" in PROCESSES

@@ -341,6 +341,15 @@ class Settings:
             shown="`latest`",
         ),
     )
+    previous_version: str | None = field(
+        default=None,
+        metadata=_about(
+            "E2E_DRA_PREVIOUS_VERSION",
+            "the release upgraded from (`v1.36.2`, `1.36`): same minor and older, or one minor "
+            "behind the version under test (two for an `-alpha.0`)",
+            shown="newest of the previous minor",
+        ),
+    )
     release_source: str | None = field(
         default=None,
         metadata=_about(

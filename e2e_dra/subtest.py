@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import pkgutil
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,9 +27,88 @@ if TYPE_CHECKING:
     from e2e_dra.kube import Kube
 
 PHASES = ("after-cluster-creation", "after-cluster-upgrade", "after-cluster-downgrade")
+CLUSTER_CHANGES = ("upgrade", "downgrade")
+"""The cluster steps that restart components under the subtests' objects (``KnownBug.step``)."""
 
 Phase = Callable[["Context"], Any]
 """A phase takes the context and returns the next phase (or None after the last one)."""
+
+
+KUBERNETES_ISSUES = "https://github.com/kubernetes/kubernetes/issues/"
+
+
+@dataclass(frozen=True)
+class KnownBug:
+    """A Kubernetes bug that breaks a subtest's phases on the releases that have it.
+
+    Such a phase still runs there and must fail: a strict expected failure, never a skip, so a
+    user on a buggy release sees the bug named, and a release that fixed it (or a suite that
+    stopped seeing it) fails the run until the declaration is narrowed. Such a phase runs by
+    itself, so that what the bug does (a component it crashes, devices it taints) fails no other
+    subtest's phase; afterwards the subtest's objects are removed and a component the bug
+    crashed is started again, so the suite goes on.
+
+    A bug that what the subtest left behind triggers while the cluster changes (a component
+    restarted by the downgrade panics on the subtest's objects) names that cluster step
+    (``step="downgrade"``); the releases are those the step starts.
+    Releases that no single specifier covers (``<1.36.5`` and ``==1.37.0``) are two entries.
+    """
+
+    issue: int  # kubernetes/kubernetes issue (or fix) number: 139651
+    component: str  # whose release has the bug: "kube-scheduler"
+    releases: str  # the releases that have it, a specifier: ">=1.36.0,<1.36.3"
+    what: str  # what goes wrong, in one line
+    # How its failure looks: a regular expression searched in the failure's text and notes (the
+    # component net's quote of a panic is among them). Another failure on those releases is a
+    # failure, not this bug: an expected failure must be the expected one.
+    sign: str
+    phase: str | None = None  # the one phase it breaks; None: every phase run on those releases
+    step: str | None = None  # instead of a phase: the cluster step it breaks ("downgrade")
+
+    def __post_init__(self) -> None:
+        release_specifier(self.releases)
+        re.compile(self.sign)
+        if self.phase is not None and self.phase not in PHASES + GATE_CYCLE_PHASES:
+            raise ValueError(f"{self.name}: phase {self.phase!r} is not a phase of a suite")
+        if self.step is not None and (self.step not in CLUSTER_CHANGES or self.phase):
+            raise ValueError(
+                f"{self.name}: step {self.step!r} is not one of {CLUSTER_CHANGES}, or a phase is "
+                "named too"
+            )
+
+    @property
+    def name(self) -> str:
+        return f"kubernetes#{self.issue}"
+
+    @property
+    def url(self) -> str:
+        return f"{KUBERNETES_ISSUES}{self.issue}"
+
+    def applies(self, entry: str, releases: Mapping[str, str]) -> bool:
+        """Whether the bug breaks ``entry`` (a phase, or a cluster step's name) when the
+        components run ``releases``."""
+        version = releases.get(self.component)
+        if self.step is not None:
+            where = entry == self.step
+        else:
+            where = entry in PHASES + GATE_CYCLE_PHASES and self.phase in (None, entry)
+        return where and version is not None and matches(self.releases, version)
+
+    def seen_in(self, failure: str) -> str | None:
+        """The line of ``failure`` (an error's text with its notes) that shows this bug's sign,
+        cut to 300 characters; None when none does."""
+        found = re.search(self.sign, failure)
+        if found is None:
+            return None
+        start = failure.rfind("\n", 0, found.start()) + 1
+        end = failure.find("\n", found.end())
+        return failure[start : end if end >= 0 else len(failure)].strip()[:300]
+
+    def describe(self, releases: Mapping[str, str]) -> str:
+        return (
+            f"known Kubernetes bug {self.name} ({self.component} "
+            f"{releases.get(self.component)}): {self.what} ({self.url})"
+        )
 
 
 @dataclass(frozen=True)
@@ -65,6 +145,9 @@ class Subtest:
     # The same for every release the kubelet runs (kubelet-last's E2E_DRA_KUBELET_VERSION may be
     # three minors behind); None: ``releases`` holds for the kubelet too.
     kubelet_releases: str | None = None
+    # Kubernetes bugs that break a phase of this subtest on some releases: there the phase must
+    # fail (reported as an expected failure naming the bug), elsewhere it must pass.
+    known_bugs: tuple[KnownBug, ...] = ()
     # Runs by itself, not at the same time as the other subtests' phases: for a subtest that
     # disturbs what the others share (stops a component, kills or removes what is not its own,
     # times the whole node).
@@ -81,6 +164,10 @@ class Subtest:
     def __post_init__(self) -> None:
         _check_releases(self.name, self.releases)
         _check_releases(self.name, self.kubelet_releases)
+
+    def known_bug(self, phase: str, releases: Mapping[str, str]) -> KnownBug | None:
+        """The known bug that breaks ``phase`` with the components on ``releases``, if any."""
+        return next((bug for bug in self.known_bugs if bug.applies(phase, releases)), None)
 
     def unmet_release(self, control_plane: Sequence[str], kubelet: Sequence[str]) -> str | None:
         """Why the releases a suite runs exclude this subtest, or None."""

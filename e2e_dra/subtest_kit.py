@@ -12,7 +12,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from e2e_dra.builder import DEFAULT_ENV, RESOURCE_V1, SCHEDULING_V1BETA1, Builder, retrying
+from e2e_dra.builder import (
+    DEFAULT_ENV,
+    POD_START_TIMEOUT,
+    RESOURCE_V1,
+    SCHEDULING_V1BETA1,
+    Builder,
+    PodFailed,
+    is_unschedulable,
+    retrying,
+)
 from e2e_dra.driver import Pool, node_devices
 from e2e_dra.subtest import Context
 from e2e_dra.waits import eventually
@@ -23,14 +32,29 @@ __all__ = [
     "RESOURCE_V1BETA1",
     "RESOURCE_V1BETA2",
     "SCHEDULING_V1BETA1",
+    "TAINT_RULES_IGNORED",
+    "TAINT_RULES_IGNORED_SIGN",
     "Running",
     "claim_and_pod",
     "devices_per_node",
+    "fits_and_runs",
     "kubelet_version",
     "running",
     "scheduler_reported",
     "still_untouched",
 ]
+
+TAINT_RULES_IGNORED = (
+    "the scheduler's DeviceTaintRule informer reads v1beta2 and its handlers expect v1alpha3: "
+    "rules are ignored, and a panic follows once a rule exists and a ResourceSlice changes "
+    "(fixed in 1.36.3 by kubernetes#139681)"
+)
+TAINT_RULES_IGNORED_SIGN = (
+    r"\*v1beta2\.DeviceTaintRule, not \*v1alpha3\.DeviceTaintRule"
+    r"|should be Pending and unschedulable"
+)
+"""kubernetes#139651 as the subtests that make DeviceTaintRules see it: the panic (the component
+net quotes it), or a pod scheduled onto a device a rule taints."""
 
 SCHEDULER = "kube-scheduler"
 SCHEDULER_EVENT_TIMEOUT = 60.0
@@ -70,6 +94,26 @@ class Running:
     name: str
     uid: str
     containers: dict[str, tuple[str, int, str]]  # name -> (containerID, restartCount, startedAt)
+
+
+def fits_and_runs(b: Builder, pod: dict, timeout: float = POD_START_TIMEOUT) -> None:
+    """``pod`` runs and sees its devices (``b.test_pod``); for a pod whose devices are free now,
+    one the scheduler finds unschedulable fails at once with the scheduler's reason, instead of
+    waiting out the timeout for something that cannot come."""
+    name = pod["metadata"]["name"]
+
+    def probe() -> str | None:
+        now = b.read_pod(name)
+        if is_unschedulable(now):
+            scheduled = [
+                c for c in now["status"].get("conditions", []) if c.get("type") == "PodScheduled"
+            ]
+            said = scheduled[0].get("message", "") if scheduled else ""
+            raise PodFailed(f"pod {name} is unschedulable, though its devices are free: {said}")
+        return now.get("status", {}).get("phase")
+
+    eventually(probe, what=f"pod {name} to run", timeout=timeout, until=lambda p: p == "Running")
+    b.test_pod(pod, timeout=timeout)
 
 
 def kubelet_version(b: Builder, node: str) -> str:

@@ -352,6 +352,15 @@ class Cluster:
             raise
         return restore
 
+    def restart_ended(self, state: str) -> list[str]:
+        """Start again, with the same binaries and flags, the components that ended by
+        themselves (their logs are kept; the new processes log as ``state``); their names."""
+        ended = [c for c, cmd in self.running.items() if not cmd.running()]
+        if ended:
+            files = {c: Path(self._argv[c][binary_index(self._argv[c], c)]) for c in ended}
+            self.modify(state, ModifyOptions(file_by_component=files))
+        return ended
+
     def toggle_feature_gates(self, state: str, gates: str) -> None:
         """Restart apiserver, controller-manager, scheduler and kubelet with ``gates`` merged in.
 

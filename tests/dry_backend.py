@@ -18,6 +18,7 @@ from typing import Any
 
 from e2e_dra._suite import ClusterStep, Phase, Step, Suite
 from e2e_dra.subtest import Context
+from e2e_dra.waits import abort_when
 
 logger = logging.getLogger("e2e_dra.dry")
 
@@ -41,6 +42,8 @@ class DryBackend:
         served: Collection[str] | None = None,
         fail_step: str | None = None,
         findings: Mapping[str, Sequence[str]] | None = None,
+        releases: Mapping[str, str] | None = None,
+        crash_in: str | None = None,
     ) -> None:
         self.suite = suite
         self.subtests = dict(subtests)
@@ -49,6 +52,10 @@ class DryBackend:
         self._served = None if served is None else set(served)
         self._fail_step = fail_step
         self._findings = dict(findings or {})
+        self._releases = dict(releases or {})
+        self._crash_in = crash_in
+        self._crashed = False
+        self._watch: contextlib.AbstractContextManager[None] | None = None
 
     def run_step(self, entry: ClusterStep, upcoming: ClusterStep | None = None) -> None:
         self.steps.append(entry.id)
@@ -59,6 +66,9 @@ class DryBackend:
             log.write(f"{entry.id} {upcoming.id if upcoming else '-'}\n")
         if entry.id == self._fail_step:
             raise AssertionError(f"dry run: cluster step {entry.id} fails as asked")
+        if entry.name == "bring-up" and self._watch is None:  # as the real cluster's crash watch
+            self._watch = abort_when(self._crash_reason)
+            self._watch.__enter__()
         logger.info(f"dry run: cluster step {entry.id} does nothing")
 
     def unmet(self, subtest: str) -> str | None:
@@ -70,8 +80,13 @@ class DryBackend:
     def drop(self, subtest: str) -> None:
         pass
 
+    def _crash_reason(self) -> str | None:
+        return "component crashed: kube-scheduler (pid 1) ended (exit 2)" if self._crashed else None
+
     @contextlib.contextmanager
     def context(self, phase: Phase) -> Iterator[Context]:
+        if phase.id == self._crash_in:  # a component ends in this phase, and no wait sees it
+            self._crashed = True
         yield Context(
             kube=None,  # type: ignore[arg-type]
             driver=None,  # type: ignore[arg-type]
@@ -82,6 +97,13 @@ class DryBackend:
             log=logger.info,
         )
 
+    def contain(self, subtest: str) -> str:
+        restarted, self._crashed = self._crashed, False
+        return f"the objects of {subtest} removed" + ("; kube-scheduler started again" * restarted)
+
+    def releases_now(self) -> dict[str, str]:
+        return dict(self._releases)
+
     def checks(self, entry: Step) -> list[str]:
         return list(self._findings.get(entry.id, ()))
 
@@ -89,7 +111,9 @@ class DryBackend:
         return [f"e2e-dra: artifacts: {self.artifacts}"]
 
     def close(self) -> None:
-        pass
+        if self._watch is not None:
+            self._watch.__exit__(None, None, None)
+            self._watch = None
 
     def describe(self) -> dict[str, Any]:
         return {"dry_run": True, "cluster_steps_run": list(self.steps)}
@@ -101,12 +125,15 @@ class DryCluster:
 
     ``served``: the group/versions the pretend cluster serves (None: everything); ``fail_step``:
     the id of a cluster step that fails; ``findings``: what the safety nets find when the entry
-    of that id ends.
+    of that id ends; ``releases``: the release each pretend component runs (for known bugs);
+    ``crash_in``: the id of a phase during which a pretend component ends.
     """
 
     served: Collection[str] | None = None
     fail_step: str | None = None
     findings: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    releases: Mapping[str, str] = field(default_factory=dict)
+    crash_in: str | None = None
 
     def pytest_e2e_dra_backend(
         self, suite: Suite, subtests: Mapping[str, Any], artifacts: Path
@@ -118,4 +145,6 @@ class DryCluster:
             served=self.served,
             fail_step=self.fail_step,
             findings=self.findings,
+            releases=self.releases,
+            crash_in=self.crash_in,
         )

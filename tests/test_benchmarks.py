@@ -79,3 +79,56 @@ def test_the_soak_counts_processes_by_their_whole_program_name(
         leaked.kill()
     assert counted.value == before + 1
     assert "kube-controller-manager" in PROCESSES
+
+
+def _bug_replay():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import bug_replay
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return bug_replay
+
+
+def test_each_replayed_bug_is_declared_by_its_subtest_for_its_buggy_pair_only() -> None:
+    """The replay table and the subtests' KnownBug declarations say the same: on the buggy pair
+    the phase is expected to fail, on the fixed pair it must pass."""
+    from e2e_dra.subtest import PHASES, discover
+
+    bug_replay = _bug_replay()
+    subtests = {s.name: s for s in discover()}
+    bugs = bug_replay.load()
+    assert len(bugs) >= 5
+    for bug in bugs:
+        declared = [b for b in subtests[bug.subtest].known_bugs if b.issue == bug.issue]
+        assert declared, f"{bug.subtest} does not declare kubernetes#{bug.issue}"
+
+        where = bug.entry.removeprefix(f"{bug.subtest}/")
+
+        def runs(pair, where=where, suite=bug.suite):  # the releases running in ``where``
+            upgraded = where in (PHASES[1], "upgrade")
+            older = pair.kubelet if suite == "kubelet-last" else pair.previous
+            control_plane = pair.current if upgraded or suite == "kubelet-last" else older
+            releases = dict.fromkeys(("kube-scheduler", "kube-controller-manager"), control_plane)
+            return releases | {"kubelet": pair.current if upgraded else older}
+
+        known = subtests[bug.subtest].known_bug
+        expected = known(where, runs(bug.buggy))
+        assert expected is not None and expected.issue == bug.issue, f"{bug.issue} on {bug.buggy}"
+        assert known(where, runs(bug.fixed)) is None, f"{bug.issue} on {bug.fixed}"
+
+
+def test_the_replay_judges_a_phase_by_its_outcome_on_each_side() -> None:
+    verdict = _bug_replay().verdict
+    this = {"outcome": "xfailed", "message": "known Kubernetes bug kubernetes#7 (kubelet v1): x"}
+    other = {"outcome": "xfailed", "message": "known Kubernetes bug kubernetes#8 (kubelet v1): y"}
+    assert verdict(this, 7, buggy=True) == "caught"
+    assert verdict({"outcome": "failed", "message": "AssertionError: z"}, 7, buggy=True) == "caught"
+    assert verdict({"outcome": "passed"}, 7, buggy=True) == "missed"
+    assert verdict(other, 7, buggy=True) == "masked by kubernetes#8"
+    assert verdict({"outcome": "passed"}, 7, buggy=False) == "clean"
+    assert verdict({"outcome": "failed"}, 7, buggy=False) == "false alarm"
+    assert verdict(this, 7, buggy=False) == "false alarm"
+    assert verdict(other, 7, buggy=False) == "masked by kubernetes#8"
+    assert verdict({"outcome": "skipped"}, 7, buggy=True) == "not run (skipped)"
+    assert verdict(None, 7, buggy=False) == "not run (not run)"

@@ -152,6 +152,51 @@ def test_versions_from_a_bin_dir(
     assert lines[2] == "previous release:   v1.35.2  (download)"
 
 
+def test_versions_upgrade_from_the_previous_release_the_user_names(
+    release_server: ReleaseServer,
+    environ: Environ,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    environ.unset("KUBERNETES_SOURCE_DIR", "KUBERNETES_SERVER_BIN_DIR", "KUBE_GIT_VERSION_FILE")
+    environ.set("E2E_DRA_KUBERNETES_VERSION", "v1.37.2")
+    release_server.put("stable-1.36.txt", "v1.36.5")
+    release_server.put("stable-1.37.txt", "v1.37.2")
+    release_server.put("stable-1.35.txt", "v1.35.8")
+
+    def versions() -> list[str]:
+        assert main(["versions", "--base-url", release_server.url]) == 0
+        return capsys.readouterr().out.splitlines()[1:]
+
+    assert versions() == ["previous minor:     1.36", "previous release:   v1.36.5  (download)"]
+    environ.set("E2E_DRA_PREVIOUS_VERSION", "v1.36.2")  # the patch release a user runs
+    assert versions() == ["previous minor:     1.36", "previous release:   v1.36.2  (download)"]
+    environ.set("E2E_DRA_PREVIOUS_VERSION", "v1.37.0")  # a patch-level upgrade
+    assert versions() == ["previous minor:     1.37", "previous release:   v1.37.0  (download)"]
+    environ.set("E2E_DRA_PREVIOUS_VERSION", "1.36")
+    assert versions()[1] == "previous release:   v1.36.5  (download)"
+
+    refused = {
+        "1.35": "v1.35.8",  # two minors: the control plane moves one at a time
+        "v1.37.2": "v1.37.2",  # not older
+        "1.37": "v1.37.2",
+        "v1.38.0-beta.0": "v1.38.0-beta.0",  # newer
+    }
+    for spec, version in refused.items():
+        environ.set("E2E_DRA_PREVIOUS_VERSION", spec)
+        assert main(["versions", "--base-url", release_server.url]) == 3, spec
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line == (
+            f"e2e-dra: error: E2E_DRA_PREVIOUS_VERSION={spec} ({version}) cannot be upgraded to "
+            "v1.37.2 in one step: the version skew policy moves the control plane one minor at "
+            "a time, to a newer release; name an older release of 1.36 or of 1.37"
+        )
+    environ.set("E2E_DRA_PREVIOUS_VERSION", "yesterday")
+    assert main(["versions", "--base-url", release_server.url]) == 3
+    assert "E2E_DRA_PREVIOUS_VERSION 'yesterday' is not a Kubernetes release" in (
+        capsys.readouterr().err
+    )
+
+
 def test_versions_defaults_to_the_latest_release_and_honours_the_pin(
     release_server: ReleaseServer,
     environ: Environ,

@@ -682,3 +682,208 @@ def test_a_sigterm_in_the_cleanup_after_a_failure_under_x_still_stops_the_cluste
     assert stopped.exists(), f"the stops did not run: the job died of the signal:\n{output}"
     assert stopped.read_text() == "SIGTERM"
     assert job.returncode != 0
+
+
+KNOWN_BUG = """
+from e2e_dra.subtest import KnownBug
+from tinysubs._common import make
+
+SUBTEST = make(
+    "delta",
+    known_bugs=(
+        KnownBug(
+            issue=139651,
+            component="kube-scheduler",
+            releases=">=1.36.0,<1.36.3",
+            phase="after-cluster-downgrade",
+            what="breaks the last phase",
+            sign="broke in after-cluster-downgrade",
+        ),
+    ),
+)
+"""
+
+
+def _with_known_bug(suite: Tiny) -> None:
+    (suite.pytester.path / "tinysubs" / "delta.py").write_text(KNOWN_BUG)
+
+
+def test_a_phase_a_known_bug_breaks_is_an_expected_failure_naming_the_bug(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _with_known_bug(suite)
+    monkeypatch.setenv("TINY_FAIL", "delta/after-cluster-downgrade")
+    buggy = DryCluster(releases={"kube-scheduler": "v1.36.2"})
+
+    result = suite.run("--e2e-dra-seed=3", "-rx", cluster=buggy)
+
+    result.assert_outcomes(passed=17, xfailed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "XFAIL*delta/after-cluster-downgrade*known Kubernetes bug kubernetes#139651 "
+            "(kube-scheduler v1.36.2): breaks the last phase*"
+            "seen as: delta broke in after-cluster-downgrade on purpose*"
+        ]
+    )
+    results = {r["id"]: r for r in suite.summary()["results"]}
+    assert results["delta/after-cluster-downgrade"]["outcome"] == "xfailed"
+    assert "kubernetes/issues/139651" in results["delta/after-cluster-downgrade"]["message"]
+
+
+def test_a_phase_a_known_bug_should_break_fails_the_run_when_it_passes(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _with_known_bug(suite)
+    buggy = DryCluster(releases={"kube-scheduler": "v1.36.0"})
+
+    result = suite.run("--e2e-dra-seed=3", cluster=buggy)
+
+    result.assert_outcomes(passed=17, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "FAILED*delta/after-cluster-downgrade*KnownBugNotSeen: known Kubernetes bug "
+            "kubernetes#139651 (kube-scheduler v1.36.0)*should have broken phase "
+            "'after-cluster-downgrade'*"
+        ]
+    )
+
+
+def test_a_known_bug_is_expected_only_on_the_releases_that_have_it(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _with_known_bug(suite)
+    fixed = DryCluster(releases={"kube-scheduler": "v1.36.3"})
+    assert suite.run("--e2e-dra-seed=3", cluster=fixed).ret == 0
+
+    suite.forget_visits()
+    monkeypatch.setenv("TINY_FAIL", "delta/after-cluster-downgrade")
+    result = suite.run("--e2e-dra-seed=3", cluster=fixed)
+    result.assert_outcomes(passed=17, failed=1)  # on a fixed release the failure is a failure
+
+
+def test_a_known_bug_names_a_phase_a_suite_has() -> None:
+    from e2e_dra.subtest import KnownBug
+
+    with pytest.raises(ValueError, match="'after-the-party' is not a phase of a suite"):
+        KnownBug(1, "kubelet", "<1.36", "never", "x", phase="after-the-party")
+    with pytest.raises(Exception, match=r"1\.36\.x"):
+        KnownBug(1, "kubelet", "<1.36.x", "never", "x")
+    with pytest.raises(Exception, match="unterminated"):
+        KnownBug(1, "kubelet", "<1.36", "never", "(x")
+
+
+def test_a_component_that_ends_while_nothing_waits_fails_the_phases_it_ended_in(
+    suite: Tiny,
+) -> None:
+    crashing = DryCluster(crash_in="beta/after-cluster-upgrade")
+
+    result = suite.run("--e2e-dra-seed=3", "-rs", cluster=crashing)
+
+    # The three phases of after-cluster-upgrade ran together while it ended: each fails, naming
+    # the component; everything after them is skipped but the cleanup.
+    result.assert_outcomes(passed=8, failed=3, skipped=4)
+    outcomes = {r["id"]: r for r in suite.summary()["results"]}
+    for name in TINY:
+        upgraded = outcomes[f"{name}/after-cluster-upgrade"]
+        assert upgraded["outcome"] == "failed"
+        assert "ComponentCrashed: component crashed: kube-scheduler" in upgraded["message"]
+        assert outcomes[f"{name}/after-cluster-downgrade"]["outcome"] == "skipped"
+    assert outcomes["downgrade"]["outcome"] == "skipped"
+    assert outcomes["cleanup"]["outcome"] == "passed"
+
+
+CRASH_BUG = """
+from e2e_dra.subtest import KnownBug
+from tinysubs._common import make
+
+SUBTEST = make(
+    "delta",
+    known_bugs=(
+        KnownBug(141323, "kube-scheduler", "==1.37.0", "crashes the scheduler", "kube-scheduler"),
+    ),
+)
+"""
+
+
+def test_a_known_bug_that_crashes_a_component_costs_only_its_own_phase(suite: Tiny) -> None:
+    (suite.pytester.path / "tinysubs" / "delta.py").write_text(CRASH_BUG)
+    crashing = DryCluster(
+        releases={"kube-scheduler": "v1.37.0"}, crash_in="delta/after-cluster-creation"
+    )
+
+    result = suite.run("--e2e-dra-seed=3", "-rxs", cluster=crashing)
+
+    # The crash is delta's expected failure; the scheduler is started again and every other
+    # subtest goes on through the upgrade and the downgrade.
+    result.assert_outcomes(passed=15, xfailed=1, skipped=2)
+    result.stdout.fnmatch_lines(
+        ["*known bug contained: the objects of delta removed; kube-scheduler started again*"]
+    )
+    outcomes = {r["id"]: r["outcome"] for r in suite.summary()["results"]}
+    assert outcomes["delta/after-cluster-creation"] == "xfailed"
+    assert outcomes["delta/after-cluster-upgrade"] == "skipped"  # its chain ended there
+    assert all(outcomes[f"{name}/after-cluster-downgrade"] == "passed" for name in TINY)
+
+
+def test_another_failure_on_a_known_bugs_releases_is_a_failure_not_the_bug(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (suite.pytester.path / "tinysubs" / "delta.py").write_text(
+        KNOWN_BUG.replace('what="breaks the last phase",', 'what="x", sign="makeslice",').replace(
+            'sign="broke in after-cluster-downgrade",', ""
+        )
+    )
+    monkeypatch.setenv("TINY_FAIL", "delta/after-cluster-downgrade")
+
+    result = suite.run(
+        "--e2e-dra-seed=3", cluster=DryCluster(releases={"kube-scheduler": "v1.36.2"})
+    )
+
+    result.assert_outcomes(passed=17, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*known Kubernetes bug kubernetes#139651 (kube-scheduler v1.36.2): x*was expected to "
+            "break this, but this failure does not show its sign ('makeslice'): it is a "
+            "failure of its own*"
+        ]
+    )
+
+
+STEP_BUG = """
+from e2e_dra.subtest import KnownBug
+from tinysubs._common import make
+
+SUBTEST = make(
+    "delta",
+    known_bugs=(
+        KnownBug(139651, "kube-scheduler", "<1.36.3", "panics", "fails as asked", step="downgrade"),
+    ),
+)
+"""
+
+
+def test_a_known_bug_that_breaks_a_cluster_step_ends_only_its_subtests_chain(suite: Tiny) -> None:
+    (suite.pytester.path / "tinysubs" / "delta.py").write_text(STEP_BUG)
+    buggy = DryCluster(releases={"kube-scheduler": "v1.36.2"}, fail_step="downgrade")
+
+    result = suite.run("--e2e-dra-seed=3", "-rxs", cluster=buggy)
+
+    # The downgrade is delta's expected failure: delta's objects are removed and its last phase
+    # skipped; every other subtest goes on after the downgrade.
+    result.assert_outcomes(passed=16, xfailed=1, skipped=1)
+    outcomes = {r["id"]: r for r in suite.summary()["results"]}
+    assert outcomes["downgrade"]["outcome"] == "xfailed"
+    assert (
+        "seen as: dry run: cluster step downgrade fails as asked"
+        in (outcomes["downgrade"]["message"])
+    )
+    assert outcomes["delta/after-cluster-downgrade"]["outcome"] == "skipped"
+    assert "broke downgrade" in outcomes["delta/after-cluster-downgrade"]["message"]
+    assert all(outcomes[f"{name}/after-cluster-downgrade"]["outcome"] == "passed" for name in TINY)
+
+    suite.forget_visits()  # a release without the bug: the downgrade must pass, and does here
+    fixed = DryCluster(releases={"kube-scheduler": "v1.36.3"})
+    assert suite.run("--e2e-dra-seed=3", cluster=fixed).ret == 0
+    buggy_but_passing = DryCluster(releases={"kube-scheduler": "v1.36.2"})
+    result = suite.run("--e2e-dra-seed=3", cluster=buggy_but_passing)
+    result.stdout.fnmatch_lines(["*KnownBugNotSeen*should have broken cluster step 'downgrade'*"])

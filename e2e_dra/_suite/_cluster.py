@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from e2e_dra._suite._artifacts import dump_cluster
 from e2e_dra._suite._findings import Findings
 from e2e_dra._suite._harnesses import Harnesses
+from e2e_dra._suite._liveness import ComponentNet, Running
 from e2e_dra._suite._nodelogs import StateLogs
 from e2e_dra._suite._report import crash_reason, failure_report
 from e2e_dra._suite._steps import ClusterStep, Phase, Step, Suite
@@ -160,6 +161,7 @@ class ClusterRun:
         self.nodes: list[str] = []
         self.harnesses = Harnesses(self.subtests, artifacts / "drivers", NAMESPACE, suite.name)
         self.findings = Findings(self.harnesses.take_slice_findings)
+        self._components = ComponentNet()
         self._watch: contextlib.AbstractContextManager[None] | None = None  # for crashes
         self._clusters: list[Cluster] = []  # every one brought up: their components' ready times
         self._upcoming: ClusterStep | None = None  # while a step runs: the one after it
@@ -213,8 +215,54 @@ class ClusterRun:
             return {}
         return {t.component: t.at - t.seconds for t in self.cluster.ready_times}
 
+    def contain(self, subtest: str) -> str:
+        """After a known bug broke a phase of ``subtest``: its objects torn down (the crash
+        watch set aside meanwhile: a crashed component must not end the tear-down's waits), the
+        components that ended started again in a state of their own (``<state>-restarted``: the
+        crash's log is kept), every driver's slices waited for; what was done, said."""
+        cluster, api = self._up()
+        done = []
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.__exit__(None, None, None)
+        kube = api.fresh()
+        try:
+            try:
+                if self.harnesses.tear_down(subtest, kube):
+                    done.append(f"the objects of {subtest} removed")
+            except Exception as exc:  # what is left is the cleanup's; the restart still helps
+                done.append(f"removing the objects of {subtest} failed ({exc})")
+            ended = [c for c, cmd in cluster.running.items() if not cmd.running()]
+            if ended:
+                last = list(self.state.binaries)[-1]
+                state = f"{last}-restarted"
+                self._state_begins(state)
+                cluster.restart_ended(state)
+                self.state.binaries[state] = dict(self.state.binaries[last])
+                api.server_restarted()
+                self.harnesses.wait_for_slices(f"after restarting {', '.join(ended)}")
+                done.append(f"{', '.join(ended)} started again ({state})")
+        finally:
+            kube.close()
+            self._watch = abort_when(self._crashed)
+            self._watch.__enter__()
+        return "; ".join(done) or "nothing to do"
+
+    def releases_now(self) -> dict[str, str]:
+        """Each component's release in the state the cluster is in (the last one recorded)."""
+        return dict(list(self.state.binaries.values())[-1]) if self.state.binaries else {}
+
     def checks(self, step: Step) -> list[str]:
-        return self.findings.checks(step)
+        """The claim, slice and driver nets' findings, then the components' (a panic logged, a
+        process replaced behind the suite's back)."""
+        found = self.findings.checks(step)
+        if self.cluster is not None:
+            running = {
+                component: Running(cmd.pid, cmd.log_file)
+                for component, cmd in self.cluster.running.items()
+            }
+            found += self._components.look(running, restarts_allowed=isinstance(step, ClusterStep))
+        return found
 
     def on_failure(self, step: Step, exc: BaseException) -> list[str]:
         return failure_report(

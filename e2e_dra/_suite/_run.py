@@ -7,8 +7,8 @@ the cluster (everything after it is skipped, except the cleanup, which always ru
 
 The phases of one plan position run together (``_together``): the first of their tests runs them
 all, and each test reports its own subtest's outcome. A subtest declared ``alone`` runs by itself
-when its own test comes, and so does every phase with ``together`` off (the serial mode, kept to
-compare against).
+when its own test comes, and so does a phase that a known Kubernetes bug is expected to break
+there, and every phase with ``together`` off (the serial mode, kept to compare against).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pytest
@@ -25,6 +26,7 @@ from e2e_dra._suite._artifacts import Summary
 from e2e_dra._suite._steps import ClusterStep, Phase, Step
 from e2e_dra._suite._together import Outcome, run_together
 from e2e_dra.errors import ComponentCrashed
+from e2e_dra.subtest import KnownBug
 from e2e_dra.waits import check_abort
 
 logger = logging.getLogger(__name__)
@@ -32,6 +34,28 @@ logger = logging.getLogger(__name__)
 
 class SafetyNetFailure(AssertionError):
     """An entry that passed its own checks, failed by what a safety net found meanwhile."""
+
+
+@dataclass(frozen=True)
+class Expected:
+    """A known bug expected to break an entry, how it is said with its releases, and the subtest
+    that declares it (whose objects trigger it)."""
+
+    bug: KnownBug
+    said: str
+    owner: str
+
+    def not_this(self) -> str:
+        """The note of a failure on the bug's releases that does not show its sign."""
+        return (
+            f"e2e-dra: {self.said} was expected to break this, but this failure does not show "
+            f"its sign ({self.bug.sign!r}): it is a failure of its own"
+        )
+
+
+class KnownBugNotSeen(AssertionError):
+    """A phase that a known Kubernetes bug should have broken passed: the release fixed it, or
+    the suite no longer sees it. Either way the declaration must change."""
 
 
 class Backend(Protocol):
@@ -55,6 +79,17 @@ class Backend(Protocol):
     def context(self, phase: Phase) -> AbstractContextManager[Any]:
         """The context a phase runs with, for as long as it runs (sets up the subtest's driver
         before its first phase)."""
+        ...
+
+    def contain(self, subtest: str) -> str:
+        """A known bug broke a phase of ``subtest``: remove its objects now (what the bug acts
+        on must not break the phases after it), start again, as they were, the components that
+        ended, and wait until the drivers' ResourceSlices are back; what was done, said."""
+        ...
+
+    def releases_now(self) -> Mapping[str, str]:
+        """The release each component runs now (component -> ``v1.36.2``), for the known bugs
+        of the phases about to run; empty when it cannot be told."""
         ...
 
     def checks(self, entry: Step) -> list[str]:
@@ -109,23 +144,48 @@ class SuiteRun:
             self.summary.record(entry, "skipped", 0.0, reason)
             pytest.skip(reason)
         started = time.monotonic()
+        # A phase's releases are those running when it starts; a step's, those it started.
+        known = self._known_bug(entry) if isinstance(entry, Phase) else None
         try:
             logger.info(self._describe(entry))
             self._run_checked(entry)
+            known = known or self._known_bug(entry)
+            if known is not None:
+                raise KnownBugNotSeen(
+                    f"{known.said} should have broken {self._where(entry)}, and it passed: if "
+                    "this release fixed it, narrow the declaration's releases; if not, the suite "
+                    "no longer sees it"
+                )
         except pytest.skip.Exception as exc:
             self._mark_broken(entry, f"skipped in {self._where(entry)}: {exc.msg}")
             self.summary.record(entry, "skipped", time.monotonic() - started, exc.msg or "")
             raise
         except BaseException as exc:
             elapsed = self._seconds.pop(entry, time.monotonic() - started)
+            outcome = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
             self._mark_broken(entry, f"{self._where(entry)} failed", exc)
             notes = self._collect(entry, exc)
+            seen = None  # the line that shows the known bug's sign
+            known = known or self._known_bug(entry)
+            if known is not None and outcome == "failed" and not isinstance(exc, KnownBugNotSeen):
+                seen = known.bug.seen_in("\n".join([str(exc), *_notes(exc), *notes]))
+                notes.append(self._contain(entry, known) if seen else known.not_this())
             for line in notes:
                 exc.add_note(line)
-            outcome = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+            expected = known is not None and seen is not None
+            said = known.said if known is not None else ""
+            message = f"{said}; seen as: {seen}" if expected else _one_line(exc)
             self.summary.record(
-                entry, outcome, elapsed, _one_line(exc), notes, self._started.pop(entry, None)
+                entry,
+                "xfailed" if expected else outcome,
+                elapsed,
+                message,
+                notes,
+                self._started.pop(entry, None),
             )
+            if expected:
+                logger.info(f"{entry.id}: failed as expected, by {said}")
+                pytest.xfail(message)
             raise
         elapsed = self._seconds.pop(entry, time.monotonic() - started)
         self.summary.record(entry, "passed", elapsed, started=self._started.pop(entry, None))
@@ -142,9 +202,49 @@ class SuiteRun:
 
     # --- internals ----------------------------------------------------------------------------
 
+    def _contain(self, entry: Step, known: Expected) -> str:
+        """After a known bug broke ``entry``: the objects of the subtest that declares it are
+        removed and what it crashed started again, so that the suite goes on (one known bug must
+        not cost every later phase, nor the other subtests); what was done, said. The declaring
+        subtest's chain ends there. If containing fails, the cluster counts as broken."""
+        if known.owner not in self._chain_broken:
+            self._chain_broken[known.owner] = f"{known.owner}: {known.said} broke {entry.id}"
+            self.backend.drop(known.owner)
+        try:
+            done = self.backend.contain(known.owner)
+        except Exception as exc:
+            self._cluster_broken = f"{entry.id} (containing a known bug failed)"
+            return f"e2e-dra: containing the known bug failed: {_one_line(exc)}"
+        self._cluster_broken = None  # a crash it caused is over: the components run again
+        logger.info(f"{entry.id}: known bug contained: {done}")
+        return f"e2e-dra: known bug contained: {done}"
+
+    def _known_bug(self, entry: Step) -> Expected | None:
+        """The known Kubernetes bug that should break ``entry`` on the releases running now: a
+        phase's own subtest's, or for a cluster step, one that a subtest still running declares
+        for it; None when no known bug breaks it here."""
+        if isinstance(entry, Phase):
+            owners = [entry.subtest]
+        elif entry.always:
+            return None
+        else:
+            planned = {s.subtest for s in self.plan if isinstance(s, Phase)}
+            owners = sorted(planned - set(self._chain_broken))
+        declaring = [o for o in owners if getattr(self.subtests.get(o), "known_bugs", ())]
+        if not declaring:
+            return None
+        releases = self.backend.releases_now()
+        for owner in declaring:
+            bug = self.subtests[owner].known_bug(entry.name, releases)
+            if bug is not None:
+                return Expected(bug, bug.describe(releases), owner)
+        return None
+
     def _skip_reason(self, entry: Step) -> str | None:
         if isinstance(entry, ClusterStep) and entry.always:
             return None
+        if isinstance(entry, Phase) and entry in self._outcomes:
+            return None  # it ran in an earlier test's batch: report how it ended
         if self._cluster_broken:
             return f"cluster step {self._cluster_broken!r} failed"
         name = entry.subtest
@@ -182,6 +282,8 @@ class SuiteRun:
                 self._report_phase(entry)
             else:
                 self._run_step(entry)
+            if not (isinstance(entry, ClusterStep) and entry.always):
+                check_abort()  # a component that ended while nothing waited fails this entry
         except Exception as exc:
             if not isinstance(exc, pytest.skip.Exception):
                 for line in self._checks(entry):
@@ -216,7 +318,7 @@ class SuiteRun:
     def _report_phase(self, phase: Phase) -> None:
         """Run ``phase`` (with the phases it runs together with, the first time), or replay how
         it ended when it ran in an earlier test's batch."""
-        if not self.together or self.subtests[phase.subtest].alone:
+        if not self.together or self._alone(phase):
             self._run_phase(phase)
             return
         outcome = self._outcomes.pop(phase, None)
@@ -239,6 +341,11 @@ class SuiteRun:
         if outcome.error is not None:
             raise outcome.error
 
+    def _alone(self, phase: Phase) -> bool:
+        """Runs by itself: declared so, or a known bug is expected to break it on the releases
+        running now (a component it crashes then fails no other subtest's phase)."""
+        return bool(self.subtests[phase.subtest].alone) or self._known_bug(phase) is not None
+
     def _batch(self, phase: Phase) -> list[Phase]:
         """The phases that run together with ``phase``, the first of its position in the plan to
         run: it and the phases after it up to the next cluster step, but those that run alone or
@@ -250,7 +357,7 @@ class SuiteRun:
             end += 1
         batch = []
         for step in self.plan[start:end]:
-            if not isinstance(step, Phase) or self.subtests[step.subtest].alone:
+            if not isinstance(step, Phase) or self._alone(step):
                 continue
             if step == phase or self._skip_reason(step) is None:
                 batch.append(step)
@@ -291,3 +398,7 @@ class SuiteRun:
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def _notes(exc: BaseException) -> list[str]:
+    return list(getattr(exc, "__notes__", ()))

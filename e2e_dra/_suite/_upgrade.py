@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING, ClassVar
 from e2e_dra._suite._gates import choose_gates, choose_runtime_config
 from e2e_dra._suite._steps import Cleanup, ClusterStep, NodeRuntime, Phase, Step, shuffled
 from e2e_dra.errors import InputError
-from e2e_dra.releases import CONTROL_PLANE_COMMANDS, Release, release_source, resolve_release
+from e2e_dra.releases import (
+    CONTROL_PLANE_COMMANDS,
+    NODE_COMMANDS,
+    Release,
+    release_source,
+    resolve_release,
+)
 from e2e_dra.settings import settings
 from e2e_dra.subtest import PHASES, Subtest
 from e2e_dra.versions import parse_version
@@ -48,7 +54,7 @@ FEATURE_GATES = (
 """Upstream's base settings; subtests add their own ``requires`` and ``feature_gates``."""
 
 CONTROL_PLANE = tuple(c for c in CONTROL_PLANE_COMMANDS if c in KUBE_CLUSTER_COMPONENTS)
-NODE = ("kubelet", "kube-proxy")
+NODE = NODE_COMMANDS
 KUBELET_VERSION_ENV = "E2E_DRA_KUBELET_VERSION"
 MAX_KUBELET_SKEW = 3  # minors a kubelet may be behind the API server
 
@@ -337,7 +343,7 @@ def kubelet_release(current: Release, previous: Release) -> Release:
             f"{KUBELET_VERSION_ENV}={spec} ({version}) is not within {MAX_KUBELET_SKEW} minors "
             f"behind the control plane ({current.version}), as the version skew policy requires"
         )
-    return source.fetch(version)
+    return source.fetch(version, NODE)  # the node's two binaries, not all six
 
 
 def _with_value(gate: str) -> str:

@@ -92,7 +92,13 @@ class Builder(ObjectFactory):
         self.kube = kube
         self.client = ObjectClient(kube, objects.namespace, log=objects.log)
         self.pods = Pods(self.client, log=objects.log)
-        self.sweeper = Sweeper(self.client, self.driver_name, objects.leftovers, log=objects.log)
+        self.sweeper = Sweeper(
+            self.client,
+            self.driver_name,
+            objects.leftovers,
+            labels=objects.labels,
+            log=objects.log,
+        )
 
     def in_namespace(self, namespace: str) -> Builder:
         """This phase's builder for the subtest's objects in ``namespace`` (pod checks and
@@ -249,6 +255,12 @@ class Builder(ObjectFactory):
         finalizer, a cluster-wide slice)."""
         self.objects.defer(cleanup)
 
-    def tear_down(self, prepared_claims: Callable[[], builtins.list[Any]] | None = None) -> None:
-        """Remove what the subtest left, waiting until the driver has nothing prepared."""
-        self.sweeper.sweep(prepared_claims, deferred_arg=self)
+    def tear_down(
+        self,
+        prepared_claims: Callable[[], builtins.list[Any]] | None = None,
+        *,
+        own_only: bool = False,
+    ) -> None:
+        """Remove what the subtest left, waiting until the driver has nothing prepared;
+        ``own_only``: only the pods and claims labelled as this subtest's (others still run)."""
+        self.sweeper.sweep(prepared_claims, deferred_arg=self, own_only=own_only)

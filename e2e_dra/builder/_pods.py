@@ -57,6 +57,8 @@ class Pods:
 
         As upstream's WaitForPodNameUnschedulableInNamespace, a pod that runs or ended fails at
         once: it was scheduled, and waiting longer cannot make it unschedulable again. So does a
+        pod bound to a node while still Pending (the scheduler placed it; the failure says which
+        devices its claims were given, as an eviction may remove the pod a moment later), and a
         pod that is gone.
         """
 
@@ -66,11 +68,11 @@ class Pods:
             except NotFound as exc:
                 raise PodFailed(f"pod {self.namespace}/{name} is gone: {exc}") from exc
             phase = pod.get("status", {}).get("phase")
-            if phase in ("Running", "Succeeded", "Failed"):
-                node = pod.get("spec", {}).get("nodeName")
+            node = pod.get("spec", {}).get("nodeName")
+            if phase in ("Running", "Succeeded", "Failed") or node:
                 raise PodFailed(
                     f"pod {self.namespace}/{name} should be Pending and unschedulable, "
-                    f"but it is {phase} (scheduled to {node})"
+                    f"but it is {phase}, scheduled to {node}{self._given(pod)}"
                 )
             return pod
 
@@ -80,6 +82,25 @@ class Pods:
             timeout=timeout,
             until=is_unschedulable,
         )
+
+    def _given(self, pod: dict) -> str:
+        """``", given claim c: pool/device"`` for each claim of ``pod`` (what was allocated)."""
+        names = [
+            c.get("resourceClaimName") for c in pod.get("spec", {}).get("resourceClaims") or []
+        ]
+        statuses = pod.get("status", {}).get("resourceClaimStatuses") or []
+        names += [s.get("resourceClaimName") for s in statuses]
+        given = []
+        for claim_name in dict.fromkeys(n for n in names if n):
+            try:
+                claim = self.client.get("resourceclaims", claim_name)
+            except KubeError:
+                continue
+            allocation = (claim.get("status") or {}).get("allocation") or {}
+            results = (allocation.get("devices") or {}).get("results") or []
+            devices = ", ".join(f"{r.get('pool')}/{r.get('device')}" for r in results)
+            given.append(f"claim {claim_name}: {devices or 'nothing allocated'}")
+        return f", given {'; '.join(given)}" if given else ""
 
     def wait_gone(self, name: str, timeout: float = POD_DELETE_TIMEOUT) -> None:
         self.client.wait_gone("pods", name, timeout=timeout)

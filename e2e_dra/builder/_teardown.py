@@ -2,10 +2,11 @@
 its namespace, then the DeviceClasses it created.
 
 Like upstream, it sweeps the whole namespace rather than a list of what the subtest made: a
-phase that failed halfway leaves objects nobody recorded. It spares the driver proxy's pods and
-waits until the driver has nothing prepared, so the driver can be stopped without stranding
-claims. It tries every step and raises the first error at the end: one stuck object must not
-keep the rest, or the next subtest's objects, around.
+phase that failed halfway leaves objects nobody recorded. A sweep while other subtests still run
+(``own_only``: a chain a known bug ended) keeps to the objects that carry the subtest's labels.
+It spares the driver proxy's pods and waits until the driver has nothing prepared, so the driver
+can be stopped without stranding claims. It tries every step and raises the first error at the
+end: one stuck object must not keep the rest, or the next subtest's objects, around.
 
 What the sweep needs to remember (classes created, clean-ups deferred) is the subtest's, kept in a
 :class:`Leftovers` that outlives phases and cluster restarts; a :class:`Sweeper` is one phase's,
@@ -15,7 +16,7 @@ and reaches the server through that phase's client.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,8 +53,11 @@ class Sweeper:
         driver_name: str,
         leftovers: Leftovers,
         *,
+        labels: Mapping[str, str],
         log: Callable[[str], None],
     ) -> None:
+        self.labels = dict(labels)  # what marks the subtest's own objects
+        self._only: Mapping[str, str] = {}  # during a sweep: the labels it keeps to
         self.client = client
         self.namespace = client.namespace
         self.driver_name = driver_name
@@ -66,11 +70,23 @@ class Sweeper:
         return tuple(self.leftovers.deferred)
 
     def sweep(
-        self, prepared_claims: Callable[[], list] | None = None, *, deferred_arg: Any = None
+        self,
+        prepared_claims: Callable[[], list] | None = None,
+        *,
+        deferred_arg: Any = None,
+        own_only: bool = False,
     ) -> None:
         """Deferred cleanups (newest first, each called with ``deferred_arg``), test pods, pod
         groups, claims, until the driver (``prepared_claims``) has unprepared them all, then the
-        tracked classes. Tries every step; raises the first error at the end."""
+        tracked classes. Tries every step; raises the first error at the end. ``own_only``: only
+        the pods, pod groups and claims labelled as the subtest's."""
+        self._only = self.labels if own_only else {}
+        try:
+            self._sweep(prepared_claims, deferred_arg)
+        finally:
+            self._only = {}
+
+    def _sweep(self, prepared_claims: Callable[[], list] | None, deferred_arg: Any) -> None:
         attempts = Attempts("tear-down", self.log)
 
         def attempt(step: str, fn: Callable[[], object]) -> None:
@@ -97,7 +113,7 @@ class Sweeper:
         attempt(
             "wait for claims",
             lambda: eventually(
-                lambda: self.client.list("resourceclaims"),
+                lambda: self._list("resourceclaims"),
                 what=f"all ResourceClaims in {self.namespace} to be deleted",
                 timeout=TEARDOWN_TIMEOUT,
                 until=lambda items: not items,
@@ -115,7 +131,7 @@ class Sweeper:
 
     def _test_pods(self) -> list[dict]:
         key, value = DRIVER_POD_LABEL
-        pods = self.client.list("pods")
+        pods = self._list("pods")
         return [p for p in pods if p["metadata"].get("labels", {}).get(key) != value]
 
     def _delete_test_pods(self) -> None:
@@ -132,15 +148,18 @@ class Sweeper:
     def _delete_pod_groups(self) -> None:
         self._delete_all("podgroups")
         eventually(
-            lambda: self.client.list("podgroups"),
+            lambda: self._list("podgroups"),
             what=f"pod groups in {self.namespace} to be deleted",
             timeout=TEARDOWN_TIMEOUT,
             until=lambda items: not items,
         )
 
     def _delete_all(self, resource: str) -> None:
-        for item in self.client.list(resource):
+        for item in self._list(resource):
             if not item["metadata"].get("deletionTimestamp"):
                 name = item["metadata"]["name"]
                 self.log(f"Deleting {resource} {name}")
                 self.client.kube.delete(self.client.url(resource, name), missing_ok=True)
+
+    def _list(self, resource: str) -> list[dict]:
+        return self.client.list(resource, labels=self._only)

@@ -1,13 +1,19 @@
 """Where Kubernetes server binaries come from: a release download, or a build from source."""
 
 from e2e_dra.releases._download import DownloadSource
-from e2e_dra.releases._gobuild import BUILT_COMMANDS, CONTROL_PLANE_COMMANDS, GoBuildSource
+from e2e_dra.releases._gobuild import (
+    BUILT_COMMANDS,
+    CONTROL_PLANE_COMMANDS,
+    NODE_COMMANDS,
+    GoBuildSource,
+)
 from e2e_dra.releases._http import Budget
 from e2e_dra.releases._release import SERVER_COMPONENTS, Release, ReleaseSource
 from e2e_dra.releases._select import (
     VersionsUnderTest,
     current_release,
     plan_versions,
+    previous_release,
     release_source,
     resolve_release,
     versions_under_test,
@@ -16,6 +22,7 @@ from e2e_dra.releases._select import (
 __all__ = [
     "BUILT_COMMANDS",
     "CONTROL_PLANE_COMMANDS",
+    "NODE_COMMANDS",
     "SERVER_COMPONENTS",
     "Budget",
     "DownloadSource",
@@ -25,6 +32,7 @@ __all__ = [
     "VersionsUnderTest",
     "current_release",
     "plan_versions",
+    "previous_release",
     "release_source",
     "resolve_release",
     "versions_under_test",

@@ -67,7 +67,9 @@ CONTROL_PLANE_COMMANDS: tuple[str, ...] = (
 )
 """What a control-plane-first upgrade needs of the release it upgrades to: a release whose kubelet
 cannot be built here can still have its control plane tested."""
-_PARTIAL_KEYS = {CONTROL_PLANE_COMMANDS: "control-plane"}
+NODE_COMMANDS: tuple[str, ...] = ("kubelet", "kube-proxy")
+"""What an older node of kubelet-last needs of its release: the control plane comes from another."""
+_PARTIAL_KEYS = {CONTROL_PLANE_COMMANDS: "control-plane", NODE_COMMANDS: "node"}
 
 VERSION_PACKAGES = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
 VERSION_DEFS_FILE = ".kube-version-defs"
@@ -124,7 +126,8 @@ class GoBuildSource:
     def fetch(self, version: str, commands: tuple[str, ...] = BUILT_COMMANDS) -> Release:
         """Build ``version`` (``v1.37.2``, ``1.37.2``, or ``1.37`` for its newest release).
 
-        ``commands`` may be :data:`CONTROL_PLANE_COMMANDS` alone; a whole build serves it too.
+        ``commands`` may be :data:`CONTROL_PLANE_COMMANDS` or :data:`NODE_COMMANDS` alone; a whole
+        build serves either too.
         """
         tag = self.release_tag(version)
         entry = CacheEntry(self.cache_dir, tag)

@@ -27,6 +27,7 @@ from e2e_dra.versions import is_minor, parse_version, previous_minor, source_ver
 logger = logging.getLogger(__name__)
 
 PIN_ENV = "E2E_DRA_KUBERNETES_VERSION"
+PREVIOUS_ENV = "E2E_DRA_PREVIOUS_VERSION"
 SOURCE_DIR_ENV = "KUBERNETES_SOURCE_DIR"
 BIN_DIR_ENV = "KUBERNETES_SERVER_BIN_DIR"
 VERSION_FILE_ENV = "KUBE_GIT_VERSION_FILE"
@@ -189,20 +190,44 @@ def plan_versions(
     source = source or release_source()
     current = resolve_current(source, source_dir=source_dir, bin_dir=bin_dir)
     origin = current.origin if current.local else f"{current.origin}, {source.name}"
-    line = str(previous_minor(current.version))
-    return VersionPlan(current.version, origin, line, source.resolve(line), source.name)
+    previous, line = previous_release(current.version, source)
+    return VersionPlan(current.version, origin, line, previous, source.name)
+
+
+def previous_release(current: str, source: ReleaseSource) -> tuple[str, str]:
+    """The release a run upgrades from, and its release line (``("v1.36.5", "1.36")``).
+
+    By default upstream's rule: the newest release of the previous minor (minor - 2 for an
+    ``-alpha.0``). ``E2E_DRA_PREVIOUS_VERSION`` names another (an exact release or ``MAJOR.MINOR``)
+    so that users test the upgrade from the patch release they run, or a patch-level upgrade;
+    the version skew policy still holds: the control plane moves one minor at a time, and never
+    to an older release.
+    """
+    default_line = previous_minor(current)
+    spec = settings().previous_version
+    if not spec:
+        return source.resolve(str(default_line)), str(default_line)
+    version = resolve_release(spec, source, what=PREVIOUS_ENV)
+    older, newer = parse_version(version), parse_version(current)
+    allowed = {default_line, newer.release_line}
+    if older.release_line not in allowed or not older < newer:
+        lines = " or ".join(f"of {line}" for line in sorted(allowed, key=str))
+        raise VersionError(
+            f"{PREVIOUS_ENV}={spec} ({version}) cannot be upgraded to {current} in one step: the "
+            "version skew policy moves the control plane one minor at a time, to a newer release; "
+            f"name an older release {lines}"
+        )
+    return version, str(older.release_line)
 
 
 def versions_under_test(
     commands: tuple[str, ...] = BUILT_COMMANDS, source: ReleaseSource | None = None
 ) -> VersionsUnderTest:
-    """Current = :func:`resolve_current`; previous = the newest release of the previous minor
-    (upstream's rule, alpha.0 included). Of the current release only ``commands`` are needed (all
-    of them unless a suite says less)."""
+    """Current = :func:`resolve_current`; previous = :func:`previous_release`. Of the current
+    release only ``commands`` are needed (all of them unless a suite says less)."""
     source = source or release_source()
     current, choice = _current_and_choice(source, commands)
-    line = str(previous_minor(current.version))
-    previous_version = source.resolve(line)
+    previous_version, line = previous_release(current.version, source)
     logger.info(
         f"Kubernetes under test: {current.version} ({current.origin}); previous: {previous_version}"
     )

@@ -19,7 +19,7 @@ from e2e_dra.report._schema import NOTHING_TO_PROVE
 from e2e_dra.report._timeline import COLORS, Timeline
 
 PALETTE = ("#cfe3ff", "#ffe0b3", "#d9f2d0", "#f3d1f0", "#fff3a6", "#d6d6f5")
-MARK = {"passed": "✓", "failed": "✗", "skipped": "\u2013", "interrupted": "!"}
+MARK = {"passed": "✓", "failed": "✗", "xfailed": "\u2298", "skipped": "\u2013", "interrupted": "!"}
 
 CSS = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
@@ -31,6 +31,7 @@ td.cell { text-align: center; min-width: 3.5em; }
 table.matrix tr > th:first-child { white-space: nowrap; }
 td.passed { background: #d9f2d0; } td.failed { background: #f9c9cf; }
 td.skipped { background: #ececec; color: #666; } td.interrupted { background: #ffe3a6; }
+td.xfailed { background: #f3dcc0; }
 td.none { background: #fff; }
 .links a { display: block; font-size: 11px; } .mark { font-weight: 700; }
 .summary span { margin-right: 1.2em; } .muted { color: #777; }
@@ -118,7 +119,7 @@ class Page:
             '<p class="legend">'
             + "".join(
                 f'<span><i style="background:{COLORS[o]}"></i>{MARK[o]} {o}</span>'
-                for o in ("passed", "failed", "skipped", "interrupted")
+                for o in ("passed", "failed", "xfailed", "skipped", "interrupted")
             )
             + "</p>"
         )
@@ -163,7 +164,7 @@ class Page:
         )
         links = ""
         for record, r in entries:
-            if r.outcome in ("failed", "interrupted"):
+            if r.outcome in ("failed", "xfailed", "interrupted"):
                 links += self._links(record, r, short=True)
         return (
             f'<td class="cell {worst}" title="{escape(tip, quote=True)}">'
@@ -183,7 +184,7 @@ class Page:
         items = []
         for record in self.records:
             for r in record.results:
-                if r.outcome not in ("failed", "interrupted"):
+                if r.outcome not in ("failed", "xfailed", "interrupted"):
                     continue
                 items.append(
                     f"<li><b>{escape(record.suite)}</b> <code>{escape(r.id)}</code> {r.outcome}"
@@ -264,7 +265,7 @@ def _nothing_to_prove(facts: Any) -> list[tuple[str, str, str]]:
 
 
 def _worst(outcomes: list[str]) -> str:
-    for outcome in ("failed", "interrupted", "passed", "skipped"):
+    for outcome in ("failed", "interrupted", "xfailed", "passed", "skipped"):
         if outcome in outcomes:
             return outcome
     return "none"

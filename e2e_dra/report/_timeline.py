@@ -19,6 +19,7 @@ TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200)
 COLORS = {
     "passed": "#2e9e4f",
     "failed": "#d7263d",
+    "xfailed": "#c77d2e",
     "skipped": "#b8b8b8",
     "interrupted": "#f0a202",
     "ready": "#7b5ea7",

@@ -153,3 +153,21 @@ def test_a_pod_that_stopped_running_says_why(live: Live) -> None:
             still_untouched(builder, before, claims=(), env=[])
     finally:
         builder.delete_pod_and_wait(name)
+
+
+def test_a_tear_down_of_its_own_leaves_the_other_subtests_objects(live: Live) -> None:
+    """A chain a known bug ended is torn down while the others run: by its labels only."""
+    kube = live.kube.fresh()
+    ended = SubtestObjects("ended-early", suite="builder-real").builder(kube)
+    going_on = SubtestObjects("going-on", suite="builder-real").builder(kube)
+    ended_pod, going_pod = ended.pod(), going_on.pod()
+    ended.create(ended_pod)
+    going_on.create(going_pod)
+    going_on.wait_running(going_pod["metadata"]["name"])
+
+    ended.tear_down(own_only=True)
+
+    names = [p["metadata"]["name"] for p in kube.list(path("v1", "pods", namespace="default"))]
+    assert names == [going_pod["metadata"]["name"]]
+    going_on.tear_down()
+    assert kube.list(path("v1", "pods", namespace="default")) == []

@@ -1,0 +1,160 @@
+"""allocation-edges: allocations that shipped releases got wrong, checked anew in every phase, so
+each runs on the scheduler and the kubelet of that phase's state.
+
+- **A tainted device's counters are given back.** Two devices share a counter set with room for
+  one of them; the first, in slice order, is tainted NoSchedule. A claim for one device must get
+  the second: the allocator rejects the tainted one and must not keep what it would have
+  consumed. kube-scheduler 1.36.0 to 1.36.2 added the counters before the taint check and kept
+  them, so the pod stayed Pending though a device was free (kubernetes#140436; 1.36.3 rolls the
+  reservation back, as the allocator's source shows).
+- **A pod that adds a new claim to an already prepared one starts.** A running pod holds claim
+  A; a second pod uses A (listed first) and a new claim B. kubelet 1.34.0 to 1.34.3 and 1.35.0
+  looked up B's claim info among A's, so the second pod never started ("unable to get claim
+  info"; kubernetes#135901, fixed in 1.34.4 and 1.35.1).
+
+Every object is made and removed within its phase: the checks are about what the components of
+that state do, and nothing is left to span a restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from e2e_dra.builder import Builder
+from e2e_dra.driver import Pool
+from e2e_dra.subtest import Context, KnownBug, Phase, Subtest
+from e2e_dra.subtest_kit import fits_and_runs
+
+POOL = "edges"
+COUNTER_SET = "one-slot"
+COUNTED, PLAIN = "counted", "plain"
+TAINTED, FREE = "counted-tainted", "counted-free"
+TAINT = {"key": "allocation-edges", "value": "rejected", "effect": "NoSchedule"}
+
+
+def _device(name: str, kind: str, **more: object) -> dict:
+    return {"name": name, "attributes": {"edge": {"string": kind}}, **more}
+
+
+def _counted(name: str, **more: object) -> dict:
+    uses = [{"counterSet": COUNTER_SET, "counters": {"slots": {"value": "1"}}}]
+    return _device(name, COUNTED, consumesCounters=uses, **more)
+
+
+def resources(nodes: Sequence[str]) -> list[Pool]:
+    # The tainted device comes first: the allocator meets it before the free one. Counters and
+    # devices are separate slices of the pool, as the API wants them.
+    devices = [
+        _counted(TAINTED, taints=[dict(TAINT)]),
+        _counted(FREE),
+        *(_device(f"plain-{i}", PLAIN) for i in range(3)),
+    ]
+    counters = [{"name": COUNTER_SET, "counters": {"slots": {"value": "1"}}}]
+    return [
+        Pool(POOL, slices=[{"sharedCounters": counters}, {"devices": devices}], node_name=nodes[0])
+    ]
+
+
+def initial(ctx: Context) -> Phase:
+    _check(ctx)
+
+    def after_upgrade(ctx: Context) -> Phase:
+        _check(ctx)
+
+        def after_downgrade(ctx: Context) -> None:
+            _check(ctx)
+
+        return after_downgrade
+
+    return after_upgrade
+
+
+def _check(ctx: Context) -> None:
+    b = ctx.builder
+    with ctx.step("a tainted device's counters are given back: the next device is allocated"):
+        claim = _claim(b, COUNTED)
+        pod = b.pod_external(claim["metadata"]["name"])
+        b.create(claim, pod)
+        fits_and_runs(b, pod)
+        given = _devices(b, claim["metadata"]["name"])
+        assert given == [FREE], f"claim {claim['metadata']['name']} was given {given}, not {FREE}"
+        _remove(b, [pod], [claim])
+
+    with ctx.step("a pod that adds a new claim to an already prepared one starts"):
+        prepared = _claim(b, PLAIN)
+        first = b.pod_external(prepared["metadata"]["name"])
+        b.create(prepared, first)
+        b.test_pod(first)
+        new = _claim(b, PLAIN)
+        second = b.pod_external(prepared["metadata"]["name"])
+        second["spec"]["resourceClaims"].append(
+            {"name": "new-claim", "resourceClaimName": new["metadata"]["name"]}
+        )
+        second["spec"]["containers"][0]["resources"]["claims"].append({"name": "new-claim"})
+        b.create(new, second)
+        fits_and_runs(b, second)
+        _remove(b, [second, first], [new, prepared])
+
+
+def _claim(b: Builder, kind: str) -> dict:
+    """One device of this driver whose ``edge`` attribute is ``kind``."""
+    claim = b.external_claim()
+    selector = f'device.attributes["{b.driver_name}"].edge == "{kind}"'
+    claim["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
+        {"cel": {"expression": selector}}
+    ]
+    return claim
+
+
+def _devices(b: Builder, claim: str) -> list[str]:
+    allocation = (b.get("resourceclaims", claim).get("status") or {}).get("allocation") or {}
+    return [r.get("device") for r in (allocation.get("devices") or {}).get("results") or []]
+
+
+def _remove(b: Builder, pods: Sequence[dict], claims: Sequence[dict]) -> None:
+    """Pods first (their claims are released), then the claims, each waited for: the next step
+    may need what they held."""
+    for pod in pods:
+        b.delete_pod_and_wait(pod["metadata"]["name"])
+    for claim in claims:
+        b.delete("resourceclaims", claim["metadata"]["name"])
+        b.wait_gone("resourceclaims", claim["metadata"]["name"], timeout=60)
+
+
+NEVER_STARTS = r"timed out after \S+ waiting for pod \S+ to run"
+"""kubernetes#135901: the kubelet never prepares the second pod's claims, so it never runs."""
+
+SUBTEST = Subtest(
+    name="allocation-edges",
+    initial=initial,
+    resources=resources,
+    # Shared counters (DRAPartitionableDevices) and device taints with the API fields they need.
+    releases=">=1.36",
+    kubelet_releases=">=1.34",
+    known_bugs=(
+        KnownBug(
+            issue=140436,
+            component="kube-scheduler",
+            releases=">=1.36.0,<1.36.3",
+            what="a device rejected for its taint keeps its counters, so the free device "
+            "that shares them is not allocated (fixed in 1.36.3)",
+            sign=r"is unschedulable, though its devices are free",
+        ),
+        KnownBug(
+            issue=135901,
+            component="kubelet",
+            releases=">=1.34.0,<1.34.4",
+            what="a pod using an already prepared claim plus a new one never starts "
+            "(fixed in 1.34.4)",
+            sign=NEVER_STARTS,
+        ),
+        KnownBug(
+            issue=135901,
+            component="kubelet",
+            releases="==1.35.0",
+            what="a pod using an already prepared claim plus a new one never starts "
+            "(fixed in 1.35.1)",
+            sign=NEVER_STARTS,
+        ),
+    ),
+)

@@ -23,7 +23,7 @@ from e2e_dra.builder import (
     retrying,
 )
 from e2e_dra.driver import Pool, node_devices
-from e2e_dra.subtest import Context
+from e2e_dra.subtest import PHASES, Context, Phase
 from e2e_dra.waits import eventually
 
 __all__ = [
@@ -37,8 +37,10 @@ __all__ = [
     "Running",
     "claim_and_pod",
     "devices_per_node",
+    "every_phase",
     "fits_and_runs",
     "kubelet_version",
+    "remove",
     "running",
     "scheduler_reported",
     "still_untouched",
@@ -57,6 +59,7 @@ TAINT_RULES_IGNORED_SIGN = (
 net quotes it), or a pod scheduled onto a device a rule taints."""
 
 SCHEDULER = "kube-scheduler"
+CLAIM_GONE_TIMEOUT = 60.0
 SCHEDULER_EVENT_TIMEOUT = 60.0
 
 RESOURCE_V1BETA1 = "resource.k8s.io/v1beta1"
@@ -94,6 +97,31 @@ class Running:
     name: str
     uid: str
     containers: dict[str, tuple[str, int, str]]  # name -> (containerID, restartCount, startedAt)
+
+
+def every_phase(check: Callable[[Context], None], phases: int = len(PHASES)) -> Phase:
+    """The initial phase of a chain that runs ``check`` in each of its ``phases`` phases: for a
+    subtest whose every phase checks the components of that state anew, with nothing that
+    spans a restart. The last phase returns None, as a chain's last phase does."""
+
+    def at(index: int) -> Phase:
+        def phase(ctx: Context) -> Phase | None:
+            check(ctx)
+            return at(index + 1) if index + 1 < phases else None
+
+        return phase
+
+    return at(0)
+
+
+def remove(b: Builder, pods: Sequence[dict], claims: Sequence[dict]) -> None:
+    """Delete ``pods``, then ``claims`` (which their pods released), each waited for until gone:
+    for a check whose next step needs the devices they held."""
+    for pod in pods:
+        b.delete_pod_and_wait(pod["metadata"]["name"])
+    for claim in claims:
+        b.delete("resourceclaims", claim["metadata"]["name"])
+        b.wait_gone("resourceclaims", claim["metadata"]["name"], timeout=CLAIM_GONE_TIMEOUT)
 
 
 def fits_and_runs(b: Builder, pod: dict, timeout: float = POD_START_TIMEOUT) -> None:

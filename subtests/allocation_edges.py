@@ -22,8 +22,8 @@ from collections.abc import Sequence
 
 from e2e_dra.builder import Builder
 from e2e_dra.driver import Pool
-from e2e_dra.subtest import Context, KnownBug, Phase, Subtest
-from e2e_dra.subtest_kit import fits_and_runs
+from e2e_dra.subtest import Context, KnownBug, Subtest
+from e2e_dra.subtest_kit import every_phase, fits_and_runs, remove
 
 POOL = "edges"
 COUNTER_SET = "one-slot"
@@ -55,20 +55,6 @@ def resources(nodes: Sequence[str]) -> list[Pool]:
     ]
 
 
-def initial(ctx: Context) -> Phase:
-    _check(ctx)
-
-    def after_upgrade(ctx: Context) -> Phase:
-        _check(ctx)
-
-        def after_downgrade(ctx: Context) -> None:
-            _check(ctx)
-
-        return after_downgrade
-
-    return after_upgrade
-
-
 def _check(ctx: Context) -> None:
     b = ctx.builder
     with ctx.step("a tainted device's counters are given back: the next device is allocated"):
@@ -78,7 +64,7 @@ def _check(ctx: Context) -> None:
         fits_and_runs(b, pod)
         given = _devices(b, claim["metadata"]["name"])
         assert given == [FREE], f"claim {claim['metadata']['name']} was given {given}, not {FREE}"
-        _remove(b, [pod], [claim])
+        remove(b, [pod], [claim])
 
     with ctx.step("a pod that adds a new claim to an already prepared one starts"):
         prepared = _claim(b, PLAIN)
@@ -93,7 +79,7 @@ def _check(ctx: Context) -> None:
         second["spec"]["containers"][0]["resources"]["claims"].append({"name": "new-claim"})
         b.create(new, second)
         fits_and_runs(b, second)
-        _remove(b, [second, first], [new, prepared])
+        remove(b, [second, first], [new, prepared])
 
 
 def _claim(b: Builder, kind: str) -> dict:
@@ -111,22 +97,12 @@ def _devices(b: Builder, claim: str) -> list[str]:
     return [r.get("device") for r in (allocation.get("devices") or {}).get("results") or []]
 
 
-def _remove(b: Builder, pods: Sequence[dict], claims: Sequence[dict]) -> None:
-    """Pods first (their claims are released), then the claims, each waited for: the next step
-    may need what they held."""
-    for pod in pods:
-        b.delete_pod_and_wait(pod["metadata"]["name"])
-    for claim in claims:
-        b.delete("resourceclaims", claim["metadata"]["name"])
-        b.wait_gone("resourceclaims", claim["metadata"]["name"], timeout=60)
-
-
 NEVER_STARTS = r"timed out after \S+ waiting for pod \S+ to run"
 """kubernetes#135901: the kubelet never prepares the second pod's claims, so it never runs."""
 
 SUBTEST = Subtest(
     name="allocation-edges",
-    initial=initial,
+    initial=every_phase(_check),
     resources=resources,
     # Shared counters (DRAPartitionableDevices) and device taints with the API fields they need.
     releases=">=1.36",

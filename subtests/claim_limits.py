@@ -22,8 +22,8 @@ from collections.abc import Sequence
 
 from e2e_dra.builder import POD_START_TIMEOUT, Builder, KubeError, PodFailed
 from e2e_dra.driver import Pool
-from e2e_dra.subtest import Context, KnownBug, Phase, Subtest
-from e2e_dra.subtest_kit import fits_and_runs
+from e2e_dra.subtest import Context, KnownBug, Subtest
+from e2e_dra.subtest_kit import every_phase, fits_and_runs, remove
 from e2e_dra.waits import eventually
 
 POOL = "limits"
@@ -43,20 +43,6 @@ def resources(nodes: Sequence[str]) -> list[Pool]:
     ]
 
 
-def initial(ctx: Context) -> Phase:
-    _check(ctx)
-
-    def after_upgrade(ctx: Context) -> Phase:
-        _check(ctx)
-
-        def after_downgrade(ctx: Context) -> None:
-            _check(ctx)
-
-        return after_downgrade
-
-    return after_upgrade
-
-
 def _check(ctx: Context) -> None:
     # In the order of the bugs' releases: 1.36.0 and 1.36.1 have both, and crash on this first.
     b = ctx.builder
@@ -69,7 +55,7 @@ def _check(ctx: Context) -> None:
         allocation = b.get("resourceclaims", claim["metadata"]["name"])["status"]["allocation"]
         given = sorted(r["device"] for r in allocation["devices"]["results"])
         assert given == [f"slot-{i}" for i in range(DEVICES)], f"allocated {given}"
-        _remove(b, pod, claim)
+        remove(b, [pod], [claim])
 
     for counts in ((HUGE, HUGE), (OVER_LIMIT,)):
         with ctx.step(f"a claim for {' + '.join(map(str, counts))} devices is refused"):
@@ -105,7 +91,7 @@ def _refused(ctx: Context, counts: Sequence[int]) -> None:
     ctx.facts[f"refused by the scheduler/{ctx.phase}/{counts}"] = (
         f"{refusal['reason']}: {refusal.get('message', '')[:300]}"
     )
-    _remove(b, pod, claim)
+    remove(b, [pod], [claim])
 
 
 def _scheduling(b: Builder, name: str) -> dict:
@@ -117,12 +103,6 @@ def _scheduling(b: Builder, name: str) -> dict:
     return next((c for c in conditions if c.get("type") == "PodScheduled"), {})
 
 
-def _remove(b: Builder, pod: dict, claim: dict) -> None:
-    b.delete_pod_and_wait(pod["metadata"]["name"])
-    b.delete("resourceclaims", claim["metadata"]["name"])
-    b.wait_gone("resourceclaims", claim["metadata"]["name"], timeout=60)
-
-
 COUNT_OVERFLOW = "two requests for 2^62 devices crash the scheduler (makeslice: cap out of range)"
 OVERFLOW_SIGN = r"makeslice: cap out of range"
 ALL_WITH_COUNTERS = "allocationMode All over devices that consume counters crashes the scheduler"
@@ -130,7 +110,7 @@ NIL_SIGN = r"invalid memory address or nil pointer dereference"
 
 SUBTEST = Subtest(
     name="claim-limits",
-    initial=initial,
+    initial=every_phase(_check),
     resources=resources,
     releases=">=1.36",
     kubelet_releases=">=1.34",

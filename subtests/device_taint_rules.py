@@ -22,8 +22,14 @@ from collections.abc import Sequence
 
 from e2e_dra.builder import Builder
 from e2e_dra.driver import Pool
-from e2e_dra.subtest import Context, KnownBug, Phase, Subtest
-from e2e_dra.subtest_kit import TAINT_RULES_IGNORED, TAINT_RULES_IGNORED_SIGN, fits_and_runs
+from e2e_dra.subtest import Context, KnownBug, Subtest
+from e2e_dra.subtest_kit import (
+    TAINT_RULES_IGNORED,
+    TAINT_RULES_IGNORED_SIGN,
+    every_phase,
+    fits_and_runs,
+    remove,
+)
 
 POOL = "taint-rules"
 RULE_VERSION = "resource.k8s.io/v1alpha3"  # as device-taints: the version every release serves
@@ -33,20 +39,6 @@ TAINT = {"key": "device-taint-rules", "value": "ruled", "effect": "NoSchedule"}
 def resources(nodes: Sequence[str]) -> list[Pool]:
     devices = [{"name": name, "attributes": {"which": {"string": name}}} for name in ("d0", "d1")]
     return [Pool(POOL, slices=[{"devices": devices}], node_name=nodes[0])]
-
-
-def initial(ctx: Context) -> Phase:
-    _check(ctx)
-
-    def after_upgrade(ctx: Context) -> Phase:
-        _check(ctx)
-
-        def after_downgrade(ctx: Context) -> None:
-            _check(ctx)
-
-        return after_downgrade
-
-    return after_upgrade
 
 
 def _check(ctx: Context) -> None:
@@ -66,9 +58,7 @@ def _check(ctx: Context) -> None:
         free, free_claim = _pod_for(b, "d1")
         fits_and_runs(b, free)
 
-    for pod, claim in ((free, free_claim), (held, held_claim)):
-        b.delete_pod_and_wait(pod["metadata"]["name"])
-        b.delete("resourceclaims", claim["metadata"]["name"])
+    remove(b, [free, held], [free_claim, held_claim])
     _delete_rules(b, names, version)
 
 
@@ -100,7 +90,7 @@ def _pod_for(b: Builder, device: str) -> tuple[dict, dict]:
 
 SUBTEST = Subtest(
     name="device-taint-rules",
-    initial=initial,
+    initial=every_phase(_check),
     resources=resources,
     requires=(RULE_VERSION,),
     releases=">=1.36",

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 
 from e2e_dra.builder import KubeError
 from e2e_dra.driver import Pool
-from e2e_dra.subtest import Context, Phase, Subtest
+from e2e_dra.subtest import Context, Subtest
+from e2e_dra.subtest_kit import every_phase
 from e2e_dra.waits import eventually
 
 POOL = "pool-name-field-selector-fallback"
@@ -28,16 +29,6 @@ RECREATE_TIMEOUT = 300.0
 
 def resources(nodes: Sequence[str]) -> list[Pool]:
     return [Pool(POOL, [{"devices": [{"name": "device-00"}]}], all_nodes=True)]
-
-
-def initial(ctx: Context) -> Phase:
-    recreate(ctx)
-
-    def after_upgrade(ctx: Context) -> Phase:
-        recreate(ctx)
-        return recreate
-
-    return after_upgrade
 
 
 def recreate(ctx: Context) -> None:
@@ -108,7 +99,7 @@ def _is_expected(slice_: dict, driver: str) -> bool:
 
 SUBTEST = Subtest(
     name="pool-name-field-selector-fallback",
-    initial=initial,
+    initial=every_phase(recreate),
     resources=resources,
     privileged_client=True,
     reconcile_pool=POOL,

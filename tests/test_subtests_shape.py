@@ -2004,3 +2004,15 @@ def test_the_schedulers_word_needs_to_know_when_it_started() -> None:
     )
     with pytest.raises(AssertionError, match="after-cluster-upgrade: when the kube-scheduler"):
         scheduler_reported(ctx, "pod", "FailedScheduling")
+
+
+def test_every_phase_runs_its_check_in_each_phase_and_ends_the_chain() -> None:
+    from e2e_dra.subtest_kit import every_phase
+
+    seen: list[str] = []
+    phase = every_phase(lambda ctx: seen.append(ctx))
+    for name in ("creation", "upgrade", "downgrade"):
+        assert phase is not None
+        phase = phase(name)  # type: ignore[arg-type]
+    assert phase is None
+    assert seen == ["creation", "upgrade", "downgrade"]

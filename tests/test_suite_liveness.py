@@ -99,3 +99,14 @@ def test_a_log_that_disappeared_is_no_error(tmp_path: Path) -> None:
     net.look({"kube-proxy": Running(4, log)}, restarts_allowed=True)
     log.unlink()
     assert net.look({}, restarts_allowed=True) == []
+
+
+def test_a_process_the_suite_started_again_itself_is_no_finding(tmp_path: Path) -> None:
+    log = _log(tmp_path, "kube-scheduler-0.log", "")
+    net = ComponentNet()
+    net.look({"kube-scheduler": Running(10, log)}, restarts_allowed=True)
+    again = _log(tmp_path, "kube-scheduler-0-restarted.log", "")
+
+    net.restarted({"kube-scheduler": Running(11, again)})  # after a known bug crashed it
+
+    assert net.look({"kube-scheduler": Running(11, again)}, restarts_allowed=False) == []

@@ -238,6 +238,7 @@ class ClusterRun:
                 state = f"{last}-restarted"
                 self._state_begins(state)
                 cluster.restart_ended(state)
+                self._components.restarted(self._processes())
                 self.state.binaries[state] = dict(self.state.binaries[last])
                 api.server_restarted()
                 self.harnesses.wait_for_slices(f"after restarting {', '.join(ended)}")
@@ -257,12 +258,14 @@ class ClusterRun:
         process replaced behind the suite's back)."""
         found = self.findings.checks(step)
         if self.cluster is not None:
-            running = {
-                component: Running(cmd.pid, cmd.log_file)
-                for component, cmd in self.cluster.running.items()
-            }
-            found += self._components.look(running, restarts_allowed=isinstance(step, ClusterStep))
+            restarts_allowed = isinstance(step, ClusterStep)
+            found += self._components.look(self._processes(), restarts_allowed=restarts_allowed)
         return found
+
+    def _processes(self) -> dict[str, Running]:
+        """Each component's process as the engine runs it now, for the component net."""
+        assert self.cluster is not None
+        return {c: Running(cmd.pid, cmd.log_file) for c, cmd in self.cluster.running.items()}
 
     def on_failure(self, step: Step, exc: BaseException) -> list[str]:
         return failure_report(

@@ -76,6 +76,14 @@ class ComponentNet:
                 found.append(f"{_component_of(log, running)} panicked: {quote}; log: {log}")
         return found
 
+    def restarted(self, running: Mapping[str, Running]) -> None:
+        """The suite itself started these processes again (after a known bug crashed one): the
+        next look takes them as the ones it started."""
+        for component, now in running.items():
+            self._pids[component] = now.pid
+            if now.log is not None:
+                self._offsets.setdefault(now.log, 0)
+
     def _panics(self, log: Path) -> list[str]:
         """The panics written to ``log`` since the last look, each quoted."""
         quotes: list[str] = []

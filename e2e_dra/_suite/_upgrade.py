@@ -54,7 +54,7 @@ FEATURE_GATES = (
 """Upstream's base settings; subtests add their own ``requires`` and ``feature_gates``."""
 
 CONTROL_PLANE = tuple(c for c in CONTROL_PLANE_COMMANDS if c in KUBE_CLUSTER_COMPONENTS)
-NODE = NODE_COMMANDS
+NODE = ("kubelet", "kube-proxy")
 KUBELET_VERSION_ENV = "E2E_DRA_KUBELET_VERSION"
 MAX_KUBELET_SKEW = 3  # minors a kubelet may be behind the API server
 
@@ -343,7 +343,7 @@ def kubelet_release(current: Release, previous: Release) -> Release:
             f"{KUBELET_VERSION_ENV}={spec} ({version}) is not within {MAX_KUBELET_SKEW} minors "
             f"behind the control plane ({current.version}), as the version skew policy requires"
         )
-    return source.fetch(version, NODE)  # the node's two binaries, not all six
+    return source.fetch(version, NODE_COMMANDS)  # three binaries of six (see NODE_COMMANDS)
 
 
 def _with_value(gate: str) -> str:

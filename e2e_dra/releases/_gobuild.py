@@ -67,9 +67,12 @@ CONTROL_PLANE_COMMANDS: tuple[str, ...] = (
 )
 """What a control-plane-first upgrade needs of the release it upgrades to: a release whose kubelet
 cannot be built here can still have its control plane tested."""
-NODE_COMMANDS: tuple[str, ...] = ("kubelet", "kube-proxy")
-"""What an older node of kubelet-last needs of its release: the control plane comes from another."""
-_PARTIAL_KEYS = {CONTROL_PLANE_COMMANDS: "control-plane", NODE_COMMANDS: "node"}
+NODE_COMMANDS: tuple[str, ...] = ("kube-apiserver", "kubelet", "kube-proxy")
+"""What an older node of kubelet-last needs of its release: its kubelet and kube-proxy, and its
+kube-apiserver, not to run but because its flag parsing is how the suite learns which feature
+gates the release (and so its kubelet) accepts; the rest of the control plane comes from
+another release."""
+_PARTIAL_KEYS = {CONTROL_PLANE_COMMANDS: "control-plane", NODE_COMMANDS: "node-and-apiserver"}
 
 VERSION_PACKAGES = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
 VERSION_DEFS_FILE = ".kube-version-defs"

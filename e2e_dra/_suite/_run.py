@@ -174,7 +174,8 @@ class SuiteRun:
                 exc.add_note(line)
             expected = known is not None and seen is not None
             said = known.said if known is not None else ""
-            message = f"{said}; seen as: {seen}" if expected else _one_line(exc)
+            shown = (seen or "").removeprefix("e2e-dra: ")  # a note's line, as the others read
+            message = f"{said}; seen as: {shown}" if expected else _one_line(exc)
             self.summary.record(
                 entry,
                 "xfailed" if expected else outcome,

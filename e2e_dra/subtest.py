@@ -38,6 +38,17 @@ KUBERNETES_ISSUES = "https://github.com/kubernetes/kubernetes/issues/"
 
 
 @dataclass(frozen=True)
+class OtherDriver:
+    """A driver a subtest runs next to its own, for what takes two drivers on the node (claims
+    of both in one pod, pools of the same name in both). It is named like the subtest's own
+    with ``-<suffix>`` after the subtest's name, and is set up, waited for after each restart
+    and stopped with it; a phase finds it in ``ctx.others[suffix]``."""
+
+    suffix: str
+    resources: Callable[[Sequence[str]], list[Pool]]
+
+
+@dataclass(frozen=True)
 class KnownBug:
     """A Kubernetes bug that breaks a subtest's phases on the releases that have it.
 
@@ -125,6 +136,8 @@ class Subtest:
     # Driver resources for the given node names; None means the subtest publishes nothing through
     # its driver and waits for its own objects itself.
     resources: Callable[[Sequence[str]], list[Pool]] | None = None
+    # Drivers besides the subtest's own, each with its resources.
+    other_drivers: tuple[OtherDriver, ...] = ()
     # Use the admin client for the driver (cluster-wide slices are refused to a node identity).
     privileged_client: bool = False
     # Let the driver's ResourceSlice controller reconcile only this pool.
@@ -217,6 +230,8 @@ class Context:
     artifacts: Path
     namespace: str = "default"
     log: Callable[[str], None] = field(default=print)
+    # The subtest's other drivers (``Subtest.other_drivers``), by suffix.
+    others: Mapping[str, Driver] = field(default_factory=dict)
     # What the subtest observed about the cluster that is worth keeping with the run, by key
     # (e.g. which service version a kubelet chose); the real suites put it in summary.json.
     facts: dict[str, Any] = field(default_factory=dict)

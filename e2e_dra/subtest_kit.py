@@ -8,9 +8,11 @@ own, as upstream's do.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from e2e_dra.builder import (
     DEFAULT_ENV,
@@ -35,11 +37,14 @@ __all__ = [
     "TAINT_RULES_IGNORED",
     "TAINT_RULES_IGNORED_SIGN",
     "Running",
+    "checkpoint_entry",
+    "checkpointed_devices",
     "claim_and_pod",
     "devices_per_node",
     "every_phase",
     "fits_and_runs",
     "kubelet_version",
+    "nudge",
     "remove",
     "running",
     "scheduler_reported",
@@ -59,6 +64,12 @@ TAINT_RULES_IGNORED_SIGN = (
 net quotes it), or a pod scheduled onto a device a rule taints."""
 
 SCHEDULER = "kube-scheduler"
+# An annotation nudge() changes so that the kubelet syncs the pod at once.
+NUDGE = "e2e-dra/nudge"
+# pkg/kubelet/cm/dra/manager.go: draManagerStateFileName, in the kubelet's root directory.
+CHECKPOINT = "dra_manager_state"
+# A checkpoint of a few thousand claims is far below this; a larger file is not read whole.
+MAX_CHECKPOINT_BYTES = 16 << 20
 CLAIM_GONE_TIMEOUT = 60.0
 SCHEDULER_EVENT_TIMEOUT = 60.0
 
@@ -267,3 +278,47 @@ def _time(text: object) -> datetime | None:
     if not isinstance(text, str) or not text:
         return None
     return datetime.fromisoformat(text.replace("Z", "+00:00")).replace(tzinfo=None)
+
+
+def nudge(b: Builder, pod_name: str, mark: str) -> None:
+    """Have the kubelet sync the pod now rather than at its back-off.
+
+    A kubelet whose sync of a pod failed (a prepare call that failed or ran past its deadline)
+    tries again only when its back-off says so, 60 to 90 s later (measured). What a subtest
+    proves is what the next sync does, not how long the kubelet backs off; a changed annotation
+    is a pod update, which the kubelet handles at once. ``mark`` is the annotation's value: the
+    same value again changes nothing, so nothing happens then.
+    """
+    retrying(b.patch)("pods", pod_name, {"metadata": {"annotations": {NUDGE: mark}}})
+
+
+def kubelet_checkpoint(ctx: Context) -> dict[str, Any]:
+    """The kubelet's DRA checkpoint (``{"Data": "<JSON>", "Checksum": n}``), Data decoded: what
+    the kubelet recorded of each claim it prepares, which it hands the runtime and reads back
+    after a restart."""
+    path = ctx.driver.registry_dir.parent / CHECKPOINT
+    with path.open("rb") as file:
+        raw = file.read(MAX_CHECKPOINT_BYTES + 1)
+    if len(raw) > MAX_CHECKPOINT_BYTES:
+        raise AssertionError(f"{path} is over {MAX_CHECKPOINT_BYTES} bytes; not read")
+    return json.loads(json.loads(raw)["Data"])
+
+
+def checkpoint_entry(ctx: Context, uid: str) -> dict | None:
+    """The checkpoint's entry for claim ``uid``; None: there is none."""
+    entries = [
+        entry
+        for entry in kubelet_checkpoint(ctx).get("ClaimInfoStateList") or []
+        if entry.get("ClaimUID") == uid
+    ]
+    assert len(entries) <= 1, f"the checkpoint holds claim {uid} {len(entries)} times"
+    return entries[0] if entries else None
+
+
+def checkpointed_devices(ctx: Context, uid: str) -> list[dict] | None:
+    """The devices the checkpoint holds for claim ``uid`` from our driver; None: no entry."""
+    entry = checkpoint_entry(ctx, uid)
+    if entry is None:
+        return None
+    state = (entry.get("DriverState") or {}).get(ctx.builder.driver_name) or {}
+    return list(state.get("Devices") or [])

@@ -69,31 +69,32 @@ well as behind its own block: the after-upgrade phase releases both blocks at on
 
 from __future__ import annotations
 
-import json
 import subprocess
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from e2e_dra.builder import NotFound, retrying
+from e2e_dra.builder import NotFound
 from e2e_dra.driver import CLIENT_GONE, GRPCCall
 from e2e_dra.provision import running_ctr
 from e2e_dra.subtest import Context, Phase, Subtest
-from e2e_dra.subtest_kit import claim_and_pod, devices_per_node, kubelet_version
+from e2e_dra.subtest_kit import (
+    checkpoint_entry,
+    checkpointed_devices,
+    claim_and_pod,
+    devices_per_node,
+    kubelet_version,
+    nudge,
+)
 from e2e_dra.versions import matches
 from e2e_dra.waits import consistently, eventually
 
 CALL_TIMEOUT = 60.0
 # How long after the kubelet synced a running pod no prepare call may come.
 NO_PREPARE_FOR = 5.0
-# An annotation the subtest changes so that the kubelet syncs the pod at once (see _nudge).
-NUDGE = "e2e-dra/kubelet-restart-nudge"
 PREPARE = "/NodePrepareResources"
 UNPREPARE = "/NodeUnprepareResources"
 REGISTRATION = "/NotifyRegistrationStatus"
-# pkg/kubelet/cm/dra/manager.go: draManagerStateFileName, in the kubelet's root directory.
-CHECKPOINT = "dra_manager_state"
 # containerd's namespace for what the CRI plugin runs.
 CRI_NAMESPACE = "k8s.io"
 SANDBOX_LABEL = 'labels."io.cri-containerd.kind"==sandbox'
@@ -163,7 +164,7 @@ def initial(ctx: Context) -> Phase:
         phase = b.read_pod(pod_name).get("status", {}).get("phase")
         assert phase == "Pending", f"pod {pod_name} is {phase} while its prepare hangs"
     with ctx.step("the claim is checkpointed before it is prepared"):
-        devices = _checkpointed_devices(ctx, uid)
+        devices = checkpointed_devices(ctx, uid)
         assert devices == [], f"checkpoint has devices {devices} for an unprepared claim"
     registrations = _indices(ctx, REGISTRATION)
     initial_kubelet = _kubelet_version(ctx)
@@ -178,7 +179,7 @@ def initial(ctx: Context) -> Phase:
         # Both at once: a call waiting on one block holds up the calls behind it (module doc).
         block.release()
         unpreparing.block.release()
-        _nudge(ctx, pod_name)
+        nudge(ctx.builder, pod_name, ctx.phase)
         ctx.builder.test_pod(pod)
         with ctx.step("one prepare call succeeded, the kubelet's after its restart"):
             calls = _all_done(ctx, PREPARE, uid)
@@ -201,7 +202,7 @@ def initial(ctx: Context) -> Phase:
             with ctx.step("a kubelet restarted under a running pod prepares nothing again"):
                 # The pod update makes the kubelet sync the pod now, which is when it would
                 # prepare; then no call may come for a while.
-                _nudge(ctx, pod_name)
+                nudge(ctx.builder, pod_name, ctx.phase)
                 consistently(
                     lambda: len(_calls(ctx, PREPARE, uid)),
                     what=(
@@ -479,19 +480,6 @@ def _ctr(ctr: list[str], *args: str) -> str:
     return proc.stdout
 
 
-def _nudge(ctx: Context, pod_name: str) -> None:
-    """Have the kubelet sync the pod now rather than at its back-off.
-
-    A kubelet that was not restarted (control-plane-first) gave up on the blocked call after its
-    45 s deadline and retries the pod's sync only when its back-off says so, 60 to 90 s later
-    (measured). What this subtest proves is that the claim is then prepared exactly once, not how
-    long the kubelet backs off; a changed annotation is a pod update, which the kubelet handles at
-    once (a restarted kubelet is preparing already, and handles it as a no-op).
-    """
-    body = {"metadata": {"annotations": {NUDGE: ctx.phase}}}
-    retrying(ctx.builder.patch)("pods", pod_name, body)  # the same patch again is harmless
-
-
 def _calls(ctx: Context, method: str, uid: str | None = None) -> list[GRPCCall]:
     return [call for _, call in _numbered(ctx, method, uid)]
 
@@ -521,37 +509,10 @@ def _all_done(ctx: Context, method: str, uid: str) -> list[tuple[int, GRPCCall]]
     )
 
 
-def _checkpoint(ctx: Context) -> dict[str, Any]:
-    """The kubelet's DRA checkpoint: ``{"Data": "<JSON>", "Checksum": n}``, Data decoded."""
-    kubelet_root: Path = ctx.driver.registry_dir.parent
-    outer = json.loads((kubelet_root / CHECKPOINT).read_text())
-    return json.loads(outer["Data"])
-
-
-def _checkpoint_entry(ctx: Context, uid: str) -> dict | None:
-    """The checkpoint's entry for claim ``uid``; None: there is none."""
-    entries = [
-        entry
-        for entry in _checkpoint(ctx).get("ClaimInfoStateList") or []
-        if entry.get("ClaimUID") == uid
-    ]
-    assert len(entries) <= 1, f"the checkpoint holds claim {uid} {len(entries)} times"
-    return entries[0] if entries else None
-
-
-def _checkpointed_devices(ctx: Context, uid: str) -> list[dict] | None:
-    """The devices the checkpoint holds for claim ``uid`` from our driver; None: no entry."""
-    entry = _checkpoint_entry(ctx, uid)
-    if entry is None:
-        return None
-    state = (entry.get("DriverState") or {}).get(ctx.builder.driver_name) or {}
-    return list(state.get("Devices") or [])
-
-
 def _expect_pod_reference(ctx: Context, uid: str, pod_uid: str) -> None:
     """The checkpoint's entry for claim ``uid`` names pod ``pod_uid`` among its users (a set,
     stored as ``{"<pod uid>": {}}``): what a kubelet reads to unprepare the claim for that pod."""
-    entry = _checkpoint_entry(ctx, uid)
+    entry = checkpoint_entry(ctx, uid)
     assert entry is not None, f"claim {uid} is not in the kubelet's checkpoint"
     pods = sorted(entry.get("PodUIDs") or {})
     assert pod_uid in pods, f"the checkpoint has claim {uid} for pods {pods}, not for {pod_uid}"
@@ -560,7 +521,7 @@ def _expect_pod_reference(ctx: Context, uid: str, pod_uid: str) -> None:
 def _wait_out_of_checkpoint(ctx: Context, uid: str) -> None:
     """Until the kubelet took claim ``uid`` out of its checkpoint (it does after unpreparing)."""
     eventually(
-        lambda: _checkpoint_entry(ctx, uid),
+        lambda: checkpoint_entry(ctx, uid),
         what=f"claim {uid} to leave the kubelet's checkpoint",
         timeout=CALL_TIMEOUT,
         poll=0.5,
@@ -575,7 +536,7 @@ def _expect_one_device(ctx: Context, uid: str) -> None:
 def _expect_devices(ctx: Context, uid: str, count: int) -> None:
     """The checkpoint lists the claim's one device ``count`` times (more than once: the known
     bug, each entry the same device)."""
-    devices = _checkpointed_devices(ctx, uid)
+    devices = checkpointed_devices(ctx, uid)
     ctx.log(f"{ctx.phase}: checkpointed devices of claim {uid}: {devices}")
     assert devices is not None, f"claim {uid} is not in the kubelet's checkpoint"
     names = [(d.get("PoolName"), d.get("DeviceName"), d.get("RequestNames")) for d in devices]

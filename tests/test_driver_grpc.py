@@ -460,6 +460,27 @@ def test_injected_prepare_failure_fails_the_whole_call(driver, claims):
     assert driver.calls.records[-1].error == "simulated PrepareResources failure"
 
 
+def test_a_claim_made_to_fail_fails_alone_until_let_through(driver, claims):
+    failing = claims.add(allocated_claim("failing", "uid-failing"))
+    other = claims.add(allocated_claim("other", "uid-other"))
+    request = dra_v1_pb2.NodePrepareResourcesRequest(claims=refs(dra_v1_pb2, failing, other))
+
+    with driver.fail_prepare("failing"):
+        first = node_stub(driver).NodePrepareResources(request)
+    second = node_stub(driver).NodePrepareResources(request)
+
+    assert first.claims["uid-failing"].error == (
+        "claim default/failing: failure injected by the test"
+    )
+    assert not first.claims["uid-failing"].devices
+    assert first.claims["uid-other"].error == "" and len(first.claims["uid-other"].devices) == 1
+    assert {uid: answer.error for uid, answer in second.claims.items()} == {
+        "uid-failing": "",
+        "uid-other": "",
+    }
+    assert sorted(c.uid for c in driver.prepared_claims()) == ["uid-failing", "uid-other"]
+
+
 def test_blocked_prepare_waits_until_released(driver, claims):
     claim = claims.add(allocated_claim("slow", "uid-slow", configs=[opaque({"a": "b"})]))
     answers: list = []

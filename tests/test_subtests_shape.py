@@ -20,6 +20,7 @@ import yaml
 from kubernetes.client import models
 
 import subtests
+from e2e_dra import subtest_kit
 from e2e_dra.builder import (
     DEFAULT_ENV,
     IDLE_COMMAND,
@@ -1457,7 +1458,7 @@ def _checkpoint_context(tmp_path: Path, claims: list[dict]) -> Context:
     b = builder("kubelet-restart")
     driver = Driver(b.driver_name, "node-a", None, kubelet_root=tmp_path, get_claim=dict)
     data = {"kind": "DRACheckpoint", "apiVersion": "checkpoint/v1", "ClaimInfoStateList": claims}
-    (tmp_path / kubelet_restart.CHECKPOINT).write_text(
+    (tmp_path / subtest_kit.CHECKPOINT).write_text(
         json.dumps({"Data": json.dumps(data), "Checksum": 0})
     )
     return Context(None, driver, b, ["node-a"], "phase", tmp_path, log=lambda _: None)  # type: ignore[arg-type]
@@ -1489,8 +1490,8 @@ def test_kubelet_restart_reads_the_checkpoint(tmp_path: Path) -> None:
             _claim_state("none", driver, []),
         ],
     )
-    assert kubelet_restart._checkpointed_devices(ctx, "none") == []
-    assert kubelet_restart._checkpointed_devices(ctx, "missing") is None
+    assert subtest_kit.checkpointed_devices(ctx, "none") == []
+    assert subtest_kit.checkpointed_devices(ctx, "missing") is None
     kubelet_restart._expect_one_device(ctx, "one")
     with pytest.raises(AssertionError, match="want one checkpointed device"):
         kubelet_restart._expect_one_device(ctx, "twice")
@@ -1504,7 +1505,36 @@ def test_kubelet_restart_rejects_a_claim_checkpointed_twice(tmp_path: Path) -> N
         tmp_path, [_claim_state("dup", driver, []), _claim_state("dup", driver, [])]
     )
     with pytest.raises(AssertionError, match="2 times"):
-        kubelet_restart._checkpointed_devices(ctx, "dup")
+        subtest_kit.checkpointed_devices(ctx, "dup")
+
+
+def test_a_checkpoint_over_its_bound_is_refused_unread(tmp_path: Path, monkeypatch) -> None:
+    ctx = _checkpoint_context(tmp_path, [])
+    monkeypatch.setattr(subtest_kit, "MAX_CHECKPOINT_BYTES", 64)
+    with pytest.raises(AssertionError, match="dra_manager_state is over 64 bytes; not read"):
+        subtest_kit.checkpointed_devices(ctx, "any")
+
+
+def test_prepare_retry_tells_a_device_held_twice_by_the_known_bugs_sign(tmp_path: Path) -> None:
+    """kubernetes#140274's sign is in the message for a claim whose device the kubelet lists
+    twice after the retried prepare; one device passes, and so does nothing else."""
+    from subtests import prepare_retry
+
+    driver = builder("kubelet-restart").driver_name
+    device = {"PoolName": "node-a", "DeviceName": "device-00", "CDIDeviceIDs": ["x"]}
+    ctx = _checkpoint_context(
+        tmp_path,
+        [_claim_state("once", driver, [device]), _claim_state("twice", driver, [device] * 2)],
+    )
+    prepare_retry._expect_once(ctx, "first", "once")
+    with pytest.raises(AssertionError) as held_twice:
+        prepare_retry._expect_once(ctx, "first", "twice")
+    bug = prepare_retry.SUBTEST.known_bugs[0]
+    assert bug.seen_in(str(held_twice.value)) is not None
+    assert "given its CDI device IDs 2 times" in str(held_twice.value)
+    with pytest.raises(AssertionError, match="not in the kubelet's checkpoint") as missing:
+        prepare_retry._expect_once(ctx, "first", "missing")
+    assert bug.seen_in(str(missing.value)) is None
 
 
 def test_kubelet_restart_reads_which_pods_a_checkpointed_claim_serves(tmp_path: Path) -> None:

@@ -196,6 +196,7 @@ class ClusterRun:
             yield Context(
                 kube=kube,
                 driver=harness.driver,
+                others=dict(harness.others),
                 builder=harness.objects.builder(kube),
                 nodes=list(self.nodes),
                 phase=phase.name,
@@ -371,17 +372,22 @@ class ClusterRun:
         cluster, api = self._up()
         harness = self.harnesses.get(subtest.name)
         if harness is not None and not on:
-            harness.driver.set_expect_dropped_fields(True)
+            for driver in harness.drivers:
+                driver.set_expect_dropped_fields(True)
         self._state_begins(state)
         cluster.toggle_feature_gates(state, gates)
         api.server_restarted()
-        if harness is not None and on and subtest.resources is not None:
+        if harness is not None and on:
             # While the gate was off the publisher settled on the stripped slices; publishing
             # again (to an apiserver that keeps the fields now) restores them.
-            harness.driver.publish(subtest.resources(self.nodes))
+            if subtest.resources is not None:
+                harness.driver.publish(subtest.resources(self.nodes))
+            for other in subtest.other_drivers:
+                harness.others[other.suffix].publish(other.resources(self.nodes))
         self.harnesses.wait_for_slices(f"after {state}")
         if harness is not None and on:
-            harness.driver.set_expect_dropped_fields(False)
+            for driver in harness.drivers:
+                driver.set_expect_dropped_fields(False)
 
     def unserved(self, subtest: Subtest) -> str | None:
         """The first API version ``subtest`` requires that the server does not serve, said."""

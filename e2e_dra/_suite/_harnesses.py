@@ -21,7 +21,7 @@ from typing import Any
 from e2e_dra._suite._artifacts import write_json
 from e2e_dra._suite._nets import Finding
 from e2e_dra.builder import SubtestObjects
-from e2e_dra.driver import RESYNC_GRACE, Driver
+from e2e_dra.driver import RESYNC_GRACE, ClaimRef, Driver
 from e2e_dra.hostkit import Attempts
 from e2e_dra.kube import Kube
 
@@ -38,6 +38,21 @@ class Harness:
     driver: Driver
     objects: SubtestObjects
     publishes: bool  # the driver publishes ResourceSlices we have to wait for after restarts
+    others: dict[str, Driver] = dataclasses.field(default_factory=dict)  # by suffix; publish
+
+    @property
+    def drivers(self) -> list[Driver]:
+        """The subtest's own driver, then its others."""
+        return [self.driver, *self.others.values()]
+
+    @property
+    def publishing(self) -> list[Driver]:
+        """The drivers whose slices are waited for after restarts."""
+        return self.drivers if self.publishes else list(self.others.values())
+
+    def prepared_claims(self) -> list[ClaimRef]:
+        """What any of the subtest's drivers holds prepared."""
+        return [claim for driver in self.drivers for claim in driver.prepared_claims()]
 
 
 class Harnesses:
@@ -87,17 +102,21 @@ class Harnesses:
         was started again since).
         """
         for name, harness in sorted(self._harnesses.items()):
-            if not harness.publishes or name in self._dropped:
+            if name in self._dropped or not harness.publishing:
                 continue
-            logger.info(f"waiting for ResourceSlices of {harness.driver.name} ({why})")
             try:
-                harness.driver.wait_for_slices(SLICES_TIMEOUT)
+                for driver in harness.publishing:
+                    logger.info(f"waiting for ResourceSlices of {driver.name} ({why})")
+                    try:
+                        driver.wait_for_slices(SLICES_TIMEOUT)
+                    except Exception as exc:
+                        raise AssertionError(
+                            f"{name}: ResourceSlices of {driver.name} did not come back {why}: "
+                            f"{exc}"
+                        ) from exc
                 self._pending.pop(name, None)
-            except Exception as exc:
-                self._pending[name] = AssertionError(
-                    f"{name}: ResourceSlices of {harness.driver.name} did not come back {why}: "
-                    f"{exc}"
-                )
+            except AssertionError as exc:
+                self._pending[name] = exc
 
     def take_slice_findings(self) -> list[Finding]:
         """What went wrong with each driver's slices since the last call: fields the API server
@@ -105,7 +124,8 @@ class Harnesses:
         return [
             Finding(name, text)
             for name, harness in sorted(self._harnesses.items())
-            for text in _slice_findings(harness.driver, RESYNC_GRACE)
+            for driver in harness.drivers
+            for text in _slice_findings(driver, RESYNC_GRACE)
         ]
 
     def save_calls(self, subtest: str) -> Path:
@@ -137,12 +157,11 @@ class Harnesses:
                 attempts(
                     f"tear down objects of {name}", functools.partial(_tear_down, harness, kube)
                 )
-            findings += [Finding(name, t) for t in _slice_findings(harness.driver, grace)]
-            attempts(f"stop driver {harness.driver.name}", harness.driver.stop)
-            stopped[harness.driver.name] = name
-            attempts(
-                "save gRPC calls", functools.partial(_save_calls, harness.driver, self.log_dir)
-            )
+            for driver in harness.drivers:
+                findings += [Finding(name, t) for t in _slice_findings(driver, grace)]
+                attempts(f"stop driver {driver.name}", driver.stop)
+                stopped[driver.name] = name
+                attempts("save gRPC calls", functools.partial(_save_calls, driver, self.log_dir))
         return stopped, findings
 
     def tear_down(self, subtest: str, kube: Kube) -> bool:
@@ -152,7 +171,7 @@ class Harnesses:
         harness = self._harnesses.get(subtest)
         if harness is None:
             return False
-        harness.objects.builder(kube).tear_down(harness.driver.prepared_claims, own_only=True)
+        harness.objects.builder(kube).tear_down(harness.prepared_claims, own_only=True)
         return True
 
     def forget(self) -> None:
@@ -164,8 +183,33 @@ class Harnesses:
         assert nodes
         subtest = self.subtests[name]
         resources = subtest.resources(nodes) if subtest.resources else None
-        driver = Driver(
-            self.driver_name(name),
+        driver = self._driver(self.driver_name(name), subtest, kube, nodes, resources)
+        others = {
+            other.suffix: self._driver(
+                self.driver_name(f"{name}-{other.suffix}"),
+                subtest,
+                kube,
+                nodes,
+                other.resources(nodes),
+            )
+            for other in subtest.other_drivers
+        }
+        objects = SubtestObjects(name, suite=self.suite, namespace=self.namespace, log=logger.info)
+        harness = Harness(driver, objects, publishes=resources is not None, others=others)
+        self._harnesses[name] = harness
+        for started in harness.drivers:
+            logger.info(f"starting driver {started.name} on node {nodes[0]}")
+            started.start()
+            started.wait_registered(REGISTRATION_TIMEOUT)
+        for publishing in harness.publishing:
+            publishing.wait_for_slices(SLICES_TIMEOUT)
+        objects.builder(kube).set_up()
+
+    def _driver(
+        self, name: str, subtest: Any, kube: Kube, nodes: list[str], resources: list | None
+    ) -> Driver:
+        return Driver(
+            name,
             nodes[0],
             kube,
             resources=resources,
@@ -174,14 +218,6 @@ class Harnesses:
             namespace=self.namespace,
             log_dir=self.log_dir,
         )
-        objects = SubtestObjects(name, suite=self.suite, namespace=self.namespace, log=logger.info)
-        self._harnesses[name] = Harness(driver, objects, publishes=resources is not None)
-        logger.info(f"starting driver {driver.name} on node {nodes[0]}")
-        driver.start()
-        driver.wait_registered(REGISTRATION_TIMEOUT)
-        if resources is not None:
-            driver.wait_for_slices(SLICES_TIMEOUT)
-        objects.builder(kube).set_up()
 
 
 def _slice_findings(driver: Driver, grace: float) -> list[str]:
@@ -216,4 +252,4 @@ def _message(message: Any) -> Any:
 
 def _tear_down(harness: Harness, kube: Kube) -> None:
     """Remove what the subtest left, waiting until its driver has nothing prepared."""
-    harness.objects.builder(kube).tear_down(harness.driver.prepared_claims)
+    harness.objects.builder(kube).tear_down(harness.prepared_claims)

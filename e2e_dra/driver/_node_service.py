@@ -83,6 +83,7 @@ class NodeService:
         self._unprepare_block = threading.Lock()  # held by block_unprepare()
         self._state = threading.Lock()
         self._prepared: dict[str, _Prepared] = {}
+        self._failing: set[str] = set()  # claim names that fail_prepare() answers with an error
 
     def prepared_claims(self) -> list[ClaimRef]:
         with self._state:
@@ -116,6 +117,19 @@ class NodeService:
         with self._unprepare_block:
             yield
 
+    @contextlib.contextmanager
+    def fail_prepare(self, claim_name: str) -> Iterator[None]:
+        """While inside, NodePrepareResources answers claim ``claim_name`` with an error and
+        prepares the other claims of the same call as usual: a driver that failed part of a
+        call, which the kubelet must retry without keeping what the call did prepare twice."""
+        with self._state:
+            self._failing.add(claim_name)
+        try:
+            yield
+        finally:
+            with self._state:
+                self._failing.discard(claim_name)
+
     # --- prepare ------------------------------------------------------------------------------
 
     def prepare(self, refs: list[ClaimRef]) -> dict[str, ClaimResult]:
@@ -128,11 +142,20 @@ class NodeService:
                 if isinstance(claim, ClaimResult):
                     results[ref.uid] = claim
                     continue
+                if self._fails(ref):
+                    results[ref.uid] = ClaimResult(
+                        error=f"claim {ref.namespace}/{ref.name}: failure injected by the test"
+                    )
+                    continue
                 try:
                     results[ref.uid] = ClaimResult(devices=self._prepare_one(ref, claim))
                 except ClaimError as exc:
                     results[ref.uid] = ClaimResult(error=str(exc))
         return results
+
+    def _fails(self, ref: ClaimRef) -> bool:
+        with self._state:
+            return ref.name in self._failing
 
     def _fetch(self, ref: ClaimRef) -> dict | ClaimResult:
         label = f"{ref.namespace}/{ref.name}"

@@ -319,6 +319,11 @@ class Driver:
         """While inside, NodePrepareResources calls wait (see NodeService.block_prepare)."""
         return self._node.block_prepare()
 
+    def fail_prepare(self, claim_name: str) -> contextlib.AbstractContextManager[None]:
+        """While inside, the claim's prepare fails, the others' do not (see
+        NodeService.fail_prepare)."""
+        return self._node.fail_prepare(claim_name)
+
     def block_unprepare(self) -> contextlib.AbstractContextManager[None]:
         """While inside, NodeUnprepareResources calls wait (see NodeService.block_unprepare)."""
         return self._node.block_unprepare()

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from e2e_dra.builder import Builder
 from e2e_dra.driver import Pool
 from e2e_dra.subtest import Context, KnownBug, Subtest
-from e2e_dra.subtest_kit import every_phase, fits_and_runs, remove
+from e2e_dra.subtest_kit import allocated, claim_where, every_phase, fits_and_runs, remove
 
 POOL = "edges"
 COUNTER_SET = "one-slot"
@@ -58,20 +57,20 @@ def resources(nodes: Sequence[str]) -> list[Pool]:
 def _check(ctx: Context) -> None:
     b = ctx.builder
     with ctx.step("a tainted device's counters are given back: the next device is allocated"):
-        claim = _claim(b, COUNTED)
+        claim = claim_where(b, "edge", COUNTED)
         pod = b.pod_external(claim["metadata"]["name"])
         b.create(claim, pod)
         fits_and_runs(b, pod)
-        given = _devices(b, claim["metadata"]["name"])
+        given = [r.get("device") for r in allocated(b, claim["metadata"]["name"])]
         assert given == [FREE], f"claim {claim['metadata']['name']} was given {given}, not {FREE}"
         remove(b, [pod], [claim])
 
     with ctx.step("a pod that adds a new claim to an already prepared one starts"):
-        prepared = _claim(b, PLAIN)
+        prepared = claim_where(b, "edge", PLAIN)
         first = b.pod_external(prepared["metadata"]["name"])
         b.create(prepared, first)
         b.test_pod(first)
-        new = _claim(b, PLAIN)
+        new = claim_where(b, "edge", PLAIN)
         second = b.pod_external(prepared["metadata"]["name"])
         second["spec"]["resourceClaims"].append(
             {"name": "new-claim", "resourceClaimName": new["metadata"]["name"]}
@@ -80,21 +79,6 @@ def _check(ctx: Context) -> None:
         b.create(new, second)
         fits_and_runs(b, second)
         remove(b, [second, first], [new, prepared])
-
-
-def _claim(b: Builder, kind: str) -> dict:
-    """One device of this driver whose ``edge`` attribute is ``kind``."""
-    claim = b.external_claim()
-    selector = f'device.attributes["{b.driver_name}"].edge == "{kind}"'
-    claim["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
-        {"cel": {"expression": selector}}
-    ]
-    return claim
-
-
-def _devices(b: Builder, claim: str) -> list[str]:
-    allocation = (b.get("resourceclaims", claim).get("status") or {}).get("allocation") or {}
-    return [r.get("device") for r in (allocation.get("devices") or {}).get("results") or []]
 
 
 NEVER_STARTS = r"timed out after \S+ waiting for pod \S+ to run"

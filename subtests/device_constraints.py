@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from e2e_dra.builder import Builder
 from e2e_dra.driver import Pool
 from e2e_dra.subtest import Context, KnownBug, Subtest
-from e2e_dra.subtest_kit import every_phase, fits_and_runs, remove
+from e2e_dra.subtest_kit import allocated, every_phase, fits_and_runs, remove
 
 NUMA = (1, 2, 1, 3)  # the order matters: the buggy allocator meets the second 1 third
 GATE = "DRAConsumableCapacity"  # distinctAttribute
@@ -71,11 +71,8 @@ def _claim_and_pod(b: Builder, count: int, constraint: str) -> tuple[dict, dict]
 
 def _numa_given(b: Builder, claim: dict) -> list[int]:
     """The ``numa`` of each device the claim was given."""
-    allocation = (b.get("resourceclaims", claim["metadata"]["name"]).get("status") or {}).get(
-        "allocation"
-    ) or {}
-    results = (allocation.get("devices") or {}).get("results") or []
-    return [NUMA[int(str(r.get("device")).removeprefix("numa-"))] for r in results]
+    given = allocated(b, claim["metadata"]["name"])
+    return [NUMA[int(str(r.get("device")).removeprefix("numa-"))] for r in given]
 
 
 SUBTEST = Subtest(

@@ -26,6 +26,7 @@ from e2e_dra.subtest import Context, KnownBug, Subtest
 from e2e_dra.subtest_kit import (
     TAINT_RULES_IGNORED,
     TAINT_RULES_IGNORED_SIGN,
+    claim_where,
     every_phase,
     fits_and_runs,
     remove,
@@ -78,11 +79,7 @@ def _rule(b: Builder, name: str, version: str, device: str | None) -> dict:
 
 def _pod_for(b: Builder, device: str) -> tuple[dict, dict]:
     """A claim only ``device`` satisfies, and a pod using it, both created."""
-    claim = b.external_claim()
-    selector = f'device.attributes["{b.driver_name}"].which == "{device}"'
-    claim["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
-        {"cel": {"expression": selector}}
-    ]
+    claim = claim_where(b, "which", device)
     pod = b.pod_external(claim["metadata"]["name"])
     b.create(claim, pod)
     return pod, claim

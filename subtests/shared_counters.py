@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from e2e_dra.builder import Builder
 from e2e_dra.driver import Pool
 from e2e_dra.subtest import Context, KnownBug, Subtest
-from e2e_dra.subtest_kit import every_phase, fits_and_runs, remove
+from e2e_dra.subtest_kit import allocated, claim_where, every_phase, fits_and_runs, remove
 
 POOL = "shared-counters"
 COUNTER_SET = "one-device"
@@ -83,11 +83,7 @@ def _check(ctx: Context) -> None:
 
 def _claim_and_pod(b: Builder, role: str) -> tuple[dict, dict]:
     """A claim for the device whose ``role`` is ``role``, and a pod that uses it; created."""
-    claim = b.external_claim()
-    selector = f'device.attributes["{b.driver_name}"].role == "{role}"'
-    claim["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
-        {"cel": {"expression": selector}}
-    ]
+    claim = claim_where(b, "role", role)
     pod = b.pod_external(claim["metadata"]["name"])
     b.create(claim, pod)
     return claim, pod
@@ -96,9 +92,7 @@ def _claim_and_pod(b: Builder, role: str) -> tuple[dict, dict]:
 def _share(b: Builder, claim: dict, device: str) -> str:
     """The shareID of ``device`` that ``claim`` was given (it must have been given that one)."""
     name = claim["metadata"]["name"]
-    allocation = (b.get("resourceclaims", name).get("status") or {}).get("allocation") or {}
-    results = (allocation.get("devices") or {}).get("results") or []
-    given = [(r.get("device"), r.get("shareID")) for r in results]
+    given = [(r.get("device"), r.get("shareID")) for r in allocated(b, name)]
     assert len(given) == 1 and given[0][0] == device and given[0][1], (
         f"claim {name} was given {given}, not one share of device {device}"
     )

@@ -43,6 +43,7 @@ class DryBackend:
         fail_step: str | None = None,
         findings: Mapping[str, Sequence[str]] | None = None,
         releases: Mapping[str, str] | None = None,
+        upgraded: Mapping[str, str] | None = None,
         crash_in: str | None = None,
     ) -> None:
         self.suite = suite
@@ -53,6 +54,8 @@ class DryBackend:
         self._fail_step = fail_step
         self._findings = dict(findings or {})
         self._releases = dict(releases or {})
+        self._before_upgrade = self._releases
+        self._upgraded = dict(upgraded or self._releases)
         self._crash_in = crash_in
         self._crashed = False
         self._watch: contextlib.AbstractContextManager[None] | None = None
@@ -66,6 +69,8 @@ class DryBackend:
             log.write(f"{entry.id} {upcoming.id if upcoming else '-'}\n")
         if entry.id == self._fail_step:
             raise AssertionError(f"dry run: cluster step {entry.id} fails as asked")
+        if entry.name in ("upgrade", "downgrade"):  # the upgrade brings the newer releases
+            self._releases = self._upgraded if entry.name == "upgrade" else self._before_upgrade
         if entry.name == "bring-up" and self._watch is None:  # as the real cluster's crash watch
             self._watch = abort_when(self._crash_reason)
             self._watch.__enter__()
@@ -125,7 +130,8 @@ class DryCluster:
 
     ``served``: the group/versions the pretend cluster serves (None: everything); ``fail_step``:
     the id of a cluster step that fails; ``findings``: what the safety nets find when the entry
-    of that id ends; ``releases``: the release each pretend component runs (for known bugs);
+    of that id ends; ``releases``: the release each pretend component runs (for known bugs),
+    ``upgraded``: what it runs between the upgrade and the downgrade (default: the same);
     ``crash_in``: the id of a phase during which a pretend component ends.
     """
 
@@ -133,6 +139,7 @@ class DryCluster:
     fail_step: str | None = None
     findings: Mapping[str, Sequence[str]] = field(default_factory=dict)
     releases: Mapping[str, str] = field(default_factory=dict)
+    upgraded: Mapping[str, str] | None = None
     crash_in: str | None = None
 
     def pytest_e2e_dra_backend(
@@ -146,5 +153,6 @@ class DryCluster:
             fail_step=self.fail_step,
             findings=self.findings,
             releases=self.releases,
+            upgraded=self.upgraded,
             crash_in=self.crash_in,
         )

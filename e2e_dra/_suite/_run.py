@@ -26,7 +26,7 @@ from e2e_dra._suite._artifacts import Summary
 from e2e_dra._suite._steps import ClusterStep, Phase, Step
 from e2e_dra._suite._together import Outcome, run_together
 from e2e_dra.errors import ComponentCrashed
-from e2e_dra.subtest import KnownBug
+from e2e_dra.subtest import IndependentPhase, KnownBug
 from e2e_dra.waits import check_abort
 
 logger = logging.getLogger(__name__)
@@ -163,13 +163,16 @@ class SuiteRun:
         except BaseException as exc:
             elapsed = self._seconds.pop(entry, time.monotonic() - started)
             outcome = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-            self._mark_broken(entry, f"{self._where(entry)} failed", exc)
             notes = self._collect(entry, exc)
             seen = None  # the line that shows the known bug's sign
             known = known or self._known_bug(entry)
             if known is not None and outcome == "failed" and not isinstance(exc, KnownBugNotSeen):
                 seen = known.bug.seen_in("\n".join([str(exc), *_notes(exc), *notes]))
-                notes.append(self._contain(entry, known) if seen else known.not_this())
+            following = self._following(entry, known) if seen else None
+            if following is None:
+                self._mark_broken(entry, f"{self._where(entry)} failed", exc)
+            if known is not None and outcome == "failed" and not isinstance(exc, KnownBugNotSeen):
+                notes.append(self._contain(entry, known, following) if seen else known.not_this())
             for line in notes:
                 exc.add_note(line)
             expected = known is not None and seen is not None
@@ -203,12 +206,16 @@ class SuiteRun:
 
     # --- internals ----------------------------------------------------------------------------
 
-    def _contain(self, entry: Step, known: Expected) -> str:
+    def _contain(self, entry: Step, known: Expected, following: IndependentPhase | None) -> str:
         """After a known bug broke ``entry``: the objects of the subtest that declares it are
         removed and what it crashed started again, so that the suite goes on (one known bug must
         not cost every later phase, nor the other subtests); what was done, said. The declaring
-        subtest's chain ends there. If containing fails, the cluster counts as broken."""
-        if known.owner not in self._chain_broken:
+        subtest's chain ends there, unless its phases are independent of each other
+        (``following``: the one its chain goes on with). If containing fails, the cluster counts
+        as broken."""
+        if following is not None:
+            self._next[known.owner] = following
+        elif known.owner not in self._chain_broken:
             self._chain_broken[known.owner] = f"{known.owner}: {known.said} broke {entry.id}"
             self.backend.drop(known.owner)
         try:
@@ -219,6 +226,15 @@ class SuiteRun:
         self._cluster_broken = None  # a crash it caused is over: the components run again
         logger.info(f"{entry.id}: known bug contained: {done}")
         return f"e2e-dra: known bug contained: {done}"
+
+    def _following(self, entry: Step, known: Expected | None) -> IndependentPhase | None:
+        """The phase ``entry``'s chain goes on with after its own known bug broke it: the next
+        one, when its phases are independent of each other; else None (the chain ends)."""
+        if not isinstance(entry, Phase) or known is None or known.owner != entry.subtest:
+            return None
+        name = entry.subtest
+        ran = self.subtests[name].initial if entry.index == 0 else self._next.get(name)
+        return ran.following if isinstance(ran, IndependentPhase) else None
 
     def _known_bug(self, entry: Step) -> Expected | None:
         """The known Kubernetes bug that should break ``entry`` on the releases running now: a

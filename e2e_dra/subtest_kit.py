@@ -24,7 +24,7 @@ from e2e_dra.builder import (
     is_unschedulable,
     retrying,
 )
-from e2e_dra.driver import Pool, node_devices
+from e2e_dra.driver import Pool, claim_env_name, node_devices
 from e2e_dra.subtest import PHASES, Context, IndependentPhase, Phase
 from e2e_dra.waits import eventually
 
@@ -41,6 +41,7 @@ __all__ = [
     "checkpoint_entry",
     "checkpointed_devices",
     "claim_and_pod",
+    "claim_env",
     "claim_where",
     "devices_per_node",
     "every_phase",
@@ -110,6 +111,18 @@ class Running:
     name: str
     uid: str
     containers: dict[str, tuple[str, int, str]]  # name -> (containerID, restartCount, startedAt)
+
+
+def claim_env(*claims: dict) -> list[str]:
+    """The env lines the test driver gives a container that uses all requests of ``claims``:
+    ``claim_<claim>_<request>=true`` for each request, and the lines of the builder's default
+    opaque config (``user_a=b``)."""
+    lines = [
+        f"{claim_env_name(claim['metadata']['name'], request['name'])}=true"
+        for claim in claims
+        for request in claim["spec"]["devices"]["requests"]
+    ]
+    return [*lines, *DEFAULT_ENV]
 
 
 def claim_where(b: Builder, attribute: str, value: str) -> dict:

@@ -11,9 +11,10 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from e2e_dra.builder import DEFAULT_ENV, RESOURCE_V1, Builder
-from e2e_dra.driver import Pool, claim_env_name
+from e2e_dra.builder import RESOURCE_V1, Builder
+from e2e_dra.driver import Pool
 from e2e_dra.subtest import Context
+from e2e_dra.subtest_kit import claim_env
 
 GATE = "DRAConsumableCapacity"
 POOL = "consumable-capacity"
@@ -91,18 +92,10 @@ def claim_and_pod(
     return claim, pod
 
 
-def pod_env(claim: dict) -> list[str]:
-    """What the driver gives a pod of ``claim``: one line per request it prepared, and the lines
-    of the claim's opaque config."""
-    name = claim["metadata"]["name"]
-    requests = [r["name"] for r in claim["spec"]["devices"]["requests"]]
-    return [*(f"{claim_env_name(name, r)}=true" for r in requests), *DEFAULT_ENV]
-
-
 def check_pods(ctx: Context, pods: dict[str, dict], claims: dict[str, dict]) -> None:
     """Each pod runs with its own claim prepared (the kubelet prepared every share)."""
     for claim_name, pod in pods.items():
-        ctx.builder.test_pod(pod, env=pod_env(claims[claim_name]))
+        ctx.builder.test_pod(pod, env=claim_env(claims[claim_name]))
 
 
 def results(ctx: Context, claim_name: str) -> list[dict]:
@@ -182,7 +175,7 @@ def check_left(
     delete_pod_and_claim(ctx, pod, claim)
     if fits is not None:
         claim, pod = claim_and_pod(ctx, {"probe": fits}, selector=selector)
-        b.test_pod(pod, env=pod_env(claim))
+        b.test_pod(pod, env=claim_env(claim))
         delete_pod_and_claim(ctx, pod, claim)
 
 

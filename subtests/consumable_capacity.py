@@ -50,7 +50,7 @@ from collections.abc import Sequence
 
 from e2e_dra.driver import Pool
 from e2e_dra.subtest import Context, Phase, Subtest
-from e2e_dra.subtest_kit import Running, running, scheduler_reported, still_untouched
+from e2e_dra.subtest_kit import Running, claim_env, running, scheduler_reported, still_untouched
 from subtests._consumable_capacity import (
     CAPACITY,
     FIRST_SHARES,
@@ -65,7 +65,6 @@ from subtests._consumable_capacity import (
     check_status,
     claim_and_pod,
     delete_pod_and_claim,
-    pod_env,
     report_status,
     results,
     shares_of,
@@ -126,7 +125,7 @@ def initial(ctx: Context) -> Phase:
     with ctx.step("a device without allowMultipleAllocations goes whole to one claim"):
         claim_x1, pod_x1 = claim_and_pod(ctx, WHOLE, selector=SELECT_EXCLUSIVE)
         name_x1 = claim_x1["metadata"]["name"]
-        b.test_pod(pod_x1, env=pod_env(claim_x1))
+        b.test_pod(pod_x1, env=claim_env(claim_x1))
         recorded_x1 = {name_x1: _whole_device(ctx, claim_x1)}
         holder = running(b, pod_x1["metadata"]["name"])
     with ctx.step("a second claim for that device waits while the first holds it"):
@@ -137,7 +136,7 @@ def initial(ctx: Context) -> Phase:
         with ctx.step("the pods holding shares run untouched"):
             _still_untouched(ctx, started, claims)
         with ctx.step("the pod holding the exclusive device runs untouched"):
-            still_untouched(ctx.builder, holder, [name_x1], env=pod_env(claim_x1))
+            still_untouched(ctx.builder, holder, [name_x1], env=claim_env(claim_x1))
         with ctx.step("the shares survived the upgrade"):
             check_recorded(ctx, claims, recorded)
             check_pods(ctx, pods, claims)
@@ -171,7 +170,7 @@ def initial(ctx: Context) -> Phase:
             with ctx.step("the pods holding shares run untouched"):
                 _still_untouched(ctx, started, claims)
             with ctx.step("the pod holding the exclusive device runs untouched"):
-                still_untouched(b, holder, [name_x1], env=pod_env(claim_x1))
+                still_untouched(b, holder, [name_x1], env=claim_env(claim_x1))
             with ctx.step("the shares written by both releases survived the downgrade"):
                 check_recorded(ctx, claims, recorded)
                 check_status(ctx, name_c, statuses)
@@ -189,7 +188,7 @@ def initial(ctx: Context) -> Phase:
                 delete_pod_and_claim(ctx, pods.pop(name_c), claims.pop(name_c))
                 del recorded[name_c]
                 name_d = claim_d["metadata"]["name"]
-                b.test_pod(pod_d, env=pod_env(claim_d))
+                b.test_pod(pod_d, env=claim_env(claim_d))
                 recorded[name_d] = shares_of(ctx, claim_d, PENDING_CONSUMED)
                 check_distinct(recorded)
                 claims[name_d] = claim_d
@@ -201,7 +200,7 @@ def initial(ctx: Context) -> Phase:
                 check_left(ctx, too_much="5Gi", fits="3Gi", selector=SHARED_ONLY)
             with ctx.step("deleting the exclusive device's claim gives it whole to the other"):
                 delete_pod_and_claim(ctx, pod_x1, claim_x1)
-                b.test_pod(pod_x2, env=pod_env(claim_x2))
+                b.test_pod(pod_x2, env=claim_env(claim_x2))
                 _whole_device(ctx, claim_x2)
                 delete_pod_and_claim(ctx, pod_x2, claim_x2)
             for name in list(claims):
@@ -221,7 +220,7 @@ def _still_untouched(ctx: Context, started: dict[str, Running], claims: dict[str
     """Each pod runs as it did when first checked, still holding its claim and seeing the
     driver's line for each of the claim's requests."""
     for name, was in started.items():
-        still_untouched(ctx.builder, was, [name], env=pod_env(claims[name]))
+        still_untouched(ctx.builder, was, [name], env=claim_env(claims[name]))
 
 
 def _whole_device(ctx: Context, claim: dict) -> Shares:

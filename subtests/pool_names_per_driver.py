@@ -16,15 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from e2e_dra.builder import DEFAULT_ENV, Builder
-from e2e_dra.driver import Pool, claim_env_name
+from e2e_dra.builder import Builder
+from e2e_dra.driver import Pool
 from e2e_dra.subtest import Context, KnownBug, OtherDriver, Subtest
-from e2e_dra.subtest_kit import every_phase, fits_and_runs, remove
+from e2e_dra.subtest_kit import claim_env, every_phase, fits_and_runs, remove
 
 POOL = "node-pool"
 COUNTER_SET = "slots"
 TWIN = "twin"
-REQUEST = "my-request"  # the one request of the builder's claims
 
 
 def resources(nodes: Sequence[str]) -> list[Pool]:
@@ -51,8 +50,7 @@ def _check(ctx: Context) -> None:
         pod["spec"]["containers"][0]["resources"]["claims"].append({"name": TWIN})
         b.create(own, twin, pod)
         fits_and_runs(b, pod)
-        env = [f"{claim_env_name(c['metadata']['name'], REQUEST)}=true" for c in (own, twin)]
-        b.test_pod(pod, [*env, *DEFAULT_ENV])
+        b.test_pod(pod, claim_env(own, twin))
         remove(b, [pod], [own, twin])
 
     with ctx.step("pods that ask in turn get the device of each driver"):

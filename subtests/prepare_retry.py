@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import itertools
 
-from e2e_dra.builder import DEFAULT_ENV, Builder
-from e2e_dra.driver import claim_env_name
+from e2e_dra.builder import Builder
 from e2e_dra.subtest import Context, KnownBug, Subtest
 from e2e_dra.subtest_kit import (
     checkpointed_devices,
+    claim_env,
     devices_per_node,
     every_phase,
     fits_and_runs,
@@ -44,7 +44,6 @@ from e2e_dra.waits import eventually
 RECORDED_TIMEOUT = 120.0
 POLL = 2.0
 DUPLICATED = "after a retried prepare"
-REQUEST = "my-request"  # the one request of the builder's claims
 
 
 def _check(ctx: Context) -> None:
@@ -75,8 +74,7 @@ def _check(ctx: Context) -> None:
         )
     with ctx.step("once the driver lets both through, the pod runs with both claims"):
         fits_and_runs(b, pod)
-        env = [f"{claim_env_name(name, REQUEST)}=true" for name in (first_name, second_name)]
-        b.test_pod(pod, [*env, *DEFAULT_ENV])
+        b.test_pod(pod, claim_env(first, second))
     with ctx.step("the kubelet holds each claim's device once"):
         for name in (first_name, second_name):
             _expect_once(ctx, name, _uid(b, name))

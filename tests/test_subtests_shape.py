@@ -380,7 +380,7 @@ def test_consumable_capacity_claims_are_valid() -> None:
     assert claim["spec"]["devices"]["config"] == [
         {"opaque": {"driver": "defaultconsumable-capacity.k8s.io", "parameters": {"a": "b"}}}
     ]
-    assert consumable_capacity.pod_env(claim) == [
+    assert subtest_kit.claim_env(claim) == [
         "claim_external_claimconsumable_capacity_first=true",
         "claim_external_claimconsumable_capacity_second=true",
         "user_a=b",

@@ -20,7 +20,7 @@ from typing import Any
 
 from e2e_dra._suite._artifacts import write_json
 from e2e_dra._suite._nets import Finding
-from e2e_dra.builder import SubtestObjects
+from e2e_dra.builder import SubtestObjects, driver_name
 from e2e_dra.driver import RESYNC_GRACE, ClaimRef, Driver
 from e2e_dra.hostkit import Attempts
 from e2e_dra.kube import Kube
@@ -70,7 +70,7 @@ class Harnesses:
         self._dropped: set[str] = set()  # chains that ended: not waited for any more
 
     def driver_name(self, subtest: str) -> str:
-        return f"{self.namespace}{subtest}.k8s.io"
+        return driver_name(self.namespace, subtest)
 
     def driver_names(self) -> dict[str, str]:
         """Every subtest's driver name (also of those not set up yet), by subtest."""

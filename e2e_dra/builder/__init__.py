@@ -44,6 +44,7 @@ from e2e_dra.builder._objects import (
     SUBTEST_LABEL,
     SUITE_LABEL,
     ObjectFactory,
+    driver_name,
     is_allocated,
     is_unschedulable,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "SubtestObjects",
     "Sweeper",
     "compact_json",
+    "driver_name",
     "is_allocated",
     "is_unschedulable",
     "object_path",

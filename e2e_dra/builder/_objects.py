@@ -43,6 +43,12 @@ IDLE_COMMAND = ("/bin/sh", "-c", "trap exit TERM; while true; do sleep 1; done")
 NON_ROOT_USER = 1000
 
 
+def driver_name(namespace: str, subtest: str) -> str:
+    """The name of ``subtest``'s driver in ``namespace``: the one formula both the harness that
+    starts the driver and the objects that select its devices use."""
+    return f"{namespace}{subtest}.k8s.io"
+
+
 class ObjectFactory:
     """One subtest's objects under upstream's names: device classes, claims, pods, templates,
     workloads, pod groups and taint rules."""
@@ -80,7 +86,7 @@ class ObjectFactory:
 
     @property
     def driver_name(self) -> str:
-        return f"{self.namespace}{self.name_suffix}.k8s.io"
+        return driver_name(self.namespace, self.name_suffix)
 
     def class_name(self) -> str:
         return f"{self.namespace}{self.name_suffix}-class"

@@ -165,13 +165,17 @@ class Harnesses:
         return stopped, findings
 
     def tear_down(self, subtest: str, kube: Kube) -> bool:
-        """``subtest``'s objects removed now (its chain ended on a known bug, whose objects must
-        not break the phases after it); its driver serves on until the cleanup. False when it
-        has none."""
+        """``subtest``'s objects removed now (a known bug broke its phase, and what the bug acts
+        on must not break the phases after it), its default DeviceClass made again; its driver
+        serves on until the cleanup. False when it has none."""
         harness = self._harnesses.get(subtest)
         if harness is None:
             return False
-        harness.objects.builder(kube).tear_down(harness.prepared_claims, own_only=True)
+        builder = harness.objects.builder(kube)
+        builder.tear_down(harness.prepared_claims, own_only=True)
+        # As before its first phase (the tear-down took its DeviceClass too): a chain of
+        # independent phases goes on after its known bug.
+        builder.set_up()
         return True
 
     def forget(self) -> None:

@@ -22,6 +22,7 @@ EXIT_LOCAL = 6  # this machine: cache dir unusable, disk full, permission denied
 EXIT_PROVISION = 7  # a part of the node runtime is missing and could not be installed
 EXIT_INTERNAL = 70  # a bug of ours (EX_SOFTWARE): the traceback is in a file
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT)
+EXIT_STDOUT_GONE = 141  # nobody reads stdout (closed, or a pipe whose reader exited): 128+SIGPIPE
 EXIT_TERMINATED = 143  # SIGTERM
 
 EXIT_STATUS_HELP = f"""\
@@ -35,7 +36,8 @@ exit status:
   {EXIT_LOCAL}    this machine (cache dir unusable, disk full, permission denied, stdout)
   {EXIT_PROVISION}    the node runtime could not be provisioned
   {EXIT_INTERNAL}   a bug in e2e-dra: the message names a file holding the traceback
-  {EXIT_INTERRUPTED}  interrupted (Ctrl-C);  {EXIT_TERMINATED}  terminated (SIGTERM)"""
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C);  {EXIT_TERMINATED}  terminated (SIGTERM)
+  {EXIT_STDOUT_GONE}  stdout was closed or its reader went away (`| head`): stopped quietly"""
 
 
 class E2EDRAError(Exception):

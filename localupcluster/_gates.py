@@ -27,7 +27,8 @@ def parse_feature_gates(gates: str, *, where: str = "feature gates") -> dict[str
         key, value = key.strip(), value.strip().lower()
         if not sep or not key or value not in _TRUE | _FALSE:
             raise ClusterError(
-                f"invalid feature gate {item!r} in {where} {gates!r}: want name=true|false"
+                f"invalid feature gate {item!r} in {where} {gates!r}: give name=true or "
+                "name=false pairs separated by commas (e.g. DRADeviceTaints=true)"
             )
         result[key] = "true" if value in _TRUE else "false"
     return result

@@ -85,6 +85,7 @@ class Fault:
     stall_after: int | None = None  # send this many body bytes, then hang until released
     redirect_to_self: bool = False  # answer 302 with Location: the same path (a redirect loop)
     trickle: int | None = None  # send the body at this many bytes per second
+    drip: float | None = None  # send all of it, status line and headers too, a byte every drip s
     headers: dict[str, str] = field(default_factory=dict)  # sent with an injected status
     times: int = 1
 
@@ -216,6 +217,8 @@ class ReleaseServer:
         data = self.files.get(path)
         if data is None:
             return self._answer(handler, 404, b"404 page not found\n")
+        if fault is not None and fault.drip:
+            return self._drip(handler, path, data, fault.drip)
         start = 0
         wanted = handler.headers.get("Range", "")
         if wanted.startswith("bytes=") and wanted.endswith("-") and not self.ignore_range:
@@ -271,6 +274,25 @@ class ReleaseServer:
             with self._lock:
                 self.body_bytes_sent[path] += len(body[offset : offset + step])
             time.sleep(0.1)
+        handler.close_connection = True
+
+    def _drip(self, handler: BaseHTTPRequestHandler, path: str, data: bytes, every: float) -> None:
+        """A mirror that sends even its status line and headers a byte at a time: no read ever
+        waits long, and the response never ends in any reasonable time."""
+        head = (
+            f"HTTP/1.1 200 OK\r\nContent-Length: {len(data)}\r\nX-Padding: {'.' * 64}\r\n\r\n"
+        ).encode()
+        for index, byte in enumerate(head + data):
+            if self.release_stall.wait(every):
+                break
+            try:
+                handler.wfile.write(bytes([byte]))
+                handler.wfile.flush()
+            except OSError:
+                return
+            if index >= len(head):
+                with self._lock:
+                    self.body_bytes_sent[path] += 1
         handler.close_connection = True
 
     def _answer(

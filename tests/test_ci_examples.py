@@ -1,16 +1,16 @@
-"""The CI examples in ``examples/ci``: the GitHub Actions workflow passes actionlint, its matrix
-runs every suite the project has under both version pairs, the Prow jobs run the same commands one
-job per cell, and both merge steps, run as written, turn the cells' artifacts into one report.
+"""The CI examples in ``examples/ci``: the GitHub Actions workflow's matrix runs every suite the
+project has under both version pairs, the Prow jobs run the same commands one job per cell, and
+both merge steps, run as written, turn the cells' artifacts into one report.
 
 Which suite a cell runs is not read from its name: its pytest command is collected by pytest
 (``--collect-only``), and it must select one suite module of ``e2e_dra/test_*.py``, whole.
 
-actionlint is built once per cache from the Go module proxy (``go install``, as ``e2e-dra
-provision`` builds its Go tools: ``<cache>/runtime/actionlint-<version>/bin``) and reused after
-that. Unlike everything else these tests use, it lives in this host's cache, not the test's own:
-it is a tool of the tests, nothing of e2e-dra reads it, and building it anew for every test run
-would cost each run the build. Without Go the lint tests are skipped, and fail in CI
-(``CI=true``), saying how to install Go.
+Hermetic: every process these tests start (pytest collecting, the merge scripts and the
+``e2e-dra report`` they run) gets an environment made here (:func:`_hermetic_env`), with a
+``HOME`` and caches of the test's own and none of this host's ``KUBE*``, ``E2E_DRA_*``, ``GO*``,
+``CI`` or ``ARTIFACTS``: what the host has set cannot change what they see. Linting the workflow
+with actionlint needs Go and the Go module proxy (the network) and is in
+``tests/real/test_actionlint_real.py``.
 """
 
 from __future__ import annotations
@@ -26,122 +26,21 @@ import sys
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import pytest
 import yaml
 from synthetic_run import synthetic_run
 
-from e2e_dra._gotool import go_binary
 from e2e_dra._suite import SUITES
-from e2e_dra.errors import E2EDRAError
-from e2e_dra.provision._gobuilds import GoTool, build
 from e2e_dra.report import find_summaries
-from e2e_dra.settings import Settings, use
+from e2e_dra.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "ci"
 WORKFLOW = EXAMPLES / "github-actions.yml"
 PROW = EXAMPLES / "prow-job.yaml"
-ACTIONLINT = GoTool(
-    name="actionlint",
-    version="v1.7.12",
-    module="github.com/rhysd/actionlint",
-    packages=("github.com/rhysd/actionlint/cmd/actionlint",),
-    binaries=("actionlint",),
-)
-HOW_TO_INSTALL_GO = "install Go >= 1.26.6 (https://go.dev/doc/install) and put `go` on PATH"
-HOST_ENVIRON = dict(os.environ)
-"""The environment as this module was imported, before conftest points each test's caches at a
-folder of its own: where actionlint is kept."""
-
 Command = tuple[str, ...]
-
-
-# --- actionlint ----------------------------------------------------------------------------
-
-
-def _missing(host: Settings, message: str) -> NoReturn:
-    """In CI a missing tool fails the test; elsewhere it is skipped. Both say how to get it."""
-    if host.ci:
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-@pytest.fixture(scope="session")
-def actionlint() -> Path:
-    host = Settings.from_environ(HOST_ENVIRON)
-    before = use(host)
-    try:
-        try:
-            go_binary()
-        except E2EDRAError:
-            _missing(
-                host, f"no Go to build actionlint {ACTIONLINT.version} with: {HOW_TO_INSTALL_GO}"
-            )
-        try:
-            bin_dir = build(ACTIONLINT)
-        except E2EDRAError as exc:
-            _missing(
-                host,
-                f"cannot build actionlint {ACTIONLINT.version} ({exc}): it needs the Go module "
-                "proxy (GOPROXY) and " + HOW_TO_INSTALL_GO,
-            )
-    finally:
-        use(before)
-    return bin_dir / "actionlint"
-
-
-def _lint(actionlint: Path, workflow: Path) -> subprocess.CompletedProcess[str]:
-    # shellcheck and pyflakes are left out on purpose: actionlint runs them when they are on
-    # PATH, so a machine that has them would judge the file by more than one that has not.
-    return subprocess.run(
-        [str(actionlint), "-no-color", "-oneline", "-shellcheck=", "-pyflakes=", workflow.name],
-        cwd=workflow.parent,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
-def test_actionlint_is_the_version_asked_for(actionlint: Path) -> None:
-    done = subprocess.run(
-        [str(actionlint), "-version"], capture_output=True, text=True, timeout=60, check=True
-    )
-
-    assert done.stdout.splitlines()[0] == ACTIONLINT.version
-
-
-def test_actionlint_finds_nothing_in_the_workflow(actionlint: Path) -> None:
-    done = _lint(actionlint, WORKFLOW)
-
-    assert (done.returncode, done.stdout + done.stderr) == (0, "")
-
-
-@pytest.mark.parametrize(
-    ("good", "bad", "broken", "rule"),
-    [
-        ("    needs: suite\n", "    needs: suites\n", '"suites"', "job-needs"),
-        ("SUITE: ${{ matrix.suite }}", "SUITE: ${{ matrix.suit }}", '"suit"', "expression"),
-    ],
-    ids=["needs-an-unknown-job", "reads-an-undefined-matrix-property"],
-)
-def test_actionlint_reports_a_broken_copy_of_the_workflow(
-    actionlint: Path, tmp_path: Path, good: str, bad: str, broken: str, rule: str
-) -> None:
-    text = WORKFLOW.read_text()
-    assert text.count(good) == 1  # the example still has what this test breaks
-    copy = tmp_path / WORKFLOW.name
-    copy.write_text(text.replace(good, bad))
-
-    done = _lint(actionlint, copy)
-
-    findings = done.stdout.splitlines()
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert len(findings) == 1, findings
-    assert findings[0].startswith(f"{copy.name}:")
-    assert broken in findings[0] and findings[0].endswith(f"[{rule}]")
 
 
 # --- reading the examples ------------------------------------------------------------------
@@ -242,12 +141,34 @@ def _pytest(command: Command) -> Command:
     return command[2:]
 
 
+_HOST_ONLY = ("KUBE", "E2E_DRA", "GO", "XDG_", "CI", "ARTIFACTS", "HOME", "PYTEST", "RUNNER_")
+
+
+def _hermetic_env(root: Path, **extra: str) -> dict[str, str]:
+    """An environment that holds nothing of this host's that e2e-dra, pytest or a merge script
+    reads: ``HOME``, the XDG and e2e-dra caches under ``root``, and this Python's venv first on
+    ``PATH`` (``e2e-dra`` is found there); ``extra`` on top."""
+    home = root / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    kept = {k: v for k, v in os.environ.items() if not k.startswith(_HOST_ONLY)}
+    kept.pop("KUBECONFIG", None)
+    return {
+        **kept,
+        "HOME": str(home),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "E2E_DRA_CACHE_DIR": str(root / "e2e-dra-cache"),
+        "KUBERNETES_SERVER_CACHE_DIR": str(root / "e2e-dra-cache" / "releases"),
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+        **extra,
+    }
+
+
 def _collected(args: Command, artifacts: Path) -> Counter[str]:
     """How many items pytest collects with ``args``, by module."""
     done = subprocess.run(
         [sys.executable, "-m", "pytest", *args, "--collect-only", "-q", "-p", "no:cacheprovider"],
         cwd=ROOT,
-        env={**os.environ, "ARTIFACTS": str(artifacts)},
+        env=_hermetic_env(artifacts.parent / f"{artifacts.name}-env", ARTIFACTS=str(artifacts)),
         capture_output=True,
         text=True,
         timeout=300,
@@ -361,8 +282,8 @@ def _workspace(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     _stub(workspace, "run.sh", 'exec "$@"')
     stubs = tmp_path / "stubs"
     stubs.mkdir()
-    path = os.pathsep.join([str(stubs), str(Path(sys.executable).parent), os.environ["PATH"]])
-    return workspace, {**os.environ, "PATH": path}
+    env = _hermetic_env(tmp_path / "env")
+    return workspace, {**env, "PATH": os.pathsep.join([str(stubs), env["PATH"]])}
 
 
 def _html_links_every_summary(html: str, page: Path, runs: list[Path]) -> None:

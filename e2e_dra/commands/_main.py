@@ -6,8 +6,9 @@ arrives while the imports run.
 Start-up stays fast because only argparse-level modules are imported before a command runs; the
 handlers import what they need. Progress lines are log records; while a command runs, one handler
 shows them on stderr (:func:`e2e_dra._console.showing_progress`). Every failure ends as one line
-on stderr and an exit status of its kind (:mod:`e2e_dra.errors`): a user's mistake or a machine's
-fault names the input and what to do; a bug of ours still prints one line, and the traceback goes
+on stderr and an exit status of its kind (:mod:`e2e_dra.errors`), credentials in any URL it shows
+masked (:func:`e2e_dra.hostkit.redact`): a user's mistake or a machine's fault names the input and
+what to do; a bug of ours still prints one line, and the traceback goes
 to a file that line names, so a user never has to read one to know what happened. SIGTERM is
 handled like Ctrl-C, so what a command was writing (a cache entry's temp dir) is removed on the
 way out.
@@ -23,21 +24,22 @@ import tempfile
 import traceback
 from collections.abc import Sequence
 from types import ModuleType
-from typing import NoReturn, TextIO
+from typing import NoReturn
 
 from e2e_dra import __version__
-from e2e_dra._console import showing_progress
+from e2e_dra._console import StdoutFailed, StdoutGone, showing_progress
 from e2e_dra.commands import build, cluster, driver, provision, releases, report
 from e2e_dra.errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_LOCAL,
     EXIT_STATUS_HELP,
+    EXIT_STDOUT_GONE,
     EXIT_TERMINATED,
     E2EDRAError,
     describe_os_error,
 )
-from e2e_dra.hostkit import handling_interrupts
+from e2e_dra.hostkit import handling_interrupts, redact
 from localupcluster import ClusterError
 
 PROG = "e2e-dra"
@@ -82,14 +84,10 @@ class Terminated(KeyboardInterrupt):
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The program's edge: Ctrl-C and SIGTERM are handled here, for every command (what runs
-    registers what must stop at once, as the engine does for its cluster)."""
-    stdout = sys.stdout
-    sys.stdout = _GuardedStdout(stdout)
-    try:
-        with handling_interrupts(terminated=Terminated):
-            return _run(argv)
-    finally:
-        sys.stdout = stdout
+    registers what must stop at once, as the engine does for its cluster). The standard streams
+    were settled by :mod:`e2e_dra.cli` (:func:`e2e_dra._console.standard_streams`)."""
+    with handling_interrupts(terminated=Terminated):
+        return _run(argv)
 
 
 def _run(argv: Sequence[str] | None) -> int:
@@ -97,53 +95,46 @@ def _run(argv: Sequence[str] | None) -> int:
         args = build_parser().parse_args(argv)
         with showing_progress():
             status = int(args.handler(args) or 0)
+    except StdoutGone:  # nobody reads the answer: stop quietly, as a filter killed by SIGPIPE
+        return EXIT_STDOUT_GONE
+    except StdoutFailed as exc:
+        return _fail(EXIT_LOCAL, _stdout_failed(exc))
     except (E2EDRAError, ClusterError) as exc:
         return _fail(exc.exit_status, str(exc))
     except Terminated:
         return _fail(EXIT_TERMINATED, "terminated (SIGTERM); what was half-written was removed")
     except KeyboardInterrupt:
         return _fail(EXIT_INTERRUPTED, "interrupted")
-    except _StdoutError as exc:
-        _silence_stdout()
-        return _fail(EXIT_LOCAL, f"cannot write the result to stdout: {exc}")
     except OSError as exc:
         return _fail(EXIT_LOCAL, describe_os_error(exc))
-    except (SystemExit, GeneratorExit):
+    except SystemExit as exc:  # argparse: --help and --version print, then exit 0
+        if not exc.code and (failed := _delivered()):
+            return failed
+        raise
+    except GeneratorExit:
         raise
     except BaseException as exc:  # a bug: one line here, the traceback in a file
         return _fail(EXIT_INTERNAL, _internal_error(exc))
+    return _delivered() or status
+
+
+def _delivered() -> int:
+    """0 once what the command printed has reached stdout (the answer is the interface: failing to
+    write it is a failure), else the status that says why it did not."""
     try:
-        sys.stdout.flush()  # the answer is the interface: failing to write it is a failure
-    except _StdoutError as exc:
-        _silence_stdout()
-        return _fail(EXIT_LOCAL, f"cannot write the result to stdout: {exc}")
-    return status
+        sys.stdout.flush()
+    except StdoutGone:
+        return EXIT_STDOUT_GONE
+    except StdoutFailed as exc:
+        return _fail(EXIT_LOCAL, _stdout_failed(exc))
+    return 0
 
 
-class _StdoutError(Exception):
-    """Writing the answer to stdout failed (a full disk, /dev/full, a closed pipe)."""
-
-
-class _GuardedStdout:
-    """``sys.stdout`` whose write failures are told apart from every other OSError."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        try:
-            return self._stream.write(text)
-        except OSError as exc:
-            raise _StdoutError(exc.strerror or str(exc)) from None
-
-    def flush(self) -> None:
-        try:
-            self._stream.flush()
-        except OSError as exc:
-            raise _StdoutError(exc.strerror or str(exc)) from None
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._stream, name)
+def _stdout_failed(exc: StdoutFailed) -> str:
+    return (
+        f"cannot write the result to stdout: {exc}; check where stdout goes (free some space if "
+        "it is full) or redirect it elsewhere, then run again"
+    )
 
 
 MAX_LINE = 1000
@@ -161,7 +152,7 @@ def shortened(message: str) -> str:
 
 
 def _fail(status: int, message: str) -> int:
-    line = shortened(message)
+    line = shortened(redact(message))  # whatever made it, a URL's credentials are not printed
     with contextlib.suppress(OSError):
         print(f"{PROG}: error: {line}", file=sys.stderr, flush=True)
     return status
@@ -180,13 +171,3 @@ def _internal_error(exc: BaseException) -> str:
         f"internal error {type(exc).__name__}: {exc} -- a bug in {PROG}; the traceback is in "
         f"{path}, please attach it to a bug report"
     )
-
-
-def _silence_stdout() -> None:
-    """Point fd 1 at /dev/null so that the interpreter's own flush at exit does not fail again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):
-        pass

@@ -8,6 +8,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from e2e_dra.commands._flags import PathFlag
+from e2e_dra.settings import directory
+
 
 def register(subparsers: Any) -> None:
     build = subparsers.add_parser(
@@ -25,7 +28,10 @@ def register(subparsers: Any) -> None:
     )
     build.add_argument("--proxy", help="Go module proxy URL (default: the first entry of GOPROXY)")
     build.add_argument(
-        "--cache-dir", help="where built releases are kept (default: <e2e-dra cache>/kubernetes)"
+        "--cache-dir",
+        action=PathFlag,
+        parse=directory,
+        help="where built releases are kept (default: <e2e-dra cache>/kubernetes)",
     )
     build.add_argument(
         "--source-dir",
@@ -48,10 +54,8 @@ def _build(args: argparse.Namespace) -> int:
         GoBuildSource,
         resolve_release,
     )
-    from e2e_dra.settings import directory, parsed
 
-    cache_dir = None if args.cache_dir is None else parsed(directory, args.cache_dir, "--cache-dir")
-    source = GoBuildSource(proxy_url=args.proxy, cache_dir=cache_dir)
+    source = GoBuildSource(proxy_url=args.proxy, cache_dir=args.cache_dir)
     commands = CONTROL_PLANE_COMMANDS if args.control_plane_only else BUILT_COMMANDS
     release = source.fetch(resolve_release(args.version, source), commands)
     if args.source_dir:

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from e2e_dra._paths import artifacts_dir
-from e2e_dra.errors import E2EDRAError
+from e2e_dra.commands._flags import PathFlag
+from e2e_dra.errors import InputError
 from e2e_dra.settings import settings
 
 logger = logging.getLogger(__name__)
@@ -33,10 +34,12 @@ def register(subparsers: Any) -> None:
         "every component and exits 0. Defaults come from the versions under test (the current "
         "release) and the node runtime from `e2e-dra provision`.",
     )
-    up.add_argument("--source-dir", type=Path, help="Kubernetes source tree (hack/)")
-    up.add_argument("--bin-dir", type=Path, help="directory with the five server binaries")
+    up.add_argument("--source-dir", action=PathFlag, help="Kubernetes source tree (hack/)")
+    up.add_argument("--bin-dir", action=PathFlag, help="directory with the five server binaries")
     up.add_argument("--feature-gates", default="", metavar="G", help="e.g. DRADeviceTaints=true")
-    up.add_argument("--log-dir", type=Path, help="component logs (default: $ARTIFACTS/cluster-up)")
+    up.add_argument(
+        "--log-dir", action=PathFlag, help="component logs (default: $ARTIFACTS/cluster-up)"
+    )
     up.add_argument(
         "--no-provision",
         action="store_true",
@@ -55,9 +58,12 @@ DRA_RUNTIME_CONFIG = "resource.k8s.io/v1beta1,resource.k8s.io/v1beta2,resource.k
 
 
 def _up(args: argparse.Namespace) -> int:
-    from localupcluster import Cluster, parse_feature_gates
+    from localupcluster import Cluster, ClusterError, parse_feature_gates
 
-    parse_feature_gates(args.feature_gates, where="--feature-gates")
+    try:
+        parse_feature_gates(args.feature_gates, where="--feature-gates")
+    except ClusterError as exc:  # a malformed value given by the user, as any other flag's
+        raise InputError(str(exc)) from None
     source_dir, bin_dir = args.source_dir, args.bin_dir
     if source_dir is None or bin_dir is None:
         from e2e_dra.releases import versions_under_test
@@ -66,8 +72,10 @@ def _up(args: argparse.Namespace) -> int:
         source_dir = source_dir or current.source_dir
         bin_dir = bin_dir or current.bin_dir
     if source_dir is None:
-        raise E2EDRAError(
-            "no Kubernetes source tree for hack/local-up-cluster.sh: pass --source-dir"
+        raise InputError(
+            "no Kubernetes source tree for hack/local-up-cluster.sh (the release under test has "
+            "none: it was downloaded); give one with --source-dir or KUBERNETES_SOURCE_DIR, or "
+            "set E2E_DRA_RELEASE_SOURCE=build to build the release with its source"
         )
     env = _cluster_env(source_dir, provision=not args.no_provision)
 

@@ -8,12 +8,21 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from e2e_dra.errors import E2EDRAError
+from e2e_dra.commands._flags import NameFlag, NumberFlag, PathFlag
+from e2e_dra.errors import InputError
 from e2e_dra.settings import settings
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_DRIVER_NAME = "test-driver.cdi.k8s.io"
+DEFAULT_KUBECONFIG = Path("/var/run/kubernetes/admin.kubeconfig")
+MAX_DEVICES = 128
+"""The most devices one ResourceSlice may hold (resource.k8s.io's ResourceSliceMaxDevices): the
+pool is one slice, so more would be refused by the API server anyway, after filling the memory
+with a billion device entries."""
+MAX_API_RATE = 10_000
+"""Bound of --kube-api-qps and --kube-api-burst: accepted for compatibility only, but a value no
+API server could serve is a mistake worth a line."""
 
 
 def register(subparsers: Any) -> None:
@@ -30,34 +39,59 @@ def register(subparsers: Any) -> None:
         "publish one pool named after the node with --num-devices devices. Stops cleanly on "
         "SIGINT/SIGTERM (sockets removed).",
     )
-    plugin.add_argument("--node-name", required=True, help="the node this plugin serves")
-    plugin.add_argument("--drivername", default=DEFAULT_DRIVER_NAME, help="%(default)s")
-    plugin.add_argument("--num-devices", type=_count, default=4, help="%(default)s")
-    plugin.add_argument("--cdi-dir", type=Path, default=Path("/var/run/cdi"), help="%(default)s")
+    plugin.add_argument(
+        "--node-name", required=True, action=NameFlag, help="the node this plugin serves"
+    )
+    plugin.add_argument(
+        "--drivername", default=DEFAULT_DRIVER_NAME, action=NameFlag, help="%(default)s"
+    )
+    plugin.add_argument(
+        "--num-devices",
+        action=NumberFlag,
+        low=0,
+        high=MAX_DEVICES,
+        unit=" devices",
+        why=f"a ResourceSlice holds at most {MAX_DEVICES} devices",
+        default=4,
+        help=f"devices in the node's pool, at most {MAX_DEVICES} (%(default)s)",
+    )
+    plugin.add_argument(
+        "--cdi-dir", action=PathFlag, default=Path("/var/run/cdi"), help="%(default)s"
+    )
     plugin.add_argument(
         "--datadir",
-        type=Path,
+        action=PathFlag,
         default=Path("/var/lib/kubelet/plugins"),
         help="the DRA socket goes to <datadir>/<drivername>/dra.sock (%(default)s)",
     )
     plugin.add_argument(
         "--plugin-registration-path",
-        type=Path,
+        action=PathFlag,
         default=Path("/var/lib/kubelet/plugins_registry"),
         help="%(default)s",
     )
     plugin.add_argument(
         "--kubeconfig",
-        type=Path,
+        action=PathFlag,
         help="default: $KUBECONFIG, else /var/run/kubernetes/admin.kubeconfig",
     )
     plugin.add_argument(
         "--kube-api-qps",
-        type=float,
-        default=50,
+        action=NumberFlag,
+        low=0,
+        high=MAX_API_RATE,
+        real=True,
+        default=50.0,
         help="accepted for compatibility; this client does not rate-limit (%(default)s)",
     )
-    plugin.add_argument("--kube-api-burst", type=int, default=100, help="as --kube-api-qps")
+    plugin.add_argument(
+        "--kube-api-burst",
+        action=NumberFlag,
+        low=0,
+        high=MAX_API_RATE,
+        default=100,
+        help="as --kube-api-qps",
+    )
     plugin.add_argument(
         "--enable-device-metadata",
         action="store_true",
@@ -65,6 +99,8 @@ def register(subparsers: Any) -> None:
     )
     plugin.add_argument(
         "--namespace",
+        action=NameFlag,
+        label=True,
         default="default",
         help="namespace of the plugin's service account (%(default)s)",
     )
@@ -76,18 +112,22 @@ def register(subparsers: Any) -> None:
     plugin.set_defaults(handler=_kubelet_plugin)
 
 
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"--num-devices must not be negative: {text}")
-    return value
-
-
 def _kubeconfig(explicit: Path | None) -> Path:
-    """``--kubeconfig``, else ``KUBECONFIG``, else local-up-cluster.sh's admin kubeconfig."""
-    chosen = explicit or settings().kubeconfig or Path("/var/run/kubernetes/admin.kubeconfig")
+    """``--kubeconfig``, else ``KUBECONFIG``, else local-up-cluster.sh's admin kubeconfig; the
+    error names the one that was used."""
+    configured = settings().kubeconfig
+    if explicit is not None:
+        chosen, where = explicit, "--kubeconfig"
+    elif configured is not None:
+        chosen, where = configured, "KUBECONFIG"
+    else:
+        chosen, where = DEFAULT_KUBECONFIG, "the default kubeconfig (no --kubeconfig, KUBECONFIG)"
     if not chosen.is_file():
-        raise E2EDRAError(f"--kubeconfig: no such file: {chosen}")
+        what = "is not a file" if chosen.exists() else "does not exist"
+        raise InputError(
+            f"{where} {str(chosen)!r} {what}; give the admin kubeconfig of a running cluster with "
+            "--kubeconfig (`e2e-dra cluster up` prints its path)"
+        )
     return chosen
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e_dra._console import console
+from e2e_dra.commands._flags import PathFlag
 from e2e_dra.settings import settings
 
 logger = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--source-dir",
-        type=Path,
+        action=PathFlag,
         help="a Kubernetes source tree whose hack/lib/etcd.sh names the etcd to build "
         "(default: the current release's; with --runtime-only: $KUBERNETES_SOURCE_DIR)",
     )

@@ -7,9 +7,10 @@ answer (the last line of ``download`` is the binaries' directory), progress goes
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
+
+from e2e_dra.commands._flags import PathFlag
+from e2e_dra.settings import directory
 
 _BASE_URL_HELP = (
     "release tree to use (default: $KUBERNETES_RELEASE_URL, else https://dl.k8s.io/release)"
@@ -49,6 +50,8 @@ def register(subparsers: Any) -> None:
     download.add_argument("--base-url", help=_BASE_URL_HELP)
     download.add_argument(
         "--cache-dir",
+        action=PathFlag,
+        parse=directory,
         help="cache root, ~ expanded (default: $KUBERNETES_SERVER_CACHE_DIR, else the user cache "
         "dir)",
     )
@@ -83,9 +86,13 @@ def register(subparsers: Any) -> None:
         "that minor resolves to, as the suites choose them. Nothing is fetched.",
     )
     versions.add_argument(
-        "--source-dir", help="Kubernetes source tree (default: $KUBERNETES_SOURCE_DIR)"
+        "--source-dir",
+        action=PathFlag,
+        help="Kubernetes source tree (default: $KUBERNETES_SOURCE_DIR)",
     )
-    versions.add_argument("--bin-dir", help="server binaries (default: $KUBERNETES_SERVER_BIN_DIR)")
+    versions.add_argument(
+        "--bin-dir", action=PathFlag, help="server binaries (default: $KUBERNETES_SERVER_BIN_DIR)"
+    )
     versions.add_argument(
         "--base-url", help="resolve with this release tree instead of the default source"
     )
@@ -108,11 +115,10 @@ def _resolve(args: argparse.Namespace) -> int:
 
 def _download(args: argparse.Namespace) -> int:
     from e2e_dra.releases import Budget, DownloadSource, resolve_release
-    from e2e_dra.settings import directory
 
     source = DownloadSource(
         base_url=args.base_url,
-        cache_dir=_flag(directory, args.cache_dir, "--cache-dir"),
+        cache_dir=args.cache_dir,
         os_=args.os_,
         arch=args.arch,
         budget=Budget.from_env(args.deadline, args.min_speed),
@@ -123,25 +129,14 @@ def _download(args: argparse.Namespace) -> int:
 
 def _versions(args: argparse.Namespace) -> int:
     from e2e_dra.releases import plan_versions
-    from e2e_dra.settings import path
 
     plan = plan_versions(
-        _release_source(args.base_url),
-        source_dir=_flag(path, args.source_dir, "--source-dir"),
-        bin_dir=_flag(path, args.bin_dir, "--bin-dir"),
+        _release_source(args.base_url), source_dir=args.source_dir, bin_dir=args.bin_dir
     )
     print(f"version under test: {plan.current}  ({plan.current_origin})")
     print(f"previous minor:     {plan.previous_minor}")
     print(f"previous release:   {plan.previous}  ({plan.source})")
     return 0
-
-
-def _flag(parse: Callable[[str], Path], text: str | None, flag: str) -> Path | None:
-    """A path flag parsed as its variable is (``~`` expanded, an empty one refused rather than
-    read as the current directory); None when not given."""
-    from e2e_dra.settings import parsed
-
-    return None if text is None else parsed(parse, text, flag)
 
 
 def _release_source(base_url: str | None) -> Any:

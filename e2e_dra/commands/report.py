@@ -22,11 +22,10 @@ def register(subparsers: Any) -> None:
         "phase, failures with links to their dumps and logs, versions, timelines) and "
         "OUT/trace.json (open it in ui.perfetto.dev). The last line of stdout is the page.",
     )
-    report.add_argument("dirs", metavar="DIR", nargs="+", type=Path, help="an artifacts folder")
+    report.add_argument("dirs", metavar="DIR", nargs="+", help="an artifacts folder")
     report.add_argument(
         "-o",
         "--output",
-        type=Path,
         default=None,
         metavar="OUT",
         help="where to write (default: the first DIR)",
@@ -37,8 +36,23 @@ def register(subparsers: Any) -> None:
 def _report(args: argparse.Namespace) -> int:
     from e2e_dra.report import summaries_of, write_report
 
-    summaries = summaries_of(args.dirs)
-    written = write_report(summaries, args.output or args.dirs[0])
+    dirs = [_path(text, "DIR") for text in args.dirs]
+    out = dirs[0] if args.output is None else _path(args.output, "-o/--output")
+    if out.exists() and not out.is_dir():
+        from e2e_dra.errors import InputError
+
+        raise InputError(f"-o/--output {out}: not a directory; give a folder to write into")
+    summaries = summaries_of(dirs)
+    written = write_report(summaries, out)
     print(written.trace)
     print(written.html)
     return 0
+
+
+def _path(text: str, what: str) -> Path:
+    """``text`` as every command reads a path (:func:`e2e_dra.settings.path`): an empty one is
+    refused rather than read as the current directory (``Path("")`` is ``.``: a report of, or
+    into, wherever the command was started)."""
+    from e2e_dra.settings import parsed, path
+
+    return parsed(path, text, what)

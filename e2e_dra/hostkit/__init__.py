@@ -1,5 +1,6 @@
 """What every layer needs of this host: files that are old or new but never half-written, waits
-with a deadline, tear-downs that try every step, and one place that handles Ctrl-C and SIGTERM.
+with a deadline, tear-downs that try every step, one place that handles Ctrl-C and SIGTERM, and
+one rule that keeps credentials out of the URLs a message shows.
 
 Configs read by daemons, CDI specs read by the container runtime, PID files, ledgers, cache
 markers and run summaries are all read by someone else at any moment, or after a crash of ours; a
@@ -20,6 +21,7 @@ from e2e_dra.hostkit._atomic import (
 from e2e_dra.hostkit._attempts import Attempts
 from e2e_dra.hostkit._interrupts import handling_interrupts, join_all, on_interrupt
 from e2e_dra.hostkit._poll import Polled, poll
+from e2e_dra.hostkit._redact import redact
 
 __all__ = [
     "Attempts",
@@ -31,5 +33,6 @@ __all__ = [
     "join_all",
     "on_interrupt",
     "poll",
+    "redact",
     "write_if_changed",
 ]

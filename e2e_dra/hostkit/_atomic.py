@@ -77,16 +77,35 @@ def write_if_changed(path: Path, text: str) -> bool:
 @contextlib.contextmanager
 def _replacing(path: Path, mode: int | None) -> Iterator[BinaryIO]:
     """A new temporary sibling of ``path`` open for writing; renamed over ``path`` when the block
-    ends, removed when it raises."""
+    ends, removed when it raises.
+
+    An OSError of the temporary file (or of a write, which names no file) names ``path``: the
+    temporary name is ours, gone once this fails, and the user asked for ``path`` (a full disk
+    while writing ``report.html`` says ``report.html``, not ``.report.html.1a2b3c4d.tmp``)."""
     tmp = path.with_name(f".{path.name}.{os.urandom(4).hex()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        raise _naming(exc, tmp, path) from None
     try:
         with open(fd, "wb") as out:
             yield out
             if mode is not None:
                 os.fchmod(out.fileno(), mode)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise _naming(exc, tmp, path) from None
         raise
+
+
+def _naming(exc: OSError, tmp: Path, path: Path) -> OSError:
+    """``exc`` naming ``path`` where it named ``tmp`` or nothing (an error of another file, such
+    as the source of a copy, is left as it is)."""
+    if exc.filename is not None and os.fspath(exc.filename) != os.fspath(tmp):
+        return exc
+    renamed = OSError(exc.errno, exc.strerror or str(exc), os.fspath(path))  # the errno's subclass
+    renamed.__traceback__ = exc.__traceback__
+    return renamed

@@ -25,6 +25,8 @@ from e2e_dra.releases import _gosemver as gosemver
 from e2e_dra.releases._gomodule import Substitute, go_directive
 from e2e_dra.releases._http import (
     GOPROXY_SETTING,
+    SMALL_FILE_WAIT,
+    deadline,
     get_small,
     new_client,
     status_error,
@@ -167,7 +169,9 @@ class ModuleProxy:
             return None
         if response.status_code != 200:
             raise status_error(url, response, GOPROXY_SETTING)
-        return response.text
+        # UTF-8 whatever charset the proxy names (a codec it names could crash the decoding);
+        # undecodable bytes are kept as U+FFFD: a listing's garbage lines are skipped one by one
+        return response.content.decode("utf-8", errors="replace")
 
     @functools.cached_property
     def listed(self) -> list[KubeVersion]:
@@ -183,7 +187,12 @@ class ModuleProxy:
     def serves(self, version: str) -> bool:
         """Whether the proxy hands out ``version``'s module zip (its .mod alone is not enough)."""
         url = self.url(f"{version}.zip")
-        response = with_retries(url, lambda: self._client.head(url), setting=GOPROXY_SETTING)
+
+        def ask() -> httpx.Response:
+            with deadline(SMALL_FILE_WAIT):  # a wall-clock deadline, as every request has
+                return self._client.head(url)
+
+        response = with_retries(url, ask, setting=GOPROXY_SETTING)
         if response.status_code in _MISSING:
             return False
         if response.status_code not in {200, 405}:  # 405: no HEAD here; let the build tell

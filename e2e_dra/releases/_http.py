@@ -11,6 +11,23 @@ that labels a plain body ``Content-Encoding: gzip`` (a misconfiguration seen in 
 gives its text. They are bounded before and after decompression, so neither a huge body nor a
 small one that inflates to gigabytes is held in memory.
 
+**Every request has a wall-clock deadline**, and every socket operation in it (resolving the host,
+connecting, the TLS handshake, sending, each read of the status line, the headers and the body) is
+given only what is left of it (:func:`deadline`, enforced by the network backend every client of
+:func:`new_client` uses). httpx's own timeouts are per operation: a server that sends one byte a
+second never trips them, in the headers or the body. The deadline of a request is the fetch's
+:class:`Budget` (``--deadline``), and at most :data:`SMALL_FILE_WAIT` for a small file and
+:data:`HEADERS_WAIT` until a large file's headers have arrived; the body of a large file is bounded
+by the budget and its minimum speed.
+
+Text is UTF-8 by every spec that defines it, whatever charset a server claims (a codec it names
+could crash the decoding). Markers and checksums are decoded strictly by :func:`text_of`: a body in
+UTF-16 or another encoding is one error line naming the URL. (A module proxy's listing is read
+leniently, line by line, by its caller.)
+
+Every message that shows a URL shows it through :func:`e2e_dra.hostkit.redact`: a password or a
+token in ``KUBERNETES_RELEASE_URL`` or ``GOPROXY`` is never printed.
+
 A server that says when to come back (``Retry-After`` on a 429 or 503) is asked again then, within
 reason (:data:`MAX_RETRY_AFTER`, and never past the deadline), not after our own short backoff.
 
@@ -21,22 +38,31 @@ Every message that tells the user what to check names the one in use (``setting`
 
 from __future__ import annotations
 
+import codecs
+import contextlib
+import contextvars
 import email.utils
+import ipaddress
+import math
 import re
+import socket
+import threading
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+import httpcore
 import httpx
 import tenacity
 
 from e2e_dra import __version__
 from e2e_dra.errors import InputError, NotFoundError, ReleaseError
+from e2e_dra.hostkit import redact
 from e2e_dra.settings import Settings, parsed, rate, release_tree_url, seconds, settings
 
 T = TypeVar("T")
@@ -55,13 +81,15 @@ MIN_SPEED_ENV = "E2E_DRA_DOWNLOAD_MIN_SPEED"
 DEFAULT_DEADLINE = Settings.download_deadline  # seconds for one release
 DEFAULT_MIN_SPEED = Settings.download_min_speed  # bytes/s, averaged over SPEED_WINDOW
 SPEED_WINDOW = 30.0  # seconds
+SMALL_FILE_WAIT = 60.0  # seconds one request for a small file may take, whatever the budget
+HEADERS_WAIT = 60.0  # seconds until a large file's status and headers must have arrived
 
 
 class TransientStatus(Exception):
     """A status that says "later", raised so that the retry loop sees it."""
 
     def __init__(self, url: str, response: httpx.Response) -> None:
-        super().__init__(f"{url}: HTTP {response.status_code} {response.reason_phrase}")
+        super().__init__(redact(f"{url}: HTTP {response.status_code} {response.reason_phrase}"))
         self.url = url
         self.status_code = response.status_code
         self.reason = response.reason_phrase
@@ -152,9 +180,11 @@ class Budget:
     def check(self, url: str) -> None:
         if self.remaining() <= 0:
             raise DeadlineExceeded(
-                f"getting {url} did not finish within the {self.deadline:.0f}s deadline; run again "
-                f"to continue (what arrived is kept), use a faster mirror (KUBERNETES_RELEASE_URL) "
-                f"or raise {DEADLINE_ENV} / --deadline"
+                redact(
+                    f"getting {url} did not finish within the {self.deadline:g}s deadline; run "
+                    f"again to continue (what arrived is kept), use a faster mirror "
+                    f"(KUBERNETES_RELEASE_URL) or raise {DEADLINE_ENV} / --deadline"
+                )
             )
 
     def timeout(self) -> httpx.Timeout:
@@ -171,12 +201,183 @@ class TooSlow(ReleaseError):
     """A transfer stayed below the minimum speed for a whole window: not retried."""
 
 
+# -- the wall-clock deadline of a request ---------------------------------------------------------
+
+EXPIRED = "no whole answer within the request's deadline (the server sends too slowly)"
+"""The message of the timeout raised when a request's deadline passes: it is not retried (a server
+that took this long for one request is not expected to be quicker the next time)."""
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "e2e_dra_request_deadline", default=None
+)
+
+
+@contextlib.contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Every socket operation of this thread's requests inside the block must end within
+    ``seconds`` from now (``inf``: no deadline); an enclosing, earlier deadline still holds."""
+    at = None if math.isinf(seconds) else time.monotonic() + max(0.0, seconds)
+    outer = _DEADLINE.get()
+    if outer is not None and (at is None or outer < at):
+        at = outer
+    token = _DEADLINE.set(at)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _time_left(timeout: float | None, expired: type[Exception]) -> float | None:
+    """``timeout`` cut to what is left of the current deadline; ``expired`` once it has passed."""
+    at = _DEADLINE.get()
+    if at is None:
+        return timeout
+    left = at - time.monotonic()
+    if left <= 0:
+        raise expired(EXPIRED)
+    return left if timeout is None else min(timeout, left)
+
+
+@contextlib.contextmanager
+def _expiry(expired: type[Exception]) -> Iterator[None]:
+    """A socket timeout that ran into the deadline is the deadline's (:data:`EXPIRED`), not a
+    plain timeout that another try might not meet."""
+    try:
+        yield
+    except httpcore.TimeoutException:
+        at = _DEADLINE.get()
+        if at is not None and time.monotonic() >= at - 0.01:
+            raise expired(EXPIRED) from None
+        raise
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection whose every read, write and handshake ends by the current deadline."""
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        with _expiry(httpcore.ReadTimeout):
+            return self._inner.read(max_bytes, _time_left(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        with _expiry(httpcore.WriteTimeout):
+            self._inner.write(buffer, _time_left(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self,
+        ssl_context: Any,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        left = _time_left(timeout, httpcore.ConnectTimeout)
+        with _expiry(httpcore.ConnectTimeout):
+            return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, left))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    """httpcore's network backend with the deadline applied to name resolution, connecting and
+    every operation on the connection (see the module's docstring)."""
+
+    def __init__(self, inner: httpcore.NetworkBackend) -> None:
+        self._inner = inner
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        failure: Exception | None = None
+        for address in _resolve(host, port, _time_left(timeout, httpcore.ConnectTimeout)):
+            left = _time_left(timeout, httpcore.ConnectTimeout)
+            try:
+                with _expiry(httpcore.ConnectTimeout):
+                    stream = self._inner.connect_tcp(
+                        address, port, left, local_address, socket_options
+                    )
+            except httpcore.ConnectError as exc:  # the next address may answer
+                failure = exc
+                continue
+            return _DeadlineStream(stream)
+        raise failure or httpcore.ConnectError(f"{host} has no address")
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.NetworkStream:
+        left = _time_left(timeout, httpcore.ConnectTimeout)
+        return _DeadlineStream(self._inner.connect_unix_socket(path, left, socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def _resolve(host: str, port: int, timeout: float | None) -> list[str]:
+    """``host``'s addresses, in the order ``getaddrinfo`` gives them; a resolver that does not
+    answer within ``timeout`` (getaddrinfo itself has none) is a connect timeout."""
+    with contextlib.suppress(ValueError):
+        ipaddress.ip_address(host)
+        return [host]
+    answer: list[object] = []
+
+    def lookup() -> None:
+        try:
+            answer.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as exc:
+            answer.append(exc)
+
+    worker = threading.Thread(target=lookup, name=f"resolve {host}", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if not answer:
+        raise httpcore.ConnectTimeout(f"resolving {host} took longer than {timeout:g}s")
+    if isinstance(answer[0], OSError):
+        raise httpcore.ConnectError(f"cannot resolve {host}: {answer[0]}")
+    found = answer[0]
+    assert isinstance(found, list)
+    return list(dict.fromkeys(str(info[4][0]) for info in found))
+
+
 def new_client(transport: httpx.BaseTransport | None = None) -> httpx.Client:
-    return httpx.Client(
+    """The client every request of ours goes through: redirects followed, and the wall-clock
+    deadline (:func:`deadline`) applied to every connection it opens, proxies included."""
+    client = httpx.Client(
         transport=transport,
         follow_redirects=True,
         timeout=httpx.Timeout(30.0, connect=10.0),
         headers={"User-Agent": f"e2e-dra/{__version__}"},
+    )
+    for mounted in [client._transport, *client._mounts.values()]:
+        pool = getattr(mounted, "_pool", None)  # an httpx.HTTPTransport's connection pool
+        if pool is not None:
+            pool._network_backend = _DeadlineBackend(pool._network_backend)
+    return client
+
+
+def text_of(url: str, response: httpx.Response, setting: str = RELEASE_URL_SETTING) -> str:
+    """The body of a small text file as UTF-8 (a BOM dropped), whatever charset the server
+    names; anything else is one line naming ``url``."""
+    data = response.content
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or b"\0" in data:
+        why = "it holds NUL bytes: UTF-16 or UTF-32?"
+    else:
+        try:
+            return data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            why = f"byte {exc.start} is not UTF-8"
+    raise ReleaseError(
+        redact(
+            f"{url} is not UTF-8 text ({why}); the server sends a broken file: fix it (save it as "
+            f"UTF-8) or use another server, {setting}"
+        )
     )
 
 
@@ -189,6 +390,8 @@ def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, TransientStatus):
         return True
     permanent = (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.ProxyError)
+    if isinstance(exc, httpx.TimeoutException) and str(exc) == EXPIRED:
+        return False  # the request's own deadline (see EXPIRED)
     return isinstance(exc, httpx.TransportError) and not isinstance(exc, permanent)
 
 
@@ -244,24 +447,44 @@ def with_retries(
                 f"deadline; try again later or raise {DEADLINE_ENV} / --deadline"
             )
         raise ReleaseError(
-            f"getting {exc.url} failed after {attempts()}: {exc}; {advice}"
+            redact(f"getting {exc.url} failed after {attempts()}: {exc}; {advice}")
         ) from None
     except httpx.TooManyRedirects:
         raise ReleaseError(
-            f"getting {what} failed: the server redirects in a loop; check {setting}"
+            redact(f"getting {what} failed: the server redirects in a loop; check {setting}")
         ) from None
     except httpx.InvalidURL as exc:
-        raise InputError(f"{what} is not a usable URL ({exc}); check {setting}") from None
+        if _usable(what):  # ours is fine: the server redirected to one that is not
+            raise ReleaseError(
+                redact(
+                    f"getting {what} failed: the server redirects to a URL that is not usable "
+                    f"({exc}); check {setting}"
+                )
+            ) from None
+        raise InputError(redact(f"{what} is not a usable URL ({exc}); check {setting}")) from None
     except (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.ProxyError) as exc:
-        raise ReleaseError(f"getting {what} failed: {exc}; check {setting}") from None
+        raise ReleaseError(redact(f"getting {what} failed: {exc}; check {setting}")) from None
     except httpx.TransportError as exc:
         budget.check(what)
         raise ReleaseError(
-            f"getting {what} failed after {attempts()}: {type(exc).__name__}: "
-            f"{exc or 'no details'}; check the network and {setting}"
+            redact(
+                f"getting {what} failed after {attempts()}: {type(exc).__name__}: "
+                f"{exc or 'no details'}; check the network and {setting}"
+            )
         ) from None
     except httpx.DecodingError as exc:
-        raise ReleaseError(f"getting {what} failed: the body cannot be decoded ({exc})") from None
+        raise ReleaseError(
+            redact(f"getting {what} failed: the body cannot be decoded ({exc}); check {setting}")
+        ) from None
+
+
+def _usable(url: str) -> bool:
+    """Whether httpx can send a request to ``url`` as it is."""
+    try:
+        httpx.URL(url)
+    except (httpx.InvalidURL, ValueError, TypeError):
+        return False
+    return True
 
 
 def get_small(
@@ -272,17 +495,24 @@ def get_small(
     setting: str = RELEASE_URL_SETTING,
 ) -> httpx.Response:
     """GET a small file (marker, checksum, module proxy answer) with retries, at most
-    :data:`SMALL_FILE_LIMIT` bytes as sent and as decoded; the caller judges the final status."""
+    :data:`SMALL_FILE_LIMIT` bytes as sent and as decoded, each try within
+    :data:`SMALL_FILE_WAIT` seconds and the budget; the caller judges the final status."""
     too_large = ReleaseError(
-        f"{url} sent more than {SMALL_FILE_LIMIT} bytes, more than any marker, checksum or "
-        f"module file holds; check {setting}"
+        redact(
+            f"{url} sent more than {SMALL_FILE_LIMIT} bytes, more than any marker, checksum or "
+            f"module file holds; check {setting}"
+        )
     )
 
     def attempt() -> httpx.Response:
         if budget is not None:
             budget.check(url)
         timeout = budget.timeout() if budget is not None else httpx.USE_CLIENT_DEFAULT
-        with client.stream("GET", url, timeout=timeout) as response:
+        left = budget.remaining() if budget is not None else math.inf
+        with (
+            deadline(min(SMALL_FILE_WAIT, left)),
+            client.stream("GET", url, timeout=timeout) as response,
+        ):
             raw = bytearray()
             for chunk in response.iter_raw():
                 raw += chunk
@@ -329,5 +559,5 @@ def status_error(
 ) -> ReleaseError:
     message = f"getting {url} failed: HTTP {response.status_code} {response.reason_phrase}".rstrip()
     if response.status_code == 404:
-        return NotFoundError(f"{message} (not found); check the version or {setting}")
-    return ReleaseError(f"{message}; check {setting} (it refuses this file)")
+        return NotFoundError(redact(f"{message} (not found); check the version or {setting}"))
+    return ReleaseError(redact(f"{message}; check {setting} (it refuses this file)"))

@@ -2,7 +2,9 @@
 
 A machine that reaches dl.k8s.io (or the mirror in ``KUBERNETES_RELEASE_URL``) downloads release
 tarballs: seconds instead of minutes. Anything else builds from the Go module proxy. The choice is
-made by asking once, briefly, so an unreachable host costs a few seconds, not a long timeout.
+made by asking once, briefly, so an unreachable host costs a few seconds, not a long timeout:
+:data:`PROBE_TIMEOUT` is the wall-clock deadline of the whole question (connecting and the
+status line and headers, however slowly a server sends them), not a time per socket operation.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ import httpx
 
 from e2e_dra._platform import host_platform
 from e2e_dra.errors import E2EDRAError, InputError, ReleaseError, VersionError
+from e2e_dra.hostkit import redact
 from e2e_dra.releases._download import DownloadSource
 from e2e_dra.releases._gobuild import BUILT_COMMANDS, GoBuildSource
-from e2e_dra.releases._http import url_under
+from e2e_dra.releases._http import deadline, new_client, url_under
 from e2e_dra.releases._release import Release, ReleaseSource
 from e2e_dra.settings import RELEASE_SOURCES, settings
 from e2e_dra.versions import is_minor, parse_version, previous_minor, source_version
@@ -71,13 +74,19 @@ def _answers(url: str) -> bool:
     """Asked once per process: every later choice would be the same."""
     try:
         # only the status matters: the body is not read, whatever its size
-        with httpx.stream("GET", url, timeout=PROBE_TIMEOUT, follow_redirects=True) as response:
+        with (
+            deadline(PROBE_TIMEOUT),
+            new_client() as client,
+            client.stream("GET", url, timeout=PROBE_TIMEOUT) as response,
+        ):
             status = response.status_code
-    except httpx.HTTPError as exc:
-        logger.info(f"{url} does not answer ({type(exc).__name__}): building releases from source")
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        logger.info(
+            redact(f"{url} does not answer ({type(exc).__name__}): building releases from source")
+        )
         return False
     if status != 200:
-        logger.info(f"{url} answers {status}: building releases from source")
+        logger.info(redact(f"{url} answers {status}: building releases from source"))
         return False
     return True
 

@@ -4,17 +4,26 @@ A transfer that drops continues from the bytes already on disk with a ``Range`` 
 run's next attempt or in the next run; a server that ignores ``Range`` (answers 200) simply sends
 the whole file again, which is written from the start.
 
-Every chunk is checked against the fetch's :class:`~e2e_dra.releases._http.Budget`: past the
-overall deadline, or slower than the minimum speed over a whole window, the transfer stops with one
-line saying so (the bytes received stay on disk for the next run). Where no live bar can be drawn
-(CI logs, a pipe) a plain progress line is printed every ``E2E_DRA_PROGRESS_EVERY`` seconds
-(default 10), so a slow download is visible while it happens, not only when it ends.
+The partial file is opened once per attempt, without following a link (a link planted in its place
+is removed: :func:`e2e_dra._cache.open_nofollow`), so its size, the Range asked for and the bytes
+appended all concern the same file, inside the cache. What is resumed is never trusted: the caller
+checks the digest of the whole file, old bytes and new, and starts afresh when it differs.
+
+The status and headers must arrive within :data:`~e2e_dra.releases._http.HEADERS_WAIT` (and the
+budget), every read of the body within what is left of the budget (a wall-clock deadline on every
+socket operation, :func:`~e2e_dra.releases._http.deadline`), and every chunk is checked against the
+fetch's :class:`~e2e_dra.releases._http.Budget`: past the overall deadline, or slower than the
+minimum speed over a whole window, the transfer stops with one line saying so (the bytes received
+stay on disk for the next run). Where no live bar can be drawn (CI logs, a pipe) a plain progress
+line is printed every ``E2E_DRA_PROGRESS_EVERY`` seconds (default 10), so a slow download is visible
+while it happens, not only when it ends.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -23,13 +32,17 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from e2e_dra._cache import open_nofollow
 from e2e_dra._console import console, fancy
+from e2e_dra.hostkit import redact
 from e2e_dra.releases._http import (
+    HEADERS_WAIT,
     MIN_SPEED_ENV,
     TRANSIENT_STATUS,
     Budget,
     TooSlow,
     TransientStatus,
+    deadline,
     file_name,
     status_error,
     with_retries,
@@ -44,32 +57,51 @@ if TYPE_CHECKING:
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
 
-def download(client: httpx.Client, url: str, part: Path, budget: Budget | None = None) -> None:
-    """Stream ``url`` into ``part``, continuing what is there with a Range request."""
+def download(client: httpx.Client, url: str, part: Path, budget: Budget | None = None) -> bool:
+    """Stream ``url`` into ``part``, continuing what is there with a Range request; True when
+    some of what ``part`` holds now was there before an attempt (it was resumed), so that the
+    caller knows a digest that fails may be the old bytes' fault."""
     name = file_name(url)
     budget = budget or Budget()
+    resumed = False
     with _progress(name) as meter:
 
         def attempt() -> None:
+            nonlocal resumed
             budget.check(url)
-            offset = part.stat().st_size if part.exists() else 0
-            headers = {"Accept-Encoding": "identity"}
-            if offset:
-                headers["Range"] = f"bytes={offset}-"
-            with client.stream("GET", url, headers=headers, timeout=budget.timeout()) as response:
-                mode, total = _continue_or_restart(url, response, offset, part)
-                meter.restart(0 if mode == "wb" else offset, total)
-                speed = _SpeedCheck(url, budget)
-                with open(part, mode) as out:
+            fd = open_nofollow(part, os.O_RDWR | os.O_CREAT)
+            with open(fd, "r+b", buffering=0) as out, deadline(budget.remaining()):
+                offset = os.fstat(fd).st_size
+                headers = {"Accept-Encoding": "identity"}
+                if offset:
+                    headers["Range"] = f"bytes={offset}-"
+                request = client.build_request(
+                    "GET", url, headers=headers, timeout=budget.timeout()
+                )
+                with deadline(HEADERS_WAIT):
+                    response = client.send(request, stream=True)
+                try:
+                    mode, total = _continue_or_restart(url, response, offset, part)
+                    if mode == "wb":
+                        out.truncate(0)
+                    else:
+                        resumed = True
+                    out.seek(0, os.SEEK_END)
+                    meter.restart(0 if mode == "wb" else offset, total)
+                    speed = _SpeedCheck(url, budget)
                     for chunk in response.iter_raw():  # unbuffered: a drop loses nothing received
                         out.write(chunk)
                         meter.advance(len(chunk))
                         budget.check(url)
                         speed.advance(len(chunk))
-            if total is not None and part.stat().st_size != total:
-                raise httpx.ReadError(f"{url}: got {part.stat().st_size} of {total} bytes")
+                finally:
+                    response.close()
+                size = os.fstat(fd).st_size
+            if total is not None and size != total:
+                raise httpx.ReadError(redact(f"{url}: got {size} of {total} bytes"))
 
         with_retries(url, attempt, budget)
+    return resumed
 
 
 class _SpeedCheck:
@@ -94,10 +126,13 @@ class _SpeedCheck:
             rate = (self._total - done) / (now - since)
             if rate < self._budget.min_speed:
                 raise TooSlow(
-                    f"getting {self._url} is too slow: {rate / 1000:.1f} kB/s over the last "
-                    f"{now - since:.0f}s, below the minimum of {self._budget.min_speed / 1000:.1f} "
-                    f"kB/s; run again to continue (what arrived is kept), use a faster mirror "
-                    f"(KUBERNETES_RELEASE_URL) or lower {MIN_SPEED_ENV} / --min-speed"
+                    redact(
+                        f"getting {self._url} is too slow: {rate / 1000:.1f} kB/s over the last "
+                        f"{now - since:.0f}s, below the minimum of "
+                        f"{self._budget.min_speed / 1000:.1f} kB/s; run again to continue (what "
+                        f"arrived is kept), use a faster mirror (KUBERNETES_RELEASE_URL) or lower "
+                        f"{MIN_SPEED_ENV} / --min-speed"
+                    )
                 )
 
 

@@ -2,20 +2,24 @@
 one or more runs: the matrix of subtests by suite and phase, each failure with links to what
 explains it, a version strip and a timeline per suite.
 
-Links are relative to the page, so the artifacts folder can be copied or served as it is.
+Links are relative to the page, so the artifacts folder can be copied or served as it is; each
+follows the rule of :func:`~._links.href` (inside the artifacts, no scheme). Every name and
+message is HTML-escaped where it is put, and the page as a whole holds only text UTF-8 can
+encode: a lone surrogate (a file name's byte that is not UTF-8, or a ``\\udXXX`` escape in a
+summary) is shown as its escape (:func:`printable`), so a strange name never fails the writer.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
+from collections import Counter
 from html import escape
 from pathlib import Path
-from typing import Any
 
-from e2e_dra.report._links import failure_links
+from e2e_dra.report._links import MAX_LINKS, Explainer, href
 from e2e_dra.report._load import Result, SuiteRecord
-from e2e_dra.report._schema import NOTHING_TO_PROVE
 from e2e_dra.report._timeline import COLORS, Timeline
 
 PALETTE = ("#cfe3ff", "#ffe0b3", "#d9f2d0", "#f3d1f0", "#fff3a6", "#d6d6f5")
@@ -50,12 +54,22 @@ class Page:
         self.base = out.parent
         self.problems = problems
         self._versions: dict[str, str] = {}
+        self._explainers: dict[int, Explainer] = {}
+        self._links_left = MAX_LINKS
 
     def relative(self, path: Path) -> str:
         return Path(os.path.relpath(path, self.base)).as_posix()
 
-    def href(self, path: Path) -> str:
-        return escape(self.relative(path), quote=True)
+    def anchor(self, path: Path, record: SuiteRecord, text: str) -> str:
+        """A link to ``path`` (a file of ``record``'s suite run) showing ``text`` (HTML already);
+        only the text when the file must not be linked (:func:`~._links.href`)."""
+        url = href(path, record.directory, self.base)
+        return text if url is None else f'<a href="{escape(url, quote=True)}">{text}</a>'
+
+    def explainer(self, record: SuiteRecord) -> Explainer:
+        if id(record) not in self._explainers:
+            self._explainers[id(record)] = Explainer(record)
+        return self._explainers[id(record)]
 
     def html(self) -> str:
         when = time.strftime("%Y-%m-%d %H:%M:%S %z")
@@ -75,7 +89,7 @@ class Page:
             body.append(self._versions_strip(record))
             body.append("<h3>Timeline</h3>")
             body.append(Timeline(record).svg())
-        return (
+        return printable(
             '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             "<title>e2e-dra report</title>"
             f"<style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
@@ -103,7 +117,7 @@ class Page:
             for r in record.results:
                 counts[r.outcome] = counts.get(r.outcome, 0) + 1
             said = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
-            link = f'<a href="{self.href(record.path)}">summary.json</a>'
+            link = self.anchor(record.path, record, "summary.json")
             rows.append(
                 f"<tr><td>{escape(record.suite)}</td><td>{escape(self._where(record))}</td>"
                 f"<td>{escape(said)}</td><td>{link}</td></tr>"
@@ -141,10 +155,9 @@ class Page:
         subtests = sorted({key[0] for key in cells})
         if not subtests:
             return "<p>No subtest ran.</p>"
-        suites = list(dict.fromkeys(suite for suite, _ in columns))
+        spans = Counter(suite for suite, _ in columns)  # in the order the suites come
         head = "<tr><th rowspan=2>subtest</th>" + "".join(
-            f"<th colspan={sum(1 for s, _ in columns if s == suite)}>{escape(suite)}</th>"
-            for suite in suites
+            f"<th colspan={span}>{escape(suite)}</th>" for suite, span in spans.items()
         )
         head += "</tr><tr>" + "".join(f"<th>{escape(p)}</th>" for _, p in columns) + "</tr>"
         rows = []
@@ -173,10 +186,13 @@ class Page:
 
     def _links(self, record: SuiteRecord, result: Result, *, short: bool) -> str:
         """Links to what explains ``result``: short names in a matrix cell, file names below."""
+        if self._links_left <= 0:
+            return ""
+        found = self.explainer(record).links(result)[: self._links_left]
+        self._links_left -= len(found)
         anchors = "".join(
-            f'<a href="{self.href(path)}">'
-            f"{escape(_short(label) if short else f'{label}: {path.name}')}</a>"
-            for label, path in failure_links(record, result)
+            self.anchor(path, record, escape(_short(label) if short else f"{label}: {path.name}"))
+            for label, path in found
         )
         return f'<span class="links">{anchors}</span>' if anchors else ""
 
@@ -201,7 +217,6 @@ class Page:
         return self._versions[version]
 
     def _versions_strip(self, record: SuiteRecord) -> str:
-        raw = record.raw
         parts = ["<h3>Versions</h3>"]
         if record.binaries:
             components = list(dict.fromkeys(c for row in record.binaries.values() for c in row))
@@ -217,28 +232,22 @@ class Page:
                 rows.append(f"<tr><th>{escape(state)}</th>{tds}</tr>")
             parts.append(f'<table class="versions">{head}</tr>{"".join(rows)}</table>')
         else:
-            current = _get(raw, "current", "version")
-            parts.append(f"<p>every component: {escape(str(current or 'unknown'))}</p>")
+            parts.append(f"<p>every component: {escape(record.current)}</p>")
         facts = []
         for key, what in (
             ("feature_gates_dropped", "dropped feature gates"),
             ("runtime_config_dropped", "dropped runtime config"),
         ):
-            dropped = raw.get(key)
-            if isinstance(dropped, dict) and dropped:
+            if dropped := record.dropped.get(key):
                 said = "; ".join(f"{k}: {v}" for k, v in dropped.items())
                 facts.append(f"<li>{what}: {escape(said)}</li>")
-        for which in ("previous", "current"):
-            version = _get(raw, which, "version")
-            deviations = _get(raw, which, "deviations")
-            if isinstance(deviations, list):
-                for deviation in deviations:
-                    facts.append(
-                        f"<li>{escape(str(version))} deviates: {escape(str(deviation))}</li>"
-                    )
+        facts += [
+            f"<li>{escape(version)} deviates: {escape(deviation)}</li>"
+            for version, deviation in record.deviations
+        ]
         facts += [
             f"<li>{escape(subtest)} {escape(phase)}: nothing to prove: {escape(why)}</li>"
-            for subtest, phase, why in _nothing_to_prove(raw.get("facts"))
+            for subtest, phase, why in record.nothing_to_prove
         ]
         parts.append(
             f"<ul>{''.join(facts)}</ul>"
@@ -246,22 +255,6 @@ class Page:
             else "<p>No dropped gates, no deviations, every phase had something to prove.</p>"
         )
         return "\n".join(parts)
-
-
-def _nothing_to_prove(facts: Any) -> list[tuple[str, str, str]]:
-    """(subtest, phase, why) of every phase that passed with nothing to prove, from the
-    summary's ``facts`` (per subtest, ``nothing_to_prove/<phase>``: why); anything else in
-    there, or of another shape, is not this list's business."""
-    if not isinstance(facts, dict):
-        return []
-    prefix = f"{NOTHING_TO_PROVE}/"
-    return [
-        (str(subtest), key.removeprefix(prefix), str(why))
-        for subtest, said in sorted(facts.items())
-        if isinstance(said, dict)
-        for key, why in said.items()
-        if isinstance(key, str) and key.startswith(prefix)
-    ]
 
 
 def _worst(outcomes: list[str]) -> str:
@@ -282,8 +275,15 @@ def _short(label: str) -> str:
     return label.removesuffix(" log") + " log" if "log" in lowered else label
 
 
-def _get(raw: dict, *keys: str) -> object:
-    value: object = raw
-    for key in keys:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` with each lone surrogate shown as an escape: ``\\xNN`` for a byte of a file name
+    that is not UTF-8 (Python keeps it as U+DC80..U+DCFF), ``\\uNNNN`` for any other."""
+    return _SURROGATE.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"

@@ -2,31 +2,51 @@
 
 A report merges artifact folders from several machines and several e2e-dra releases, so the
 reader trusts nothing: a file too large, not JSON, or of the wrong shape is named with what is
-wrong, never a traceback. Summaries from before ``schema_version`` 1 (no ``start`` per result)
-still read: their entries ran one after another, so each one's start is the sum of the ones
-before it.
+wrong, never a traceback; a number out of its field's range (:mod:`._limits`) is refused before a
+timeline tries to draw it, and everything a summary adds to a report is counted against the
+report's :class:`~._limits.Budget`, shared by all its summaries. Summaries from before
+``schema_version`` 1 (no ``start`` per result) still read: their entries ran one after another,
+so each one's start is the sum of the ones before it.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import stat
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from e2e_dra.errors import InputError, LocalError, describe_os_error
-from e2e_dra.report._schema import SUMMARY_FILE
+from e2e_dra.errors import LocalError, describe_os_error
+from e2e_dra.report._limits import (
+    EARLIEST,
+    LATEST,
+    MAX_ATTEMPTS,
+    MAX_MESSAGE,
+    MAX_NAME,
+    MAX_SCHEMA,
+    MAX_SECONDS,
+    MAX_SUMMARIES,
+    MAX_SUMMARY_BYTES,
+    Budget,
+    SummaryError,
+    Tally,
+)
+from e2e_dra.report._schema import NOTHING_TO_PROVE, SUMMARY_FILE
 
-MAX_SUMMARY_BYTES = 32 * 1024 * 1024
-"""A summary of the largest plan is a few hundred KiB; anything near this is not one of ours."""
+__all__ = ["MAX_SUMMARY_BYTES", "SummaryError"]  # re-exported: where readers found them before
 
 OUTCOMES = ("passed", "failed", "xfailed", "skipped", "interrupted")
 """``xfailed``: a phase that a known Kubernetes bug broke, as its subtest declares it must."""
 
+FIX = "fix that file or leave its folder out of the report"
+"""What to do about a summary that is not one e2e-dra wrote (the suite rewrites its own)."""
 
-class SummaryError(InputError):
-    """A summary.json (or the folder that should hold one) that cannot be reported on."""
+MAX_SCANNED = 100_000
+"""Entries of one artifacts folder looked at for suites' folders: a real one holds a few."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +77,8 @@ class ReadyTime:
 
 @dataclass(frozen=True)
 class SuiteRecord:
-    """One suite's summary, as the report needs it; ``raw`` keeps the rest."""
+    """One suite's summary, as the report needs it; ``raw`` keeps the rest (unchecked: the
+    page shows only the fields above, each checked)."""
 
     path: Path
     suite: str
@@ -68,6 +89,10 @@ class SuiteRecord:
     binaries: dict[str, dict[str, str]] = field(default_factory=dict)
     ready: tuple[ReadyTime, ...] = ()
     raw: dict[str, Any] = field(default_factory=dict)
+    current: str = "unknown"  # the version of every component, when there is no ``binaries``
+    dropped: dict[str, dict[str, str]] = field(default_factory=dict)  # feature gates, config
+    deviations: tuple[tuple[str, str], ...] = ()  # (version, how its build deviates)
+    nothing_to_prove: tuple[tuple[str, str, str], ...] = ()  # (subtest, phase, why)
 
     @property
     def directory(self) -> Path:
@@ -79,55 +104,156 @@ class SuiteRecord:
 
 
 def find_summaries(directory: Path) -> list[Path]:
-    """The summaries of one artifacts folder: its own, or those of its suites' folders."""
-    if not directory.exists():
-        raise SummaryError(f"{directory}: no such directory")
-    if not directory.is_dir():
-        raise SummaryError(f"{directory}: not a directory (give an artifacts folder)")
-    own = directory / SUMMARY_FILE
-    if own.is_file():
-        return [own]
-    found = sorted(p for p in directory.glob(f"*/{SUMMARY_FILE}") if p.is_file())
+    """The summaries of one artifacts folder: its own, or those of its suites' folders.
+
+    Only files inside the folder count: a summary.json leading out of it (a symlink) is
+    refused, since the page would link out of the artifacts; one that is not a regular file (a
+    FIFO) is no summary."""
+    try:
+        if not directory.exists():
+            raise SummaryError(f"{directory}: no such directory; check the path")
+        if not directory.is_dir():
+            raise SummaryError(f"{directory}: not a directory (give an artifacts folder)")
+        own = directory / SUMMARY_FILE
+        if own.is_file():
+            return [_within(directory, own)]
+        found = []
+        with os.scandir(directory) as entries:
+            for scanned, entry in enumerate(entries, start=1):
+                if scanned > MAX_SCANNED:
+                    raise SummaryError(
+                        f"{directory}: more than {MAX_SCANNED} entries, not an artifacts folder; "
+                        "give the folders of the suites to report"
+                    )
+                candidate = Path(entry.path) / SUMMARY_FILE
+                if candidate.is_file():
+                    found.append(_within(directory, candidate))
+                if len(found) > MAX_SUMMARIES:
+                    raise SummaryError(
+                        f"{directory}: more than {MAX_SUMMARIES} suites' summaries; give fewer "
+                        "folders to one report"
+                    )
+    except OSError as exc:
+        raise LocalError(describe_os_error(exc, directory)) from None
     if not found:
         raise SummaryError(
-            f"{directory}: no {SUMMARY_FILE} in it or in a folder under it (not an artifacts dir?)"
+            f"{directory}: no {SUMMARY_FILE} in it or in a folder under it (not an artifacts "
+            "dir?); give an $ARTIFACTS folder or a suite's folder"
         )
-    return found
+    return sorted(found)
 
 
-def load_summary(path: Path) -> SuiteRecord:
-    """``path`` read and checked; :class:`SummaryError` (or LocalError) names what is wrong."""
+def _within(directory: Path, summary: Path) -> Path:
+    """``summary``, refused when it resolves outside ``directory`` (a symlink leading out)."""
+    target = summary.resolve()
     try:
-        with path.open("rb") as file:
+        target.relative_to(directory.resolve())
+    except ValueError:
+        raise SummaryError(
+            f"{summary}: leads out of {directory} (to {target}); copy it in, or give the folder "
+            "it is in as a DIR of its own"
+        ) from None
+    return summary
+
+
+def load_summary(path: Path, budget: Budget | None = None) -> SuiteRecord:
+    """``path`` read and checked; :class:`SummaryError` (or LocalError) names what is wrong.
+    ``budget``: what the report's other summaries already hold (default: this one alone)."""
+    budget = Budget() if budget is None else budget
+    data = _read(path)
+    budget.admit_file(path, data)
+    checker = _Checker(path)
+    record = checker.record(_parse(path, data))
+    budget.admit(path, checker.tally)
+    return record
+
+
+def _read(path: Path) -> bytes:
+    """At most :data:`MAX_SUMMARY_BYTES` of ``path``, a regular file (a FIFO would block)."""
+    try:
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as file:
+            mode = os.fstat(file.fileno()).st_mode
+            if stat.S_ISDIR(mode):
+                raise SummaryError(f"{path}: is a directory, not a summary.json; remove it")
+            if not stat.S_ISREG(mode):
+                raise SummaryError(
+                    f"{path}: is not a regular file (a FIFO, socket or device); {FIX}"
+                )
             data = file.read(MAX_SUMMARY_BYTES + 1)
     except FileNotFoundError:
-        raise SummaryError(f"{path}: no such file") from None
+        raise SummaryError(f"{path}: no such file; check the folder") from None
     except IsADirectoryError:
-        raise SummaryError(f"{path}: is a directory, not a summary.json") from None
+        raise SummaryError(f"{path}: is a directory, not a summary.json; remove it") from None
     except OSError as exc:
         raise LocalError(describe_os_error(exc, path)) from None
     if len(data) > MAX_SUMMARY_BYTES:
         limit = MAX_SUMMARY_BYTES // (1024 * 1024)
-        raise SummaryError(f"{path}: larger than {limit} MiB, not a summary of e2e-dra")
+        raise SummaryError(f"{path}: larger than {limit} MiB, not a summary of e2e-dra; {FIX}")
+    return data
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object; one naming a key twice is refused (readers disagree on which one wins)."""
+    made = dict(pairs)
+    if len(made) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return made
+
+
+def _integer(text: str) -> int | float:
+    """A JSON integer; one of more digits than any field's range is infinite, which every
+    number's check refuses (``int()`` would refuse it with a ValueError of its own)."""
+    return int(text) if len(text) <= 20 else float(text)
+
+
+def _parse(path: Path, data: bytes) -> Any:
     try:
-        document = json.loads(data.decode("utf-8"))
+        return json.loads(data.decode("utf-8"), parse_int=_integer, object_pairs_hook=_object)
     except UnicodeDecodeError:
-        raise SummaryError(f"{path}: not UTF-8 text") from None
+        raise SummaryError(f"{path}: not UTF-8 text; {FIX}") from None
     except json.JSONDecodeError as exc:
-        raise SummaryError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+        raise SummaryError(f"{path}: not JSON ({exc.msg} at line {exc.lineno}); {FIX}") from None
     except RecursionError:
-        raise SummaryError(f"{path}: JSON nested too deeply") from None
-    return _Checker(path).record(document)
+        raise SummaryError(f"{path}: JSON nested too deeply; {FIX}") from None
+    except _DuplicateKey as exc:
+        key = exc.key[:80]
+        raise SummaryError(f"{path}: the key {key!r} is given twice in one object; {FIX}") from None
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]} ...[{len(text) - limit} characters cut; the logs hold them]"
+
+
+def _shown(value: Any) -> str:
+    """A number as an error message names it: short, whatever it is."""
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    if isinstance(value, float) and math.isinf(value):
+        return "infinite (or beyond 1e308)"
+    return repr(value)[:40]
 
 
 class _Checker:
-    """Turns a parsed summary into a :class:`SuiteRecord`, naming the first key that is wrong."""
+    """Turns a parsed summary into a :class:`SuiteRecord`, naming the first key that is wrong,
+    and counts in ``tally`` what the record adds to its report."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.tally = Tally()
 
     def fail(self, where: str, what: str) -> SummaryError:
-        return SummaryError(f"{self.path}: {where} {what}")
+        return SummaryError(f"{self.path}: {where} {what}; {FIX}")
 
     def record(self, doc: Any) -> SuiteRecord:
         if not isinstance(doc, dict):
@@ -135,35 +261,54 @@ class _Checker:
         version = doc.get("schema_version", 0)
         if not isinstance(version, int) or isinstance(version, bool) or version < 0:
             raise self.fail("schema_version", "is not a non-negative integer")
+        if version > MAX_SCHEMA:
+            raise self.fail("schema_version", f"is {_shown(version)}, more than {MAX_SCHEMA}")
         suite = doc.get("suite")
         if not isinstance(suite, str) or not suite:
             raise self.fail("suite", "is missing or not a non-empty string")
+        suite = self.name(suite, "suite")
         raw_results = doc.get("results")
         if not isinstance(raw_results, list):
             raise self.fail("results", "is missing or not a list")
         results = self.results(raw_results)
+        for r in results:
+            if r.phase is not None and r.subtest is not None:
+                self.tally.subtests.add(r.subtest)
+                self.tally.columns.add((suite, r.phase))
+        binaries = self.binaries(doc.get("binaries", {}))
         return SuiteRecord(
             path=self.path,
             suite=suite,
             started=self.started(doc.get("started")),
-            wall_seconds=self.number(doc.get("wall_seconds", 0), "wall_seconds"),
+            wall_seconds=self.seconds(doc.get("wall_seconds", 0), "wall_seconds"),
             finished=bool(doc.get("finished", False)),
             results=results,
-            binaries=self.binaries(doc.get("binaries", {})),
+            binaries=binaries,
             ready=self.ready(doc.get("components_ready", [])),
             raw=doc,
+            current=self.current(doc),
+            dropped=self.dropped(doc),
+            deviations=self.deviations(doc),
+            nothing_to_prove=self.nothing_to_prove(doc.get("facts")),
         )
 
-    def number(self, value: Any, where: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+    # --- numbers: finite, and in their field's range ------------------------------------------
+
+    def seconds(self, value: Any, where: str, *, low: float = 0.0) -> float:
+        """Seconds, a duration or an offset from the suite's start: at most a week."""
+        if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.fail(where, "is not a non-negative number")
+        if math.isnan(value) or (value < 0 and low == 0):
+            raise self.fail(where, f"is {_shown(value)}, not a non-negative number")
+        if not low <= value <= MAX_SECONDS:
+            raise self.fail(
+                where, f"is {_shown(value)}, not a number of seconds from {low:g} to {MAX_SECONDS}"
+            )
         return float(value)
 
-    def text(self, value: Any, where: str, *, required: bool = False) -> str | None:
-        if value is None and not required:
-            return None
-        if not isinstance(value, str):
-            raise self.fail(where, "is missing or not a string" if required else "is not a string")
+    def count(self, value: Any, where: str, high: int) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= high:
+            raise self.fail(where, f"is {_shown(value)}, not a whole number from 1 to {high}")
         return value
 
     def started(self, value: Any) -> datetime | None:
@@ -172,34 +317,67 @@ class _Checker:
         if not isinstance(value, str):
             raise self.fail("started", "is not a string")
         try:
-            return datetime.strptime(value, "%Y-%m-%dT%H:%M:%S%z")
+            when = datetime.strptime(value, "%Y-%m-%dT%H:%M:%S%z")
         except ValueError:
             example = "2026-12-01T18:10:12+0000"
             raise self.fail("started", f"is not a time like {example}: {value[:40]!r}") from None
+        if not EARLIEST <= when < LATEST:
+            raise self.fail("started", f"is {value[:40]!r}, not a time from 1970 to 2199")
+        return when
+
+    # --- text: bounded names, cut messages, all counted -----------------------------------------
+
+    def text(self, value: Any, where: str, *, required: bool = False) -> str | None:
+        if value is None and not required:
+            return None
+        if not isinstance(value, str):
+            raise self.fail(where, "is missing or not a string" if required else "is not a string")
+        if len(value) > MAX_NAME:
+            raise self.fail(where, f"is {len(value)} characters long, more than {MAX_NAME}")
+        self.tally.text += len(value)
+        return value
+
+    def name(self, value: Any, where: str) -> str:
+        return str(self.text(value, where, required=True))
+
+    def said(self, value: Any, where: str) -> str:
+        """A scalar the page shows as text (a message, a reason), cut to :data:`MAX_MESSAGE`."""
+        if isinstance(value, dict | list):
+            raise self.fail(where, "is not a string")
+        shown = _cut(str(value), MAX_MESSAGE)
+        self.tally.text += len(shown)
+        return shown
+
+    # --- the parts --------------------------------------------------------------------------------
 
     def results(self, raw: list[Any]) -> tuple[Result, ...]:
         results = []
         clock = 0.0  # before schema 1: the entries ran one after another
         for index, item in enumerate(raw):
             where = f"results[{index}]"
+            self.tally.entries += 1
             if not isinstance(item, dict):
                 raise self.fail(where, "is not a JSON object")
-            outcome = self.text(item.get("outcome"), f"{where}.outcome", required=True)
+            outcome = self.name(item.get("outcome"), f"{where}.outcome")
             if outcome not in OUTCOMES:
-                raise self.fail(f"{where}.outcome", f"is {outcome!r}, not one of {OUTCOMES}")
-            seconds = self.number(item.get("seconds", 0), f"{where}.seconds")
+                raise self.fail(f"{where}.outcome", f"is {outcome[:40]!r}, not one of {OUTCOMES}")
+            seconds = self.seconds(item.get("seconds", 0), f"{where}.seconds")
             start = item.get("start")
-            start = clock if start is None else self.number(start, f"{where}.start")
+            start = clock if start is None else self.seconds(start, f"{where}.start")
+            if start + seconds > MAX_SECONDS:
+                raise self.fail(where, f"ends {start + seconds:g}s after the suite started, "
+                                f"more than {MAX_SECONDS}")  # fmt: skip
             clock = start + seconds
+            message = item.get("message")
             result = Result(
-                id=str(self.text(item.get("id"), f"{where}.id", required=True)),
-                outcome=str(outcome),
+                id=self.name(item.get("id"), f"{where}.id"),
+                outcome=outcome,
                 seconds=seconds,
                 start=start,
                 step=self.text(item.get("step"), f"{where}.step"),
                 phase=self.text(item.get("phase"), f"{where}.phase"),
                 subtest=self.text(item.get("subtest"), f"{where}.subtest"),
-                message=self.text(item.get("message"), f"{where}.message") or "",
+                message="" if message is None else self.message(message, f"{where}.message"),
                 logs=self.logs(item.get("logs", []), f"{where}.logs"),
             )
             if result.phase is not None and result.subtest is None:
@@ -207,16 +385,22 @@ class _Checker:
             results.append(result)
         return tuple(results)
 
+    def message(self, value: Any, where: str) -> str:
+        if not isinstance(value, str):
+            raise self.fail(where, "is not a string")
+        return self.said(value, where)
+
     def logs(self, raw: Any, where: str) -> tuple[tuple[str, str], ...]:
         if not isinstance(raw, list):
             raise self.fail(where, "is not a list")
         logs = []
         for index, item in enumerate(raw):
+            self.tally.entries += 1
             if not isinstance(item, dict):
                 raise self.fail(f"{where}[{index}]", "is not a JSON object")
-            path = self.text(item.get("path"), f"{where}[{index}].path", required=True)
-            label = self.text(item.get("label"), f"{where}[{index}].label") or str(path)
-            logs.append((label, str(path)))
+            path = self.name(item.get("path"), f"{where}[{index}].path")
+            label = self.text(item.get("label"), f"{where}[{index}].label") or path
+            logs.append((label, path))
         return tuple(logs)
 
     def binaries(self, raw: Any) -> dict[str, dict[str, str]]:
@@ -227,6 +411,14 @@ class _Checker:
             for state, components in raw.items()
         ):
             raise self.fail("binaries", "is not an object of states to {component: version}")
+        components: set[str] = set()
+        for state, row in raw.items():
+            self.name(state, "binaries")
+            for component, version in row.items():
+                self.tally.entries += 1
+                components.add(self.name(component, f"binaries[{state[:40]!r}]"))
+                self.name(version, f"binaries[{state[:40]!r}][{component[:40]!r}]")
+        self.tally.version_cells += len(raw) * len(components)
         return raw
 
     def ready(self, raw: Any) -> tuple[ReadyTime, ...]:
@@ -235,26 +427,85 @@ class _Checker:
         times = []
         for index, item in enumerate(raw):
             where = f"components_ready[{index}]"
+            self.tally.entries += 1
             if not isinstance(item, dict):
                 raise self.fail(where, "is not a JSON object")
+            seconds = self.seconds(item.get("seconds", 0), f"{where}.seconds")
             started = item.get("started")
-            attempts = item.get("attempts", 1)
+            if started is not None:
+                started = self.seconds(started, f"{where}.started", low=-MAX_SECONDS)
+                if started + seconds > MAX_SECONDS:
+                    raise self.fail(where, f"ends more than {MAX_SECONDS}s after the suite started")
             times.append(
                 ReadyTime(
-                    state=str(self.text(item.get("state"), f"{where}.state", required=True)),
-                    component=str(
-                        self.text(item.get("component"), f"{where}.component", required=True)
-                    ),
-                    seconds=self.number(item.get("seconds", 0), f"{where}.seconds"),
-                    started=self.optional_float(started, f"{where}.started"),
-                    attempts=attempts if isinstance(attempts, int) else 1,
+                    state=self.name(item.get("state"), f"{where}.state"),
+                    component=self.name(item.get("component"), f"{where}.component"),
+                    seconds=seconds,
+                    started=started,
+                    attempts=self.count(item.get("attempts", 1), f"{where}.attempts", MAX_ATTEMPTS),
                 )
             )
         return tuple(times)
 
-    def optional_float(self, value: Any, where: str) -> float | None:
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.fail(where, "is not a number")
-        return float(value)
+    # --- what the version strip shows ----------------------------------------------------------
+
+    def version(self, doc: dict[str, Any], which: str) -> Any:
+        part = doc.get(which)
+        version = part.get("version") if isinstance(part, dict) else None
+        if isinstance(version, dict | list):
+            raise self.fail(f"{which}.version", "is not a string")
+        return version
+
+    def current(self, doc: dict[str, Any]) -> str:
+        version = self.version(doc, "current")
+        return self.said(version or "unknown", "current.version")
+
+    def dropped(self, doc: dict[str, Any]) -> dict[str, dict[str, str]]:
+        """The gates and runtime config a state dropped; another shape is not shown."""
+        found = {}
+        for key in ("feature_gates_dropped", "runtime_config_dropped"):
+            dropped = doc.get(key)
+            if isinstance(dropped, dict) and dropped:
+                self.tally.entries += len(dropped)
+                found[key] = {
+                    self.said(name, key): self.said(why, f"{key}[{name[:40]!r}]")
+                    for name, why in dropped.items()
+                }
+        return found
+
+    def deviations(self, doc: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+        """(version, deviation) of the previous release's build, then the current one's."""
+        found = []
+        for which in ("previous", "current"):
+            part = doc.get(which)
+            deviations = part.get("deviations") if isinstance(part, dict) else None
+            if isinstance(deviations, list):
+                version = self.said(self.version(doc, which), f"{which}.version")
+                for index, deviation in enumerate(deviations):
+                    self.tally.entries += 1
+                    found.append((version, self.said(deviation, f"{which}.deviations[{index}]")))
+        return tuple(found)
+
+    def nothing_to_prove(self, facts: Any) -> tuple[tuple[str, str, str], ...]:
+        """(subtest, phase, why) of every phase that passed with nothing to prove, from the
+        summary's ``facts`` (per subtest, ``nothing_to_prove/<phase>``: why); anything else in
+        there, or of another shape, is not the report's business."""
+        if not isinstance(facts, dict):
+            return ()
+        prefix = f"{NOTHING_TO_PROVE}/"
+        found = []
+        for subtest, said in sorted(facts.items()):
+            if not isinstance(said, dict):
+                continue
+            for key, why in said.items():
+                if key.startswith(prefix):
+                    self.tally.entries += 1
+                    where = f"facts[{subtest[:40]!r}][{key[:60]!r}]"
+                    found.append(
+                        (
+                            self.said(subtest, where),
+                            self.said(key.removeprefix(prefix), where),
+                            self.said(why, where),
+                        )
+                    )
+        return tuple(found)

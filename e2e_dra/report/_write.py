@@ -1,5 +1,6 @@
-"""Writing ``report.html`` and ``trace.json`` from summaries, atomically (a reader never sees
-half a page, and a run cancelled while writing leaves the previous report)."""
+"""Writing ``report.html`` and ``trace.json`` from summaries: the whole report rendered first,
+then written atomically, the page last (a reader never sees half a page; a report that fails,
+in rendering or in writing, or a run cancelled while writing, leaves the previous page whole)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from e2e_dra.errors import E2EDRAError, LocalError, describe_os_error
 from e2e_dra.hostkit import atomic_write_text
 from e2e_dra.report._html import Page
+from e2e_dra.report._limits import FEWER, MAX_SUMMARIES, Budget, SummaryError
 from e2e_dra.report._load import SuiteRecord, find_summaries, load_summary
 from e2e_dra.report._trace import trace_events
 
@@ -29,32 +31,51 @@ class Written:
 
 
 def summaries_of(directories: Iterable[Path]) -> list[Path]:
-    """Every summary of the given artifacts folders, in the order given."""
+    """Every summary of the given artifacts folders, in the order given (at most
+    :data:`~._limits.MAX_SUMMARIES` in all)."""
     found: list[Path] = []
     for directory in directories:
         found += [p for p in find_summaries(directory) if p not in found]
+        if len(found) > MAX_SUMMARIES:
+            raise SummaryError(
+                f"{directory}: with the folders before it, more than {MAX_SUMMARIES} summaries; "
+                f"{FEWER}"
+            )
     return found
 
 
 def write_report(summaries: Iterable[Path], out: Path, *, lenient: bool = False) -> Written:
     """``out/report.html`` and ``out/trace.json`` of ``summaries``. A summary that cannot be
-    read fails the whole report, or with ``lenient`` (a run's own report, where a half-written
-    summary must not cost the others) is left out and said on the page."""
+    read, or that would take the report over its budget (:mod:`._limits`, all summaries
+    together), fails the whole report, or with ``lenient`` (a run's own report, where a
+    half-written summary must not cost the others) is left out and said on the page."""
     records: list[SuiteRecord] = []
     left_out: list[str] = []
+    budget = Budget()
     for path in summaries:
         try:
-            records.append(load_summary(path))
+            records.append(load_summary(path, budget))
         except E2EDRAError as exc:
             if not lenient:
                 raise
             left_out.append(str(exc))
     records.sort(key=lambda r: (r.started.timestamp() if r.started else 0.0, r.suite))
     html, trace = out / REPORT_FILE, out / TRACE_FILE
+    page = Page(records, html, left_out).html()
+    events = json.dumps(trace_events(records)) + "\n"
     try:
         out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(html, Page(records, html, left_out).html())
-        atomic_write_text(trace, json.dumps(trace_events(records)) + "\n")
     except OSError as exc:
         raise LocalError(describe_os_error(exc, out)) from None
+    _write(trace, events)
+    _write(html, page)  # last: whatever failed before it left the previous page
     return Written(html, trace, len(records), tuple(left_out))
+
+
+def _write(path: Path, text: str) -> None:
+    """``path`` replaced by ``text``; a failure names ``path`` (not the temporary file)."""
+    try:
+        atomic_write_text(path, text)
+    except OSError as exc:
+        unnamed = OSError(exc.errno, exc.strerror)
+        raise LocalError(describe_os_error(unnamed, path)) from None

@@ -2,7 +2,7 @@
 
 Run it from a clone, with its virtualenv::
 
-    .venv/bin/python tests/sweep/bad_inputs.py [--jobs 2] [--only SUBSTRING] [--kind KIND]
+    .venv/bin/python tests/sweep/bad_inputs.py [--jobs 2] [--only SUBSTRING] [--kind KIND]...
 
 It proves the promise of the README's "Command line" section, case by case: every failure ends as
 one line on stderr (``e2e-dra: error: ...``, the last line, naming the input), an exit status of
@@ -3540,7 +3540,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=2, help="cases run at once (default 2)")
     parser.add_argument("--only", help="run the cases whose id holds this")
-    parser.add_argument("--kind", help="run the cases of this kind")
+    parser.add_argument(
+        "--kind", action="append", help="run the cases of this kind (again: of these kinds)"
+    )
     parser.add_argument("--report", type=Path, help="write every outcome as JSON here")
     parser.add_argument("--list", action="store_true", help="list the cases and stop")
     args = parser.parse_args(argv)
@@ -3548,7 +3550,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.only:
         cases = [c for c in cases if args.only in c.id]
     if args.kind:
-        cases = [c for c in cases if args.kind in c.kind]
+        cases = [c for c in cases if any(kind in c.kind for kind in args.kind)]
     if args.list:
         for c in cases:
             print(f"{c.kind:24} {c.id}")

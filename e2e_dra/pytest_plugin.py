@@ -45,7 +45,18 @@ from e2e_dra._suite._run import Backend, SuiteRun
 from e2e_dra._suite._together import subtest_of
 from e2e_dra.errors import E2EDRAError, InputError
 from e2e_dra.hostkit import atomic_write_text, handling_interrupts
-from e2e_dra.report import JUnitCase, junit_file_name, junit_xml, write_report
+from e2e_dra.report import (
+    JUnitCase,
+    JUnitSuite,
+    SuiteRecord,
+    case_name,
+    junit_case,
+    junit_file_name,
+    junit_xml,
+    junit_xml_all,
+    load_summary,
+    write_report,
+)
 from e2e_dra.settings import Settings, settings, use
 from e2e_dra.subtest import Subtest, discover
 
@@ -150,9 +161,8 @@ class SuitePlugin:
         self.kept: dict[str, list[Step]] = {}  # what runs of each suite, in order
         self.summaries: dict[str, str] = {}
         self.report_line = ""  # where the report is, or why it is not
-        self.junit = (
-            _JUnitCases() if settings.ci and not config.getoption("xmlpath", None) else None
-        )
+        xmlpath = _junit_path(config)
+        self.junit = _JUnit(xmlpath) if settings.ci or xmlpath else None
         self._collected: list[pytest.Item] = []
         self._deselected: set[int] = set()  # ids of every item deselected so far
         self._rescued: dict[int, pytest.Item] = {}  # deselected, but needed: they run
@@ -283,7 +293,6 @@ class SuitePlugin:
         ids = [s.id for s in plan if not isinstance(s, Phase) or s.subtest in names]
         summary = Summary(artifacts, suite.name, self.seed, ids, backend.describe)
         self.summaries[suite.name] = str(summary.path)
-        request.getfixturevalue("record_testsuite_property")("e2e_dra_seed", str(self.seed))
         together = not self.config.getoption("e2e_dra_serial")
         run = SuiteRun(
             suite.name, subtests, backend, summary, self.kept.get(suite.name, []), together=together
@@ -310,21 +319,23 @@ class SuitePlugin:
         if self.junit is not None:
             self.junit.add(report)
 
+    @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """Once more, with every report (a suite's last teardown comes after its end)."""
+        """Once more, with every report (a suite's last teardown comes after its end); last,
+        so that ``--junitxml``'s file is ours: pytest's own writer wrote it just before."""
         self.write_outputs()
 
     def write_outputs(self) -> None:
-        """``report.html`` and ``trace.json`` of this run's suites, and in CI their JUnit files,
-        under ARTIFACTS. What cannot be written is said (in the terminal summary too); it never
-        fails a test."""
+        """``report.html`` and ``trace.json`` of this run's suites, and their JUnit (the
+        ``--junitxml`` file, or in CI one file per suite under ARTIFACTS). What cannot be
+        written is said (in the terminal summary too); it never fails a test."""
         if not self.summaries:
             return
         root = artifacts_dir()
         try:
             if self.junit is not None:
-                for suite, xml in self.junit.documents(root).items():
-                    atomic_write_text(root / junit_file_name(suite), xml)
+                records = {suite: _summary_of(path) for suite, path in self.summaries.items()}
+                self.junit.write(root, records, {"e2e_dra_seed": str(self.seed)})
             summaries = [Path(p) for p in self.summaries.values() if Path(p).is_file()]
             self.report_line = (
                 f"e2e-dra: report: {write_report(summaries, root, lenient=True).html}"
@@ -349,32 +360,114 @@ class SuitePlugin:
             terminalreporter.write_line(self.report_line)
 
 
-class _JUnitCases:
-    """The suites' test reports as JUnit cases, for CI without ``--junitxml``: one case per
-    item, named ``<suite> <subtest> <phase>`` (``<suite> <step>``), as testgrid shows them."""
+class _JUnit:
+    """The run's one JUnit writer: a case per item of a suite, named ``<suite> <subtest>
+    <phase>`` (``<suite> <step>``) as testgrid shows them, whose time, outcome and message come
+    from the suite's summary.json. pytest's times are wrong for phases that ran at the same time
+    (the first test of a batch runs it all, the others replay how theirs ended), so its reports
+    give only what the summary does not hold: a failure's text (traceback and notes), an error
+    of a test's setup or teardown, and a case of a test that never reached the suite.
 
-    def __init__(self) -> None:
+    With ``--junitxml=PATH`` (``xmlpath``) PATH gets one document of every suite of the run and
+    of its other tests (as pytest names them), written over pytest's own; without it (in CI)
+    each suite gets ``junit_e2e-dra_<suite>.xml`` under ARTIFACTS."""
+
+    def __init__(self, xmlpath: Path | None) -> None:
+        self.xmlpath = xmlpath
         self.steps: dict[str, Step] = {}  # nodeid -> the step of a suite's item
-        self._cases: dict[str, dict[str, JUnitCase]] = {}  # suite -> nodeid -> case
+        self._reported: dict[str, JUnitCase] = {}  # nodeid -> its case, as pytest reported it
 
     def add(self, report: pytest.TestReport) -> None:
+        """Fold one phase (setup, call, teardown) of a test into its case: times add up, the
+        first phase that did not pass says how it ended."""
         step = self.steps.get(report.nodeid)
-        if step is None:
-            return
-        cases = self._cases.setdefault(step.suite, {})
-        before = cases.get(report.nodeid)
+        if step is None and self.xmlpath is None:
+            return  # a test outside the suites has no file of its own in CI
+        before = self._reported.get(report.nodeid)
         seconds = report.duration + (before.seconds if before else 0.0)
         outcome, message, text = _junit_outcome(report)
         if before is not None and (before.outcome != "passed" or outcome == "passed"):
             outcome, message, text = before.outcome, before.message, before.text
-        name = f"{step.suite} {step.id.replace('/', ' ')}"
-        cases[report.nodeid] = JUnitCase(name, outcome, seconds, message, text)
+        if step is not None:
+            name, classname = case_name(step.suite, step.id), ""
+        else:
+            name, classname = _pytest_names(report.nodeid)
+        self._reported[report.nodeid] = JUnitCase(name, outcome, seconds, message, text, classname)
 
-    def documents(self, artifacts: Path) -> dict[str, str]:
-        return {
-            suite: junit_xml(suite, list(cases.values()), artifacts)
-            for suite, cases in self._cases.items()
-        }
+    def cases(self, suite: str, record: SuiteRecord | None) -> list[JUnitCase]:
+        """``suite``'s cases: its summary's results in the order they ran, then the items of
+        the suite it has none for (an error before the suite ran them)."""
+        nodeids = {s.id: n for n, s in self.steps.items() if s.suite == suite}
+        found, done = [], set()
+        for result in record.results if record is not None else ():
+            nodeid = nodeids.get(result.id)
+            reported = self._reported.get(nodeid) if nodeid else None
+            case = junit_case(suite, result, reported.text if reported else "")
+            if reported is not None and case.outcome == "passed" and reported.outcome != "passed":
+                # an error of the test's setup or teardown, after the suite recorded it
+                case = JUnitCase(case.name, reported.outcome, case.seconds, reported.message,
+                                 reported.text)  # fmt: skip
+            found.append(case)
+            done.add(nodeid)
+        found += [
+            case
+            for nodeid, case in self._reported.items()
+            if nodeid in nodeids.values() and nodeid not in done
+        ]
+        return found
+
+    def write(
+        self, artifacts: Path, records: dict[str, SuiteRecord | None], properties: dict[str, str]
+    ) -> None:
+        suites = [
+            JUnitSuite(
+                suite,
+                self.cases(suite, record),
+                record.wall_seconds if record is not None else None,
+                properties,
+            )
+            for suite, record in records.items()
+        ]
+        if self.xmlpath is None:
+            for one in suites:
+                xml = junit_xml(one.suite, one.cases, artifacts, seconds=one.seconds,
+                                properties=one.properties)  # fmt: skip
+                atomic_write_text(artifacts / junit_file_name(one.suite), xml)
+            return
+        others = [case for n, case in self._reported.items() if n not in self.steps]
+        if others:
+            suites.append(JUnitSuite("pytest", others, title="pytest"))
+        self.xmlpath.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.xmlpath, junit_xml_all(suites, artifacts))
+
+
+def _junit_path(config: pytest.Config) -> Path | None:
+    """``--junitxml``'s file, resolved as pytest resolves it; None when not asked for."""
+    given = config.getoption("xmlpath", None)
+    if not given:
+        return None
+    path = Path(os.path.expandvars(str(given))).expanduser()
+    return Path(os.path.normpath(config.invocation_params.dir / path))
+
+
+def _summary_of(path: str) -> SuiteRecord | None:
+    """The suite's summary as the report reads it; None (its cases then timed by pytest) when
+    it cannot be read, which is said."""
+    try:
+        return load_summary(Path(path))
+    except E2EDRAError as exc:
+        logger.warning(f"e2e-dra: JUnit times from pytest, not from {path}: {exc}")
+        return None
+
+
+def _pytest_names(nodeid: str) -> tuple[str, str]:
+    """(name, classname) of a test outside the suites, as pytest's own JUnit names it:
+    ``dir/test_x.py::TestA::test_b`` is ``test_b`` of ``dir.test_x.TestA``."""
+    path, *names = nodeid.split("::")
+    module = path.removesuffix(".py").replace("/", ".")
+    if not names:
+        return module, ""
+    return names[-1], ".".join([module, *names[:-1]])
 
 
 def _junit_outcome(report: pytest.TestReport) -> tuple[str, str, str]:

@@ -12,13 +12,14 @@ import contextlib
 import importlib
 import pkgutil
 import re
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from e2e_dra.report import NOTHING_TO_PROVE, PROVED
+from e2e_dra.report import NOTHING_TO_PROVE, PROVED, STEP_FAILED, STEP_INTERRUPTED, STEP_PASSED
 from e2e_dra.versions import matches, release_specifier
 
 if TYPE_CHECKING:
@@ -238,6 +239,28 @@ def unsupported_release(releases: str | None, *versions: str) -> str | None:
     return next((v for v in versions if not matches(releases, v)), None)
 
 
+@dataclass(frozen=True)
+class StepTime:
+    """How one ``ctx.step`` went: when it started (time.time()), how long it took, and whether
+    it passed, so a slow or red phase shows which of its parts took the time or broke."""
+
+    name: str
+    start: float
+    seconds: float
+    outcome: str  # STEP_PASSED, STEP_FAILED or STEP_INTERRUPTED
+
+
+_FAILING_STEP = "e2e_dra_failing_step"
+"""The attribute ``Context.step`` sets on the exception that ends a step: the innermost step."""
+
+
+def failing_step(exc: BaseException) -> str | None:
+    """The name of the innermost step ``exc`` ended, or None when it was raised outside every
+    step: the suite names it in the failure's message (summary, JUnit, report)."""
+    name = getattr(exc, _FAILING_STEP, None)
+    return name if isinstance(name, str) else None
+
+
 @dataclass
 class Context:
     """What a phase works with, built for it: its own API client (closed when it ends), a
@@ -259,6 +282,9 @@ class Context:
     # When the process of each running component started (time.time()), so that a check can
     # tell what a component said since it restarted from what the one before it said.
     started: Mapping[str, float] = field(default_factory=dict)
+    # Every step of this phase as it ended (``step``), in the order they ended; the suite puts
+    # them into the phase's result in summary.json.
+    steps: list[StepTime] = field(default_factory=list)
 
     def nothing_to_prove(self, why: str) -> None:
         """Say that this phase passes without having exercised what the subtest exists for
@@ -271,14 +297,29 @@ class Context:
     @contextlib.contextmanager
     def step(self, name: str) -> Iterator[None]:
         """A named part of a phase (upstream's ``tCtx.Run``): said when it starts, and named in
-        the failure, so a red phase tells which of its checks broke. A step that passes is kept
-        in the facts (``proved/<phase>``, in order), so a run says what each phase proved."""
+        the failure, so a red phase tells which of its checks broke. Each step's start, duration
+        and outcome are kept (``steps``) for the summary, the trace and the report; a step that
+        passes is kept in the facts too (``proved/<phase>``, in order), so a run says what each
+        phase proved."""
         self.log(f"{self.phase}: {name}")
+        start, clock = time.time(), time.monotonic()
+
+        def ended(outcome: str) -> None:
+            self.steps.append(StepTime(name, start, time.monotonic() - clock, outcome))
+
         try:
             yield
         except Exception as exc:
+            ended(STEP_FAILED)
+            if failing_step(exc) is None:  # an enclosing step keeps the innermost one's name
+                with contextlib.suppress(AttributeError):  # a type that refuses attributes
+                    setattr(exc, _FAILING_STEP, name)
             exc.add_note(f"e2e-dra: in step {name!r} of phase {self.phase!r}")
             raise
+        except BaseException:  # Ctrl-C, SIGTERM: the step did not end by itself
+            ended(STEP_INTERRUPTED)
+            raise
+        ended(STEP_PASSED)
         self.facts.setdefault(f"{PROVED}/{self.phase}", []).append(name)
 
 

@@ -19,6 +19,7 @@ from e2e_dra.report import (
     SummaryError,
     artifact_logs,
     find_summaries,
+    junit_case,
     junit_xml,
     load_summary,
     summaries_of,
@@ -119,6 +120,19 @@ def test_a_summary_from_before_schema_1_gets_its_starts_from_the_order(tmp_path:
         ('{"suite": "s", "results": [], "started": "yesterday"}', "started is not a time like"),
         ('{"suite": "s", "results": [], "binaries": {"0": 1}}', "binaries is not an object"),
         ('{"suite": "s", "results": [], "schema_version": "1"}', "schema_version is not"),
+        ('{"suite": "s", "results": [{"id": "a", "outcome": "passed", "steps": {}}]}',
+         "results[0].steps is not a list"),
+        ('{"suite": "s", "results": [{"id": "a", "outcome": "passed", "steps": [{"name": "x", '
+         '"start": 1, "seconds": 1, "outcome": "won"}]}]}', "results[0].steps[0].outcome is"),
+        ('{"suite": "s", "results": [{"id": "a", "outcome": "passed", "steps": [{"name": "x", '
+         '"start": -1, "seconds": 1, "outcome": "passed"}]}]}',
+         "results[0].steps[0].start is -1, not a non-negative number"),
+        ('{"suite": "s", "results": [{"id": "a", "outcome": "passed", "steps": [{"name": "x", '
+         '"start": 1, "outcome": "passed"}]}]}', "results[0].steps[0].seconds is not"),
+        ('{"suite": "s", "results": [{"id": "a", "outcome": "passed", "steps": [{"start": 1, '
+         '"seconds": 1, "outcome": "passed"}]}]}', "results[0].steps[0].name is missing"),
+        ('{"suite": "s", "results": [{"id": "a", "outcome": "failed", "failed_step": 3}]}',
+         "results[0].failed_step is not a string"),
     ],
 )  # fmt: skip
 def test_a_malformed_summary_is_named_with_what_is_wrong(
@@ -222,6 +236,49 @@ def test_junit_names_cases_for_testgrid_and_makes_paths_relative(tmp_path: Path)
     assert "dump: upgrade-downgrade/dumps/dump-x.json" in (failure.text or "")
 
 
+def test_a_phases_steps_are_read_back_drawn_nested_and_named_where_it_failed(
+    tmp_path: Path,
+) -> None:
+    """What a schema 2 summary adds: each phase's steps, and the step a failure ended, in the
+    trace (slices inside the phase's, cut to it), on the page (the failed cell) and in JUnit."""
+    suite = tmp_path / "s"
+    suite.mkdir()
+    steps = [
+        {"name": "create", "start": 10.0, "seconds": 1.5, "outcome": "passed"},
+        {"name": "wait " * 30, "start": 11.5, "seconds": 9.0, "outcome": "failed"},  # too long
+    ]
+    doc = {"schema_version": 2, "suite": "s", "results": [
+        {"id": "x/p", "outcome": "failed", "seconds": 3.0, "start": 10.0, "phase": "p",
+         "subtest": "x", "message": "in step 'wait': AssertionError: no", "steps": steps,
+         "failed_step": "wait " * 30},
+        {"id": "y/p", "outcome": "passed", "seconds": 1.0, "start": 10.0, "phase": "p",
+         "subtest": "y"},
+    ]}  # fmt: skip
+    (suite / "summary.json").write_text(json.dumps(doc))
+
+    record = load_summary(suite / "summary.json")
+    assert [(s.name, s.outcome) for s in record.results[0].steps] == [
+        ("create", "passed"),
+        ("wait " * 30, "failed"),
+    ]
+    assert record.results[1].steps == () and record.results[1].failed_step is None
+
+    events = trace_events([record])["traceEvents"]
+    phase = next(e for e in events if e.get("name") == "x/p")
+    nested = [e for e in events if e.get("args", {}).get("phase") == "x/p"]
+    assert [e["dur"] for e in nested] == [1_500_000, 1_500_000]  # the second cut to the phase
+    assert all(phase["ts"] <= e["ts"] and e["ts"] + e["dur"] <= phase["ts"] + phase["dur"]
+               for e in nested)  # fmt: skip
+    assert phase["args"]["failed_step"] == "wait " * 30
+
+    html = write_report([suite / "summary.json"], tmp_path).html.read_text()
+    assert "in step \u201cwait wait" in html and "\u2026\u201d</span>" in html  # cut, marked
+
+    case = junit_case("s", record.results[0])
+    assert (case.name, case.outcome, case.seconds) == ("s x p", "failed", 3.0)
+    assert case.message.startswith("in step ")
+
+
 def test_trace_of_nothing_is_an_empty_trace() -> None:
     assert trace_events([]) == {"traceEvents": [], "displayTimeUnit": "ms"}
 
@@ -249,7 +306,7 @@ def test_the_summary_times_each_entry_and_each_component_from_the_suites_start(
     )
 
     data = json.loads((tmp_path / "summary.json").read_text())
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
     assert data["results"][0]["start"] == 8.0
     assert data["results"][0]["logs"] == [{"label": "dump", "path": "dumps/dump-a_p.json"}]
     assert data["components_ready"] == [

@@ -53,6 +53,20 @@ def _visit(name, ctx):
             if time.monotonic() > deadline:
                 raise AssertionError(f"{name} waited alone in {ctx.phase}")
             time.sleep(0.01)
+    slept = dict(part.split("=") for part in os.environ.get("TINY_SLEEP", "").split(",") if part)
+    if name in slept:  # TINY_SLEEP=alpha=0.6,beta=0.3: how long each one's phases take
+        time.sleep(float(slept[name]))
+    if os.environ.get("TINY_STEPS"):  # the check in named steps, one inside the other
+        with ctx.step("look around"):
+            time.sleep(0.05)
+        with ctx.step("check"):
+            with ctx.step("the part that breaks"):
+                _check(name, ctx)
+    else:
+        _check(name, ctx)
+
+
+def _check(name, ctx):
     if f"{name}/{ctx.phase}" in os.environ.get("TINY_FAIL", "").split(","):
         raise AssertionError(f"{name} broke in {ctx.phase} on purpose")
 
@@ -105,7 +119,8 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: 
     monkeypatch.setenv("ARTIFACTS", str(artifacts))
     monkeypatch.setenv("TINY_RECORD", str(tmp_path / "record.txt"))
     monkeypatch.setenv("CI", "true")
-    monkeypatch.delenv("TINY_FAIL", raising=False)
+    for knob in ("TINY_FAIL", "TINY_SLEEP", "TINY_STEPS"):
+        monkeypatch.delenv(knob, raising=False)
     return Tiny(pytester, tmp_path)
 
 
@@ -386,14 +401,16 @@ def test_seed_is_printed_and_reproduces_the_order(suite: Tiny) -> None:
 
 
 def test_junit_has_one_case_per_phase_and_subtest_plus_the_cluster_steps(suite: Tiny) -> None:
+    """--junitxml gets the suite's own document, named as testgrid shows the cases, with or
+    without CI."""
     junit = suite.tmp_path / "junit.xml"
 
     suite.run(f"--junitxml={junit}", "--e2e-dra-seed=5")
 
     root = ET.parse(junit).getroot()
     names = sorted(case.get("name") for case in root.iter("testcase"))
-    expected = [f"test_cluster_step[{step}]" for step in UPGRADE_STEPS] + [
-        f"test_phase[{name}/{phase}]" for name in TINY for phase in PHASES
+    expected = [f"upgrade-downgrade {step}" for step in UPGRADE_STEPS] + [
+        f"upgrade-downgrade {name} {phase}" for name in TINY for phase in PHASES
     ]
     assert names == sorted(expected)
     properties = {p.get("name"): p.get("value") for p in root.iter("property")}
@@ -428,6 +445,89 @@ def test_ci_writes_junit_per_suite_named_as_testgrid_shows_them(suite: Tiny, mon
     )
 
 
+@pytest.mark.parametrize("where", ["ci", "junitxml"])
+def test_junit_times_each_phase_of_a_batch_by_its_own_seconds_from_the_summary(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """The three phases of a plan position run at the same time; pytest would give the first
+    test the whole batch's time and the others about none. The cases' times are each phase's
+    own, as summary.json has them, in CI's files and in --junitxml's alike."""
+    slept = {"alpha": 0.6, "beta": 0.3, "gamma": 0.1}
+    monkeypatch.setenv("TINY_SLEEP", ",".join(f"{name}={s}" for name, s in slept.items()))
+    artifacts = suite.tmp_path / "artifacts"
+    if where == "ci":
+        suite.run("--e2e-dra-seed=7").assert_outcomes(passed=15)
+        junit = artifacts / "junit_e2e-dra_upgrade-downgrade.xml"
+    else:
+        monkeypatch.delenv("CI")
+        junit = suite.tmp_path / "mine.xml"
+        suite.run("--e2e-dra-seed=7", f"--junitxml={junit}").assert_outcomes(passed=15)
+
+    results = {r["id"]: r for r in suite.summary()["results"]}
+    cases = _junit_cases(junit)
+    for phase in PHASES:
+        batch = [results[f"{name}/{phase}"] for name in slept]
+        assert max(r["start"] for r in batch) < min(r["start"] + r["seconds"] for r in batch)
+        for name, seconds in slept.items():
+            timed = float(cases[f"upgrade-downgrade {name} {phase}"].get("time", ""))
+            assert timed == pytest.approx(results[f"{name}/{phase}"]["seconds"], abs=0.1)
+            assert seconds - 0.01 <= timed < seconds + 0.25, (name, phase, timed)
+
+
+def test_steps_are_timed_in_the_summary_and_the_failing_one_is_named_everywhere(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TINY_STEPS", "1")
+    monkeypatch.setenv("TINY_FAIL", "beta/after-cluster-upgrade")
+    artifacts = suite.tmp_path / "artifacts"
+
+    suite.run("--e2e-dra-seed=3").assert_outcomes(passed=13, failed=1, skipped=1)
+
+    results = {r["id"]: r for r in suite.summary()["results"]}
+    passed = results["alpha/after-cluster-creation"]
+    assert [(s["name"], s["outcome"]) for s in passed["steps"]] == [
+        ("look around", "passed"),
+        ("check", "passed"),
+        ("the part that breaks", "passed"),
+    ]
+    look = passed["steps"][0]
+    assert look["seconds"] >= 0.04
+    for step in passed["steps"]:  # inside the phase, on the results' clock
+        assert passed["start"] - 0.01 <= step["start"]
+        assert step["start"] + step["seconds"] <= passed["start"] + passed["seconds"] + 0.01
+    assert "failed_step" not in passed
+
+    failed = results["beta/after-cluster-upgrade"]
+    assert [(s["name"], s["outcome"]) for s in failed["steps"]] == [
+        ("look around", "passed"),
+        ("check", "failed"),
+        ("the part that breaks", "failed"),
+    ]
+    assert failed["failed_step"] == "the part that breaks"
+    assert failed["message"].startswith(
+        "in step 'the part that breaks': AssertionError: beta broke in after-cluster-upgrade"
+    )
+
+    failure = _junit_cases(artifacts / "junit_e2e-dra_upgrade-downgrade.xml")[
+        "upgrade-downgrade beta after-cluster-upgrade"
+    ].find("failure")
+    assert failure is not None
+    assert failure.get("message", "").startswith("in step 'the part that breaks': ")
+    assert "e2e-dra: in step 'the part that breaks' of phase 'after-cluster-upgrade'" in (
+        failure.text or ""
+    )
+
+    html = (artifacts / "report.html").read_text()
+    assert html.count("in step \u201cthe part that breaks\u201d") == 1  # the failed cell only
+    trace = json.loads((artifacts / "trace.json").read_text())["traceEvents"]
+    phase = next(e for e in trace if e.get("name") == "beta/after-cluster-upgrade")
+    steps = [e for e in trace if e.get("args", {}).get("phase") == "beta/after-cluster-upgrade"]
+    assert [e["name"] for e in steps] == ["look around", "check", "the part that breaks"]
+    for step in steps:  # nested: on the phase's thread, inside its slice
+        assert step["tid"] == phase["tid"]
+        assert phase["ts"] <= step["ts"] and step["ts"] + step["dur"] <= phase["ts"] + phase["dur"]
+
+
 def test_junit_is_the_users_when_they_ask_for_it(suite: Tiny, tmp_path: Path) -> None:
     suite.run(f"--junitxml={tmp_path / 'mine.xml'}")
 
@@ -440,7 +540,7 @@ def test_each_suite_leaves_a_report_trace_and_timed_summary(suite: Tiny) -> None
     artifacts = suite.tmp_path / "artifacts"
 
     summary = suite.summary()
-    assert summary["schema_version"] == 1
+    assert summary["schema_version"] == 2
     starts = [r["start"] for r in summary["results"]]
     assert starts == sorted(starts) and starts[0] >= 0
     html = (artifacts / "report.html").read_text()

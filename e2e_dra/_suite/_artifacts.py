@@ -13,14 +13,19 @@ import itertools
 import json
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from e2e_dra._suite._steps import Phase, Step
 from e2e_dra.hostkit import atomic_write_text
 from e2e_dra.kube import Kube, KubeError, path
-from e2e_dra.report import SCHEMA_VERSION, artifact_logs, dump_file_name, safe_name
+from e2e_dra.report import SCHEMA_VERSION, STEP_PASSED, artifact_logs, dump_file_name, safe_name
+from e2e_dra.subtest import StepTime
+
+MAX_STEPS = 200
+"""Named steps of one phase kept in its result: a step in a loop must not grow the summary
+without bound; beyond this only the steps that did not pass are kept, the rest counted."""
 
 
 def write_json(path: Path, data: Any) -> Path:
@@ -91,11 +96,15 @@ class Summary:
         message: str = "",
         notes: list[str] | None = None,
         started: float | None = None,
+        *,
+        steps: Sequence[StepTime] = (),
+        failed_step: str | None = None,
     ) -> None:
         """``entry`` ended ``seconds`` after it started (``started``, a time.time(); by default
         ``seconds`` ago: a phase that ran with others started earlier than its test reports it);
         ``notes`` are its failure's lines, whose files under this suite's directory become the
-        result's ``logs``."""
+        result's ``logs``; ``steps`` are a phase's named steps, ``failed_step`` the one its
+        failure ended."""
         begun = time.time() - seconds if started is None else started
         start = max(0.0, begun - self._started)
         result: dict[str, Any] = {"id": entry.id, "outcome": outcome, "seconds": round(seconds, 3)}
@@ -105,11 +114,41 @@ class Summary:
             result["subtest"] = entry.subtest
         if message:
             result["message"] = message
+        if failed_step is not None:
+            result["failed_step"] = failed_step
+        if steps:
+            result.update(self._steps(steps))
         logs = artifact_logs(notes or [], self.path.parent)
         if logs:
             result["logs"] = logs
         self._results.append(result)
         self.write()
+
+    def _steps(self, steps: Sequence[StepTime]) -> dict[str, Any]:
+        """A phase's steps in the order they started, timed as the results are (seconds since
+        the suite started), at most :data:`MAX_STEPS` of them (``steps_left_out``: how many
+        passed steps were left out)."""
+        ordered = sorted(steps, key=lambda s: s.start)
+        if len(ordered) > MAX_STEPS:
+            kept = ordered[:MAX_STEPS] + [
+                s for s in ordered[MAX_STEPS:] if s.outcome != STEP_PASSED
+            ]
+        else:
+            kept = ordered
+        out: dict[str, Any] = {
+            "steps": [
+                {
+                    "name": s.name,
+                    "start": round(max(0.0, s.start - self._started), 3),
+                    "seconds": round(max(0.0, s.seconds), 3),
+                    "outcome": s.outcome,
+                }
+                for s in kept
+            ]
+        }
+        if len(kept) < len(ordered):
+            out["steps_left_out"] = len(ordered) - len(kept)
+        return out
 
     def finish(self, description: dict[str, Any]) -> None:
         self._finished = True

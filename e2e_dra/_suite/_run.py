@@ -26,7 +26,7 @@ from e2e_dra._suite._artifacts import Summary
 from e2e_dra._suite._steps import ClusterStep, Phase, Step
 from e2e_dra._suite._together import Outcome, run_together
 from e2e_dra.errors import ComponentCrashed
-from e2e_dra.subtest import IndependentPhase, KnownBug
+from e2e_dra.subtest import IndependentPhase, KnownBug, StepTime, failing_step
 from e2e_dra.waits import check_abort
 
 logger = logging.getLogger(__name__)
@@ -132,6 +132,7 @@ class SuiteRun:
         self._outcomes: dict[Phase, Outcome] = {}  # ran in a batch, not reported yet
         self._seconds: dict[Step, float] = {}  # a phase's own time, when it ran in a batch
         self._started: dict[Step, float] = {}  # and when it started (time.time())
+        self._steps: dict[Step, list[StepTime]] = {}  # a phase's named steps, as they ended
         self._next: dict[str, Callable[[Any], Any] | None] = {}
         self._chain_broken: dict[str, str] = {}
         self._cluster_broken: str | None = None
@@ -158,7 +159,13 @@ class SuiteRun:
                 )
         except pytest.skip.Exception as exc:
             self._mark_broken(entry, f"skipped in {self._where(entry)}: {exc.msg}")
-            self.summary.record(entry, "skipped", time.monotonic() - started, exc.msg or "")
+            self.summary.record(
+                entry,
+                "skipped",
+                time.monotonic() - started,
+                exc.msg or "",
+                steps=self._steps.pop(entry, []),
+            )
             raise
         except BaseException as exc:
             elapsed = self._seconds.pop(entry, time.monotonic() - started)
@@ -179,6 +186,9 @@ class SuiteRun:
             said = known.said if known is not None else ""
             shown = (seen or "").removeprefix("e2e-dra: ")  # a note's line, as the others read
             message = f"{said}; seen as: {shown}" if expected else _one_line(exc)
+            step = failing_step(exc)
+            if step is not None:  # the message is what JUnit, the page and a glance show
+                message = f"in step {step!r}: {message}"
             self.summary.record(
                 entry,
                 "xfailed" if expected else outcome,
@@ -186,13 +196,21 @@ class SuiteRun:
                 message,
                 notes,
                 self._started.pop(entry, None),
+                steps=self._steps.pop(entry, []),
+                failed_step=step,
             )
             if expected:
                 logger.info(f"{entry.id}: failed as expected, by {said}")
                 pytest.xfail(message)
             raise
         elapsed = self._seconds.pop(entry, time.monotonic() - started)
-        self.summary.record(entry, "passed", elapsed, started=self._started.pop(entry, None))
+        self.summary.record(
+            entry,
+            "passed",
+            elapsed,
+            started=self._started.pop(entry, None),
+            steps=self._steps.pop(entry, []),
+        )
 
     def close(self) -> None:
         """Tear down once, also when pytest stopped early (``-x``, Ctrl-C)."""
@@ -392,7 +410,10 @@ class SuiteRun:
                     f"{name}: the phase before {phase.name!r} returned nothing to continue with"
                 )
         with self.backend.context(phase) as context:
-            self._next[name] = run(context)
+            try:
+                self._next[name] = run(context)
+            finally:  # kept for the phase's own test, which records it (a batch: later)
+                self._steps[phase] = list(getattr(context, "steps", ()))
 
     def _collect(self, entry: Step, exc: BaseException) -> list[str]:
         owner = f" of subtest {entry.subtest!r}" if entry.subtest else ""

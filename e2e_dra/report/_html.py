@@ -38,6 +38,7 @@ td.skipped { background: #ececec; color: #666; } td.interrupted { background: #f
 td.xfailed { background: #f3dcc0; }
 td.none { background: #fff; }
 .links a { display: block; font-size: 11px; } .mark { font-weight: 700; }
+.step { display: block; font-size: 11px; max-width: 14em; margin: 0 auto; color: #555; }
 .summary span { margin-right: 1.2em; } .muted { color: #777; }
 .timeline text { font: 11px system-ui, sans-serif; } .timeline .barlabel { fill: #fff; }
 ul.failures li { margin-bottom: .5em; } code { font-size: 12px; }
@@ -178,7 +179,7 @@ class Page:
         links = ""
         for record, r in entries:
             if r.outcome in ("failed", "xfailed", "interrupted"):
-                links += self._links(record, r, short=True)
+                links += _step_named(r) + self._links(record, r, short=True)
         return (
             f'<td class="cell {worst}" title="{escape(tip, quote=True)}">'
             f'<span class="mark">{marks}</span>{links}</td>'
@@ -255,6 +256,20 @@ class Page:
             else "<p>No dropped gates, no deviations, every phase had something to prove.</p>"
         )
         return "\n".join(parts)
+
+
+STEP_SHOWN = 60
+"""Characters of a failing step's name a matrix cell shows; the cell's tooltip holds it all."""
+
+
+def _step_named(result: Result) -> str:
+    """The step a failed cell's failure ended, small and cut, so the matrix says which check
+    broke without opening anything; nothing when it failed outside every step."""
+    name = result.failed_step
+    if not name:
+        return ""
+    shown = name if len(name) <= STEP_SHOWN else name[: STEP_SHOWN - 1] + "…"
+    return f'<span class="step">in step “{escape(shown)}”</span>'
 
 
 def _worst(outcomes: list[str]) -> str:

@@ -4,13 +4,20 @@ whose cases spyglass and testgrid show by name.
 Names are ``<suite> <subtest> <phase>`` (cluster steps ``<suite> <step>``), the classname is
 ``e2e-dra.<suite>`` (testgrid groups by it), and failure text names logs relative to
 ``$ARTIFACTS``, where the job's artifact viewer finds them.
+
+A case's time, outcome and message come from the suite's ``summary.json`` (:func:`junit_case`):
+the phases of one plan position run at the same time, so the time pytest gives a test (the
+first one runs the whole batch, the others replay how theirs ended) is not the phase's own.
 """
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from e2e_dra.report._load import Result
 
 MAX_TEXT = 64 * 1024
 """A failure's text beyond this is cut: the logs it names hold the rest."""
@@ -25,31 +32,103 @@ class JUnitCase:
     seconds: float
     message: str = ""
     text: str = ""
+    classname: str = ""  # "": ``e2e-dra.<suite>``; a test outside the suites: as pytest names it
+
+
+@dataclass(frozen=True)
+class JUnitSuite:
+    """One ``<testsuite>``: an e2e-dra suite's cases (``title`` None: ``e2e-dra <suite>``), or
+    the other tests of a pytest run (``title="pytest"``). ``seconds``: its wall time (its cases
+    ran partly at the same time, so their sum overstates it); None: the sum."""
+
+    suite: str
+    cases: Sequence[JUnitCase]
+    seconds: float | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+    title: str | None = None
+
+
+JUNIT_OUTCOME = {
+    "passed": "passed",
+    "failed": "failed",
+    "xfailed": "skipped",  # a known Kubernetes bug broke it, as declared: not a failure
+    "skipped": "skipped",
+    "interrupted": "error",
+}
+"""A summary's outcome as a JUnit case's."""
 
 
 def junit_file_name(suite: str) -> str:
     return f"junit_e2e-dra_{suite}.xml"
 
 
-def junit_xml(suite: str, cases: list[JUnitCase], artifacts: Path) -> str:
+def case_name(suite: str, entry_id: str) -> str:
+    """The case of a plan entry as testgrid shows it: ``<suite> <subtest> <phase>``."""
+    return f"{suite} {entry_id.replace('/', ' ')}"
+
+
+def junit_case(suite: str, result: Result, text: str = "") -> JUnitCase:
+    """The case of one result of ``suite``'s summary, timed as the summary times it (a phase's
+    own seconds, also when it ran at the same time as others); ``text``: the failure's long
+    form (traceback and notes), which the summary does not keep."""
+    outcome = JUNIT_OUTCOME.get(result.outcome, "error")
+    message = result.message
+    if result.failed_step and result.failed_step not in message:  # a summary not of this suite
+        message = f"in step {result.failed_step!r}: {message}"
+    return JUnitCase(case_name(suite, result.id), outcome, result.seconds, message, text)
+
+
+def junit_xml(
+    suite: str,
+    cases: Sequence[JUnitCase],
+    artifacts: Path,
+    *,
+    seconds: float | None = None,
+    properties: Mapping[str, str] | None = None,
+) -> str:
     """The document for ``suite``'s ``cases``; ``artifacts`` is cut from every path named."""
+    one = JUnitSuite(suite, cases, seconds, properties or {})
+    return _document(_testsuite(one, str(artifacts).rstrip("/") + "/"))
+
+
+def junit_xml_all(suites: Sequence[JUnitSuite], artifacts: Path) -> str:
+    """One document of several ``<testsuite>`` (a pytest run's ``--junitxml``): every suite of
+    the run, and its other tests."""
     prefix = str(artifacts).rstrip("/") + "/"
+    root = ET.Element("testsuites", name="e2e-dra")
+    for one in suites:
+        root.append(_testsuite(one, prefix))
+    return _document(root)
+
+
+def _document(root: ET.Element) -> str:
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _testsuite(one: JUnitSuite, prefix: str) -> ET.Element:
+    cases = one.cases
     counts = {kind: sum(1 for c in cases if c.outcome == kind) for kind in ("failed", "error")}
+    total = sum(c.seconds for c in cases) if one.seconds is None else one.seconds
     root = ET.Element(
         "testsuite",
-        name=f"e2e-dra {suite}",
+        name=one.title or f"e2e-dra {one.suite}",
         tests=str(len(cases)),
         failures=str(counts["failed"]),
         errors=str(counts["error"]),
         skipped=str(sum(1 for c in cases if c.outcome == "skipped")),
-        time=f"{sum(c.seconds for c in cases):.3f}",
+        time=f"{total:.3f}",
     )
+    if one.properties:
+        properties = ET.SubElement(root, "properties")
+        for name, value in one.properties.items():
+            ET.SubElement(properties, "property", name=name, value=_clean(value, prefix))
     for case in cases:
         element = ET.SubElement(
             root,
             "testcase",
-            classname=f"e2e-dra.{suite}",
-            name=case.name,
+            classname=case.classname or f"e2e-dra.{one.suite}",
+            name=_clean(case.name, prefix),
             time=f"{case.seconds:.3f}",
         )
         if case.outcome in ("failed", "error", "skipped"):
@@ -57,8 +136,7 @@ def junit_xml(suite: str, cases: list[JUnitCase], artifacts: Path) -> str:
             child = ET.SubElement(element, tag, message=_clean(case.message, prefix)[:1000])
             if case.text:
                 child.text = _clean(case.text, prefix)[:MAX_TEXT]
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    return root
 
 
 def _clean(text: str, prefix: str) -> str:

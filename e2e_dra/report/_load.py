@@ -6,7 +6,8 @@ wrong, never a traceback; a number out of its field's range (:mod:`._limits`) is
 timeline tries to draw it, and everything a summary adds to a report is counted against the
 report's :class:`~._limits.Budget`, shared by all its summaries. Summaries from before
 ``schema_version`` 1 (no ``start`` per result) still read: their entries ran one after another,
-so each one's start is the sum of the ones before it.
+so each one's start is the sum of the ones before it; summaries from before ``schema_version``
+2 have no ``steps`` per phase, and read with none.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from e2e_dra.report._limits import (
     SummaryError,
     Tally,
 )
-from e2e_dra.report._schema import NOTHING_TO_PROVE, SUMMARY_FILE
+from e2e_dra.report._schema import NOTHING_TO_PROVE, STEP_OUTCOMES, SUMMARY_FILE
 
 __all__ = ["MAX_SUMMARY_BYTES", "SummaryError"]  # re-exported: where readers found them before
 
@@ -47,6 +48,17 @@ FIX = "fix that file or leave its folder out of the report"
 
 MAX_SCANNED = 100_000
 """Entries of one artifacts folder looked at for suites' folders: a real one holds a few."""
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One named step of a phase (``ctx.step``): its start (seconds since the suite started,
+    as a result's), how long it took and how it ended (one of ``STEP_OUTCOMES``)."""
+
+    name: str
+    start: float
+    seconds: float
+    outcome: str
 
 
 @dataclass(frozen=True)
@@ -62,6 +74,8 @@ class Result:
     subtest: str | None = None
     message: str = ""
     logs: tuple[tuple[str, str], ...] = ()  # (label, path relative to the suite's directory)
+    steps: tuple[StepResult, ...] = ()  # a phase's named steps, in the order they started
+    failed_step: str | None = None  # the innermost step a failure ended, if it was in one
 
 
 @dataclass(frozen=True)
@@ -379,6 +393,8 @@ class _Checker:
                 subtest=self.text(item.get("subtest"), f"{where}.subtest"),
                 message="" if message is None else self.message(message, f"{where}.message"),
                 logs=self.logs(item.get("logs", []), f"{where}.logs"),
+                steps=self.steps(item.get("steps", []), f"{where}.steps"),
+                failed_step=self.text(item.get("failed_step"), f"{where}.failed_step"),
             )
             if result.phase is not None and result.subtest is None:
                 raise self.fail(where, "has a phase but no subtest")
@@ -402,6 +418,27 @@ class _Checker:
             label = self.text(item.get("label"), f"{where}[{index}].label") or path
             logs.append((label, path))
         return tuple(logs)
+
+    def steps(self, raw: Any, where: str) -> tuple[StepResult, ...]:
+        if not isinstance(raw, list):
+            raise self.fail(where, "is not a list")
+        steps = []
+        for index, item in enumerate(raw):
+            at = f"{where}[{index}]"
+            self.tally.entries += 1
+            if not isinstance(item, dict):
+                raise self.fail(at, "is not a JSON object")
+            outcome = self.name(item.get("outcome"), f"{at}.outcome")
+            if outcome not in STEP_OUTCOMES:
+                raise self.fail(f"{at}.outcome", f"is {outcome[:40]!r}, not one of {STEP_OUTCOMES}")
+            start = self.seconds(item.get("start"), f"{at}.start")
+            seconds = self.seconds(item.get("seconds"), f"{at}.seconds")
+            if start + seconds > MAX_SECONDS:
+                raise self.fail(at, f"ends {start + seconds:g}s after the suite started, "
+                                f"more than {MAX_SECONDS}")  # fmt: skip
+            name = self.name(item.get("name"), f"{at}.name")
+            steps.append(StepResult(name=name, start=start, seconds=seconds, outcome=outcome))
+        return tuple(steps)
 
     def binaries(self, raw: Any) -> dict[str, dict[str, str]]:
         if not isinstance(raw, dict) or not all(

@@ -11,9 +11,19 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """1: results carry ``start`` (seconds since the suite started) and a failure's ``logs``; the
-summary carries ``components_ready``. A summary without ``schema_version`` is from before."""
+summary carries ``components_ready``. 2: a phase's result carries its ``steps`` (each ``name``,
+``start`` as the results', ``seconds``, ``outcome``: one of :data:`STEP_OUTCOMES`), and a failed
+one ``failed_step``, the innermost step its failure ended. A summary without ``schema_version``
+is from before 1; every field added since is optional to readers."""
+
+STEP_PASSED = "passed"
+STEP_FAILED = "failed"
+STEP_INTERRUPTED = "interrupted"
+STEP_OUTCOMES = (STEP_PASSED, STEP_FAILED, STEP_INTERRUPTED)
+"""How a phase's named step (``ctx.step``) ended: by itself, by an exception, or cut short by
+Ctrl-C or SIGTERM."""
 
 SUMMARY_FILE = "summary.json"
 DUMPS_DIR = "dumps"

@@ -3,14 +3,16 @@
 
 One process per suite run, one thread for its cluster steps, one for the components' ready
 times and one per subtest; every entry is a complete event (``"ph": "X"``) in microseconds, on
-one clock: the suites' own start times, so suites that ran one after another line up so.
+one clock: the suites' own start times, so suites that ran one after another line up so. A
+phase's named steps are complete events on its subtest's thread too, inside the phase's, so
+Perfetto draws them nested under it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from e2e_dra.report._load import SuiteRecord
+from e2e_dra.report._load import Result, SuiteRecord
 
 CLUSTER_TID = 1
 COMPONENTS_TID = 2
@@ -56,8 +58,35 @@ def trace_events(records: list[SuiteRecord]) -> dict[str, Any]:
             args: dict[str, Any] = {"outcome": r.outcome}
             if r.message:
                 args["message"] = r.message
+            if r.failed_step is not None:
+                args["failed_step"] = r.failed_step
             events.append(_complete(r.id, pid, tid, offset + r.start, r.seconds, args))
+            events += _steps(r, pid, tid, offset)
     return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def _steps(result: Result, pid: int, tid: int, offset: float) -> list[dict[str, Any]]:
+    """The steps of ``result`` as slices inside its own: cut to its interval (the two clocks
+    may differ by rounding), since a slice that sticks out does not nest."""
+    begin = round((offset + result.start) * 1e6)
+    end = begin + max(1, round(result.seconds * 1e6))
+    events = []
+    for step in result.steps:
+        ts = min(max(begin, round((offset + step.start) * 1e6)), end - 1)
+        stop = min(end, max(ts + 1, round((offset + step.start + step.seconds) * 1e6)))
+        events.append(
+            {
+                "name": step.name,
+                "cat": f"step {step.outcome}",
+                "ph": "X",
+                "ts": ts,
+                "dur": stop - ts,
+                "pid": pid,
+                "tid": tid,
+                "args": {"outcome": step.outcome, "phase": result.id},
+            }
+        )
+    return events
 
 
 def _meta(kind: str, pid: int, tid: int, name: str) -> dict[str, Any]:

@@ -364,17 +364,23 @@ class _Checker:
 
     # --- the parts --------------------------------------------------------------------------------
 
+    def entry(self, item: Any, where: str, outcomes: tuple[str, ...]) -> str:
+        """One more entry counted against the budget: a JSON object whose ``outcome`` is one of
+        ``outcomes``; that outcome."""
+        self.tally.entries += 1
+        if not isinstance(item, dict):
+            raise self.fail(where, "is not a JSON object")
+        outcome = self.name(item.get("outcome"), f"{where}.outcome")
+        if outcome not in outcomes:
+            raise self.fail(f"{where}.outcome", f"is {outcome[:40]!r}, not one of {outcomes}")
+        return outcome
+
     def results(self, raw: list[Any]) -> tuple[Result, ...]:
         results = []
         clock = 0.0  # before schema 1: the entries ran one after another
         for index, item in enumerate(raw):
             where = f"results[{index}]"
-            self.tally.entries += 1
-            if not isinstance(item, dict):
-                raise self.fail(where, "is not a JSON object")
-            outcome = self.name(item.get("outcome"), f"{where}.outcome")
-            if outcome not in OUTCOMES:
-                raise self.fail(f"{where}.outcome", f"is {outcome[:40]!r}, not one of {OUTCOMES}")
+            outcome = self.entry(item, where, OUTCOMES)
             seconds = self.seconds(item.get("seconds", 0), f"{where}.seconds")
             start = item.get("start")
             start = clock if start is None else self.seconds(start, f"{where}.start")
@@ -425,12 +431,7 @@ class _Checker:
         steps = []
         for index, item in enumerate(raw):
             at = f"{where}[{index}]"
-            self.tally.entries += 1
-            if not isinstance(item, dict):
-                raise self.fail(at, "is not a JSON object")
-            outcome = self.name(item.get("outcome"), f"{at}.outcome")
-            if outcome not in STEP_OUTCOMES:
-                raise self.fail(f"{at}.outcome", f"is {outcome[:40]!r}, not one of {STEP_OUTCOMES}")
+            outcome = self.entry(item, at, STEP_OUTCOMES)
             start = self.seconds(item.get("start"), f"{at}.start")
             seconds = self.seconds(item.get("seconds"), f"{at}.seconds")
             if start + seconds > MAX_SECONDS:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from e2e_dra.report import NOTHING_TO_PROVE, PROVED, STEP_FAILED, STEP_INTERRUPTED, STEP_PASSED
 from e2e_dra.versions import matches, release_specifier
@@ -31,8 +31,11 @@ PHASES = ("after-cluster-creation", "after-cluster-upgrade", "after-cluster-down
 CLUSTER_CHANGES = ("upgrade", "downgrade")
 """The cluster steps that restart components under the subtests' objects (``KnownBug.step``)."""
 
-Phase = Callable[["Context"], Any]
-"""A phase takes the context and returns the next phase (or None after the last one)."""
+class Phase(Protocol):
+    """A phase takes the context and returns the next phase (or None after the last one): the
+    chain a subtest is, typed, so that a phase returning something else is a type error."""
+
+    def __call__(self, ctx: Context, /) -> Phase | None: ...
 
 
 KUBERNETES_ISSUES = "https://github.com/kubernetes/kubernetes/issues/"

@@ -31,6 +31,7 @@ PHASES = ("after-cluster-creation", "after-cluster-upgrade", "after-cluster-down
 CLUSTER_CHANGES = ("upgrade", "downgrade")
 """The cluster steps that restart components under the subtests' objects (``KnownBug.step``)."""
 
+
 class Phase(Protocol):
     """A phase takes the context and returns the next phase (or None after the last one): the
     chain a subtest is, typed, so that a phase returning something else is a type error."""

@@ -67,6 +67,16 @@ def server_tarball(members: Iterable[Member]) -> bytes:
     return buffer.getvalue()
 
 
+def damaged_tarball(binary: str = "kubelet") -> bytes:
+    """A well-formed server tarball of the published members whose ``binary`` has its first byte
+    changed: what a damaged download or a forged mirror gives."""
+    members = release_members()
+    for member in members:
+        if member.name.endswith(f"/{binary}"):
+            member.data = b"X" + member.data[1:]
+    return server_tarball(members)
+
+
 def release_members(binary_size: int = 4096, *, kubectl: bool = True) -> list[Member]:
     """What a real server tarball looks like, shrunk: the binaries plus things we must skip."""
     names = [*CLUSTER_BINARIES, *(["kubectl"] if kubectl else []), "kubeadm"]

@@ -25,9 +25,9 @@ from release_server import (
     Fault,
     Member,
     ReleaseServer,
+    damaged_tarball,
     fake_binary,
     release_members,
-    server_tarball,
 )
 
 from e2e_dra._cache import CacheEntry
@@ -254,15 +254,6 @@ def test_an_entry_that_is_a_link_is_not_served(release_server: ReleaseServer, tm
 # -- nothing resumed that is not re-verified -------------------------------------------------------
 
 
-def _damaged_tarball() -> bytes:
-    """A well-formed server tarball of the same members whose kubelet has one byte changed."""
-    members = release_members()
-    for member in members:
-        if member.name.endswith("/kubelet"):
-            member.data = b"X" + member.data[1:]
-    return server_tarball(members)
-
-
 @pytest.mark.parametrize("verify", [False, True])
 def test_a_verified_partial_changed_since_is_hashed_again_and_fetched_afresh(
     release_server: ReleaseServer, tmp_path: Path, verify: bool
@@ -271,7 +262,7 @@ def test_a_verified_partial_changed_since_is_hashed_again_and_fetched_afresh(
     partial = tmp_path / ".partial" / "v1.36.5"
     partial.mkdir(parents=True)
     part = partial / f"{TARBALL}.part"
-    part.write_bytes(_damaged_tarball())
+    part.write_bytes(damaged_tarball())
     info = part.stat()
     digest = hashlib.sha512(published).hexdigest()
     stamp = {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "digests": {"sha512": digest}}

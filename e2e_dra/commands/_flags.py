@@ -18,6 +18,7 @@ into "invalid value" with exit status 2 and drops our message and advice.
 
 from __future__ import annotations
 
+import abc
 import argparse
 import math
 import re
@@ -30,7 +31,7 @@ from e2e_dra.settings import parsed
 from e2e_dra.settings import path as a_path
 
 
-class _CheckedFlag(argparse.Action):
+class _CheckedFlag(argparse.Action, abc.ABC):
     """A flag whose value :meth:`check` turns into what the command gets, or refuses in one
     line naming the flag (``flag``: as the user wrote it)."""
 
@@ -43,8 +44,9 @@ class _CheckedFlag(argparse.Action):
     ) -> None:
         setattr(namespace, self.dest, self.check(str(values), _flag(self, option_string)))
 
+    @abc.abstractmethod
     def check(self, text: str, flag: str) -> Any:
-        raise NotImplementedError
+        """The value the command gets for ``text``; an InputError naming ``flag`` if none."""
 
 
 class PathFlag(_CheckedFlag):

@@ -69,6 +69,7 @@ from release_server import (  # noqa: E402
     Fault,
     Member,
     ReleaseServer,
+    damaged_tarball,
     fake_binary,
     release_members,
     server_tarball,
@@ -2944,15 +2945,6 @@ def _plant_entry_link(ctx: Ctx) -> None:
     ctx.entry().symlink_to(forged)
 
 
-def _damaged_tarball() -> bytes:
-    """A well-formed server tarball like the published one, its kubelet with one byte changed."""
-    members = release_members()
-    for member in members:
-        if member.name.endswith("/kubelet"):
-            member.data = b"X" + member.data[1:]
-    return server_tarball(members)
-
-
 def _plant_partial(kind: str) -> Callable[[Ctx], None]:
     """A partial download an earlier run could have left, changed since: ``stamped`` a whole
     tarball with one byte changed and a stamp that agrees with its size and time; ``prefix`` the
@@ -2964,7 +2956,7 @@ def _plant_partial(kind: str) -> Callable[[Ctx], None]:
         part = partial / f"{TARBALL}.part"
         published = ctx.server.files[f"/release/v1.36.5/{TARBALL}"]
         if kind == "stamped":
-            part.write_bytes(_damaged_tarball())
+            part.write_bytes(damaged_tarball())
             info = part.stat()
             stamp = {
                 "size": info.st_size,

@@ -19,8 +19,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from localupcluster import KUBE_CLUSTER_COMPONENTS, Cluster, Cmd, ModifyOptions, binary_index
-from localupcluster import _readiness as readiness
+from e2e_dra.localupcluster import (
+    KUBE_CLUSTER_COMPONENTS,
+    Cluster,
+    Cmd,
+    ModifyOptions,
+    binary_index,
+)
+from e2e_dra.localupcluster import _readiness as readiness
 
 DIRECT_POLL = 0.02
 
@@ -35,7 +41,7 @@ def direct_ready_seconds(cluster: Cluster, component: str, log_dir: Path) -> flo
     saved_poll, readiness.POLL_INTERVAL = readiness.POLL_INTERVAL, DIRECT_POLL
     try:
         direct.start()
-        cluster._wait_ready(component, direct)
+        cluster._launcher.wait_ready(component, direct)
         return time.monotonic() - (direct.started_at or 0.0)
     finally:
         readiness.POLL_INTERVAL = saved_poll

@@ -41,8 +41,8 @@ from typing import Any
 
 import psutil
 
+from e2e_dra.localupcluster import scratch_dir
 from e2e_dra.settings import Settings
-from localupcluster import scratch_dir
 
 REPO = Path(__file__).resolve().parents[1]
 PROCESSES = (

@@ -41,7 +41,7 @@ from e2e_dra.settings import settings
 if TYPE_CHECKING:
     from rich.console import Console
 
-PROGRESS_LOGGERS = ("e2e_dra", "localupcluster")
+PROGRESS_LOGGERS = ("e2e_dra",)
 """Loggers whose INFO records are progress lines; other libraries' (httpx, kubernetes) show from
 WARNING on, as they would without us."""
 

@@ -39,7 +39,7 @@ import pytest
 
 from e2e_dra._console import LINE_FORMAT, PROGRESS_LOGGERS, TIME_FORMAT, is_progress
 from e2e_dra._paths import artifacts_dir
-from e2e_dra._suite import SUITES, Phase, Step, Suite, needed
+from e2e_dra._suite import SUITES, Entry, Plan, Suite, needed
 from e2e_dra._suite._artifacts import Summary, set_aside
 from e2e_dra._suite._run import Backend, SuiteRun
 from e2e_dra._suite._together import subtest_of
@@ -106,11 +106,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run the subtests of a phase one after another, not at the same time (slower; "
         "to compare, or to tell an interference between subtests from a bug)",
     )
-    parser.addini(SUBTESTS_INI, "package of the upgrade/downgrade subtests", default="subtests")
+    parser.addini(
+        SUBTESTS_INI, "package of the upgrade/downgrade subtests", default="e2e_dra.subtests"
+    )
     parser.addini(
         GATE_CYCLE_SUBTESTS_INI,
         "package of the feature-gate cycle subtests",
-        default="subtests.gate_cycle",
+        default="e2e_dra.subtests.gate_cycle",
     )
 
 
@@ -134,9 +136,9 @@ def pytest_e2e_dra_backend(
     suite: Suite, subtests: Mapping[str, Subtest], artifacts: Path
 ) -> Backend:
     """The real cluster: the answer when no other plugin of the run gives one."""
-    from e2e_dra._suite._cluster import ClusterRun  # the engine, releases, driver: heavy
+    from e2e_dra._suite._cluster import RealCluster  # the engine, releases, driver: heavy
 
-    return ClusterRun(suite, subtests, artifacts)
+    return RealCluster(suite, subtests, artifacts)
 
 
 @pytest.fixture(scope="module")
@@ -155,10 +157,10 @@ class SuitePlugin:
         self.config = config
         self.seed = seed
         self.settings_before = use(settings)
-        self.plans: dict[str, list[Step]] = {}
+        self.plans: dict[str, Plan] = {}
         self.subtests: dict[str, dict[str, Subtest]] = {}
         self.selected: dict[str, set[str]] = {}
-        self.kept: dict[str, list[Step]] = {}  # what runs of each suite, in order
+        self.kept: dict[str, list[Entry]] = {}  # what runs of each suite, in order
         self.summaries: dict[str, str] = {}
         self.report_line = ""  # where the report is, or why it is not
         xmlpath = _junit_path(config)
@@ -181,7 +183,7 @@ class SuitePlugin:
 
     # --- collection ---------------------------------------------------------------------------
 
-    def plan(self, suite: Suite) -> list[Step]:
+    def plan(self, suite: Suite[Any]) -> Plan:
         """The suite's plan (discovering its subtests the first time)."""
         if suite.name not in self.plans:
             ini = GATE_CYCLE_SUBTESTS_INI if suite.gate_cycle else SUBTESTS_INI
@@ -197,7 +199,7 @@ class SuitePlugin:
         plan = self.plan(suite)
         for fixture, phases in ((STEP_FIXTURE, False), (PHASE_FIXTURE, True)):
             if fixture in metafunc.fixturenames:
-                steps = [step for step in plan if isinstance(step, Phase) == phases]
+                steps = [e for e in plan if (e.chain_position is not None) == phases]
                 metafunc.parametrize(fixture, steps, ids=[step.id for step in steps])
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -215,7 +217,9 @@ class SuitePlugin:
         for suite, block in keep.items():
             self.kept[suite] = [step_of[id(item)] for item in block]
             self.selected[suite] = {
-                step.subtest for item in block if isinstance(step := step_of[id(item)], Phase)
+                step.subtest
+                for item in block
+                if (step := step_of[id(item)]).chain_position is not None and step.subtest
             }
         ordered: list[pytest.Item] = []
         for item in items:  # the others keep the order pytest's plugins gave them
@@ -253,11 +257,11 @@ class SuitePlugin:
         self._rescued.update((id(item), item) for item in rescued)
         items[:] = [item for item in items if id(item) not in needed_now]
 
-    def _steps_of(self, items: list[pytest.Item]) -> dict[int, Step]:
+    def _steps_of(self, items: list[pytest.Item]) -> dict[int, Entry]:
         return {id(item): step for item in items if (step := _step_of(item)) is not None}
 
     def _needed(
-        self, step_of: dict[int, Step], chosen: list[pytest.Item]
+        self, step_of: dict[int, Entry], chosen: list[pytest.Item]
     ) -> dict[str, list[pytest.Item]]:
         """Per suite, the items ``chosen`` need, in plan order."""
         chosen_ids = {id(item) for item in chosen}
@@ -290,13 +294,12 @@ class SuitePlugin:
         backend = self.config.hook.pytest_e2e_dra_backend(
             config=self.config, suite=suite, subtests=subtests, artifacts=artifacts
         )
-        ids = [s.id for s in plan if not isinstance(s, Phase) or s.subtest in names]
+        ids = [e.id for e in plan if e.chain_position is None or e.subtest in names]
         summary = Summary(artifacts, suite.name, self.seed, ids, backend.describe)
         self.summaries[suite.name] = str(summary.path)
         together = not self.config.getoption("e2e_dra_serial")
-        run = SuiteRun(
-            suite.name, subtests, backend, summary, self.kept.get(suite.name, []), together=together
-        )
+        kept = self.kept.get(suite.name, [])
+        run = SuiteRun(suite.name, subtests, backend, summary, plan, kept, together=together)
         try:
             # The edge of a suite run: SIGTERM (a CI job cancelled, ``kill``) ends it as Ctrl-C
             # does, the cluster's processes stopped at once (the engine registered that), the
@@ -374,7 +377,7 @@ class _JUnit:
 
     def __init__(self, xmlpath: Path | None) -> None:
         self.xmlpath = xmlpath
-        self.steps: dict[str, Step] = {}  # nodeid -> the step of a suite's item
+        self.steps: dict[str, Entry] = {}  # nodeid -> the entry of a suite's item
         self._reported: dict[str, JUnitCase] = {}  # nodeid -> its case, as pytest reported it
 
     def add(self, report: pytest.TestReport) -> None:
@@ -554,7 +557,7 @@ def _suite_of(module: Any) -> Suite | None:
     return SUITES[name]
 
 
-def _step_of(item: pytest.Item) -> Step | None:
+def _step_of(item: pytest.Item) -> Entry | None:
     callspec = getattr(item, "callspec", None)
     if callspec is None:
         return None

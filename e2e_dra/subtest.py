@@ -1,4 +1,4 @@
-"""What a subtest is: a three-phase chain, declared by one module under ``subtests/``.
+"""What a subtest is: a three-phase chain, declared by one module under ``e2e_dra.subtests``.
 
 A subtest's initial phase runs on the previous release and returns the callable for the phase
 after the upgrade, which returns the callable for the phase after the downgrade. A failing phase
@@ -152,9 +152,9 @@ class KnownBug:
 class Subtest:
     """One scenario; the module that defines it names it ``SUBTEST``.
 
-    The same type serves both suites: under ``subtests/`` a three-phase upgrade/downgrade chain,
-    under ``subtests/gate_cycle/`` a gate cycle (gates on, off, on again) in a cluster of its own,
-    which must name the gates it toggles.
+    The same type serves both suites: under ``e2e_dra.subtests`` a three-phase upgrade/downgrade
+    chain, under ``e2e_dra.subtests.gate_cycle`` a gate cycle (gates on, off, on again) in a
+    cluster of its own, which must name the gates it toggles.
     """
 
     name: str
@@ -327,7 +327,7 @@ class Context:
         self.facts.setdefault(f"{PROVED}/{self.phase}", []).append(name)
 
 
-def discover(package: str = "subtests", *, gate_cycle: bool = False) -> list[Subtest]:
+def discover(package: str = "e2e_dra.subtests", *, gate_cycle: bool = False) -> list[Subtest]:
     """Every ``SUBTEST`` defined by a module of ``package``, by name.
 
     Adding a subtest is adding a module; nothing else needs to know about it. A gate cycle's

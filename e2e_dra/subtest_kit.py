@@ -22,6 +22,7 @@ from e2e_dra.builder import (
     Builder,
     PodFailed,
     is_unschedulable,
+    request,
     retrying,
 )
 from e2e_dra.driver import Pool, claim_env_name, node_devices
@@ -49,6 +50,7 @@ __all__ = [
     "kubelet_version",
     "nudge",
     "remove",
+    "request_env",
     "running",
     "scheduler_reported",
     "still_untouched",
@@ -113,14 +115,21 @@ class Running:
     containers: dict[str, tuple[str, int, str]]  # name -> (containerID, restartCount, startedAt)
 
 
+def request_env(claim_name: str, request_name: str) -> str:
+    """The env line the test driver gives a container for request ``request_name`` of claim
+    ``claim_name``: ``claim_<claim>_<request>=true`` (upstream's naming, as the driver spells
+    it)."""
+    return f"{claim_env_name(claim_name, request_name)}=true"
+
+
 def claim_env(*claims: dict) -> list[str]:
     """The env lines the test driver gives a container that uses all requests of ``claims``:
-    ``claim_<claim>_<request>=true`` for each request, and the lines of the builder's default
-    opaque config (``user_a=b``)."""
+    :func:`request_env` for each request, and the lines of the builder's default opaque config
+    (``user_a=b``)."""
     lines = [
-        f"{claim_env_name(claim['metadata']['name'], request['name'])}=true"
+        request_env(claim["metadata"]["name"], each["name"])
         for claim in claims
-        for request in claim["spec"]["devices"]["requests"]
+        for each in claim["spec"]["devices"]["requests"]
     ]
     return [*lines, *DEFAULT_ENV]
 
@@ -128,12 +137,8 @@ def claim_env(*claims: dict) -> list[str]:
 def claim_where(b: Builder, attribute: str, value: str) -> dict:
     """A claim for one device of this driver whose string ``attribute`` is ``value`` (not
     created): for a check that must name the device a claim may get."""
-    claim = b.external_claim()
     selector = f'device.attributes["{b.driver_name}"].{attribute} == "{value}"'
-    claim["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
-        {"cel": {"expression": selector}}
-    ]
-    return claim
+    return b.external_claim(requests=[request(selectors=[selector])])
 
 
 def allocated(b: Builder, claim: str) -> list[dict]:

@@ -1,6 +1,6 @@
-"""Feature gates switched on, off and on again (upstream's TestFeatureGateCycle): every subtest
-under ``subtests/gate_cycle/`` gets its own cluster of the current release and runs one phase per
-gate state. Run it alone with ``pytest e2e_dra -k gate_cycle``.
+"""Feature gates switched on, off and on again (upstream's TestFeatureGateCycle): every
+subtest under ``e2e_dra.subtests.gate_cycle`` gets its own cluster of the current release and runs
+one phase per gate state. Run it alone with ``pytest e2e_dra -k gate_cycle``.
 """
 
 from e2e_dra._suite import GATE_CYCLE

@@ -1,4 +1,4 @@
-"""The main job (upstream's TestUpgradeDowngrade): every subtest under ``subtests/`` runs its
+"""The main job (upstream's TestUpgradeDowngrade): every subtest under ``e2e_dra.subtests`` runs its
 first phase on the previous release, its second after the upgrade to the current release, its
 third after the downgrade back.
 

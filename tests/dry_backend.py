@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from e2e_dra._suite import ClusterStep, Phase, Step, Suite
+from e2e_dra._suite import ClusterStep, Entry, SubtestPhase, Suite
 from e2e_dra.subtest import Context
 from e2e_dra.waits import abort_when
 
@@ -35,7 +35,7 @@ class DryBackend:
 
     def __init__(
         self,
-        suite: Suite,
+        suite: Suite[Any],
         subtests: Mapping[str, Any],
         artifacts: Path,
         *,
@@ -60,7 +60,7 @@ class DryBackend:
         self._crashed = False
         self._watch: contextlib.AbstractContextManager[None] | None = None
 
-    def run_step(self, entry: ClusterStep, upcoming: ClusterStep | None = None) -> None:
+    def run_step(self, entry: ClusterStep[Any], upcoming: Entry | None = None) -> None:
         self.steps.append(entry.id)
         self.artifacts.mkdir(parents=True, exist_ok=True)
         with (self.artifacts / STEPS_LOG).open("a") as log:
@@ -89,7 +89,7 @@ class DryBackend:
         return "component crashed: kube-scheduler (pid 1) ended (exit 2)" if self._crashed else None
 
     @contextlib.contextmanager
-    def context(self, phase: Phase) -> Iterator[Context]:
+    def context(self, phase: SubtestPhase) -> Iterator[Context]:
         if phase.id == self._crash_in:  # a component ends in this phase, and no wait sees it
             self._crashed = True
         yield Context(
@@ -109,10 +109,10 @@ class DryBackend:
     def releases_now(self) -> dict[str, str]:
         return dict(self._releases)
 
-    def checks(self, entry: Step) -> list[str]:
+    def checks(self, entry: Entry) -> list[str]:
         return list(self._findings.get(entry.id, ()))
 
-    def on_failure(self, entry: Step, exc: BaseException) -> list[str]:
+    def on_failure(self, entry: Entry, exc: BaseException) -> list[str]:
         return [f"e2e-dra: artifacts: {self.artifacts}"]
 
     def close(self) -> None:
@@ -143,7 +143,7 @@ class DryCluster:
     crash_in: str | None = None
 
     def pytest_e2e_dra_backend(
-        self, suite: Suite, subtests: Mapping[str, Any], artifacts: Path
+        self, suite: Suite[Any], subtests: Mapping[str, Any], artifacts: Path
     ) -> DryBackend:
         return DryBackend(
             suite,

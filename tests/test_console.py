@@ -15,7 +15,7 @@ LONG_URL = "https://dl.k8s.io/release/" + "v1.35.1/" * 30 + "kubernetes-server-l
 def test_a_command_shows_our_lines_plain_and_whole(capsys: pytest.CaptureFixture[str]) -> None:
     with showing_progress():
         logging.getLogger("e2e_dra.releases._transfer").info(f"downloading {LONG_URL}")
-        logging.getLogger("localupcluster").info("starting kube-apiserver")
+        logging.getLogger("e2e_dra.localupcluster").info("starting kube-apiserver")
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2, err  # never wrapped, whatever the width
     assert re.fullmatch(r"\[\d\d:\d\d:\d\d\] downloading " + re.escape(LONG_URL), err[0])
@@ -42,7 +42,7 @@ def test_after_the_command_nothing_is_shown(capsys: pytest.CaptureFixture[str]) 
     ("name", "level", "shown"),
     [
         ("e2e_dra.builder", logging.INFO, True),
-        ("localupcluster", logging.INFO, True),
+        ("e2e_dra.localupcluster", logging.INFO, True),
         ("e2e_dra.driver", logging.DEBUG, False),
         ("httpx", logging.INFO, False),
         ("kubernetes.client", logging.WARNING, True),

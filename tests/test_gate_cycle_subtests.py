@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from kubernetes.client import models
 
-import subtests.gate_cycle
+from e2e_dra import subtests
 from e2e_dra.builder import SubtestObjects
 from e2e_dra.subtest import Context, Subtest, discover
-from subtests import _gated_fields
-from subtests._workload import claim_state
-from subtests.gate_cycle import binding_conditions, consumable_capacity
+from e2e_dra.subtests import _gated_fields
+from e2e_dra.subtests._workload import claim_state
+from e2e_dra.subtests.gate_cycle import binding_conditions, consumable_capacity
 
 EXPECTED = {
     "binding-conditions",
@@ -30,13 +30,13 @@ EXPECTED = {
 
 
 def gate_cycle_subtests() -> dict[str, Subtest]:
-    return {s.name: s for s in discover("subtests.gate_cycle", gate_cycle=True)}
+    return {s.name: s for s in discover("e2e_dra.subtests.gate_cycle", gate_cycle=True)}
 
 
 def test_every_gate_cycle_module_defines_its_subtest() -> None:
     modules = [m.name for m in pkgutil.iter_modules(subtests.gate_cycle.__path__)]
     named = {
-        importlib.import_module(f"subtests.gate_cycle.{m}").SUBTEST.name: m
+        importlib.import_module(f"e2e_dra.subtests.gate_cycle.{m}").SUBTEST.name: m
         for m in modules
         if not m.startswith("_")
     }
@@ -137,7 +137,7 @@ def test_probe_slices_are_valid_cluster_wide_slices_of_a_driver_nobody_runs(modu
     assert body["spec"]["driver"] == driver != ctx.builder.driver_name  # no class selects it
     assert body["spec"]["allNodes"] is True  # the kubelet deletes no cluster-wide slice
     _gated_fields.expect_fields(stored, module.FIELDS, kept=True, why="as sent")
-    assert len(ctx.builder.sweeper.deferred) == 1  # removed by the tear-down
+    assert len(ctx.builder.deferred) == 1  # removed by the tear-down
 
 
 def test_expect_fields_tells_kept_from_dropped_per_device() -> None:
@@ -210,7 +210,7 @@ echo "Kubernetes %(version)s"
 
 def _gate_cycle_backend(tmp_path: Path, version: str, *, knows_dependent: bool):
     from e2e_dra._suite import GATE_CYCLE, SUITES
-    from e2e_dra._suite._cluster import ClusterRun
+    from e2e_dra._suite._cluster import RealCluster
     from e2e_dra.releases import Release, VersionsUnderTest
 
     bin_dir = tmp_path / version / "bin"
@@ -221,7 +221,7 @@ def _gate_cycle_backend(tmp_path: Path, version: str, *, knows_dependent: bool):
     )
     apiserver.chmod(0o755)
     release = Release(version=version, bin_dir=bin_dir, source_dir=None, origin="build")
-    backend = ClusterRun(SUITES[GATE_CYCLE], gate_cycle_subtests(), tmp_path / "artifacts")
+    backend = RealCluster(SUITES[GATE_CYCLE], gate_cycle_subtests(), tmp_path / "artifacts")
     backend.state.versions = VersionsUnderTest(release, release, "1.37", "build")
     return backend
 
@@ -229,7 +229,7 @@ def _gate_cycle_backend(tmp_path: Path, version: str, *, knows_dependent: bool):
 def _gates(backend, name: str, on: bool) -> str:
     from e2e_dra._suite._gate_cycle import gate_flag
 
-    return gate_flag(backend, backend.subtests[name], on=on)
+    return gate_flag(backend.state, backend.subtests[name], on=on)
 
 
 def test_a_gate_that_depends_on_the_toggled_one_goes_off_and_on_with_it(tmp_path: Path) -> None:

@@ -17,14 +17,14 @@ import psutil
 import pytest
 
 from e2e_dra.hostkit import poll
-from localupcluster._hostlock import HostLock, _alive, start_time
+from e2e_dra.localupcluster._hostlock import HostLock, _alive, start_time
 
 HOLDER = """
 import subprocess, sys, time
 from pathlib import Path
 import pytest
 
-from localupcluster._hostlock import HostLock
+from e2e_dra.localupcluster._hostlock import HostLock
 lock = HostLock(Path(sys.argv[1]))
 lock.acquire()
 child = subprocess.Popen(["sleep", "300"], process_group=0)
@@ -83,7 +83,7 @@ def test_the_next_holder_stops_what_a_dead_holder_left(
     lock = tmp_path / "host.lock"
     child = holder_that_dies(lock)
     successor = HostLock(lock)
-    with caplog.at_level(logging.INFO, logger="localupcluster"):
+    with caplog.at_level(logging.INFO, logger="e2e_dra.localupcluster"):
         successor.acquire()  # without a logger of the user's: the engine's own
     try:
         assert gone(child)

@@ -41,10 +41,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("versions", ("e2e_dra.versions",)),
     ("releases", ("e2e_dra.releases",)),
     ("node runtime", ("e2e_dra.provision",)),
-    ("engine", ("localupcluster",)),
+    ("engine", ("e2e_dra.localupcluster",)),
     ("kube client", ("e2e_dra.kube", "e2e_dra.waits")),
     ("driver", ("e2e_dra.driver",)),
-    ("subtests", ("e2e_dra.subtest", "e2e_dra.builder", "e2e_dra.subtest_kit", "subtests")),
+    ("subtests", ("e2e_dra.subtest", "e2e_dra.builder", "e2e_dra.subtest_kit", "e2e_dra.subtests")),
     (
         "suite",
         (
@@ -69,7 +69,7 @@ STANDALONE: dict[str, set[str]] = {
 """Layers that import no other layer of ours, whatever their place, but the ones named: the engine
 uses the host kit and the process supervisor, as the node runtime and the builds below it do."""
 
-PACKAGES = ("e2e_dra", "localupcluster", "subtests")
+PACKAGES = ("e2e_dra",)
 
 
 def _owner(module: str) -> tuple[int, str] | None:
@@ -155,6 +155,77 @@ def test_modules_import_only_downwards_and_public_names() -> None:
     assert violations() == []
 
 
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the modules of ours it imports (``from x import y``: ``x.y`` when that is a
+    module, else ``x``), imports for type checking included."""
+    graph: dict[str, set[str]] = {}
+    for path in _modules():
+        module = _module_name(path)
+        graph[module] = set()
+        found = _imports(path, module)
+        for line, name in found:
+            # ``from x import submodule`` imports the submodule, not (for this check) x itself
+            submodules = [n for at, n in found if at == line and n.startswith(f"{name}.")]
+            if any(_is_module(n) for n in submodules):
+                continue
+            target = name if _is_module(name) else name.rpartition(".")[0]
+            if target != module and _is_module(target):
+                graph[module].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other, through any number of others (the strongly
+    connected components of more than one module, Tarjan's algorithm without recursion)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    work.append((nxt, iter(sorted(graph.get(nxt, ())))))
+                    break
+                if nxt in stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    group = []
+                    while True:
+                        member = stack.pop()
+                        group.append(member)
+                        if member == node:
+                            break
+                    if len(group) > 1:
+                        found.append(sorted(group))
+    return found
+
+
+def test_no_modules_import_each_other_even_for_types() -> None:
+    """A loop (even one only ``if TYPE_CHECKING:``) means two modules are one concern split in
+    two: neither can be read, tested or moved without the other."""
+    assert cycles(import_graph()) == []
+
+
+def test_an_import_loop_is_found() -> None:
+    """The check can fail: a loop through three modules, and one of a module with itself."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"d"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"x": {"y"}, "y": set()}) == []
+
+
 def test_every_layer_name_exists() -> None:
     missing = [name for _, names in LAYERS for name in names if not _is_module(name)]
     assert missing == []
@@ -164,7 +235,10 @@ def test_every_layer_name_exists() -> None:
     ("source", "expected"),
     [
         ("from e2e_dra.commands import releases\n", "versions imports e2e_dra.commands"),
-        ("from localupcluster import Cluster\n", "versions imports localupcluster (engine)"),
+        (
+            "from e2e_dra.localupcluster import Cluster\n",
+            "versions imports e2e_dra.localupcluster (engine)",
+        ),
         ("from e2e_dra.releases._select import x\n", "is private to e2e_dra.releases"),
     ],
 )
@@ -181,7 +255,7 @@ def test_an_upward_or_private_import_is_reported(
 
 
 def test_the_engine_reaching_into_e2e_dra_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    engine = ROOT / "localupcluster" / "_log.py"
+    engine = ROOT / "e2e_dra" / "localupcluster" / "_log.py"
     real = Path.read_text
     monkeypatch.setattr(
         Path,
@@ -195,8 +269,8 @@ def test_the_engine_reaching_into_e2e_dra_is_reported(monkeypatch: pytest.Monkey
 
 def test_the_engine_and_the_releases_name_the_same_components() -> None:
     """The engine keeps its own list (it imports nothing of ours); they must not drift apart."""
+    from e2e_dra.localupcluster import KUBE_CLUSTER_COMPONENTS
     from e2e_dra.releases import SERVER_COMPONENTS
-    from localupcluster import KUBE_CLUSTER_COMPONENTS
 
     assert SERVER_COMPONENTS == KUBE_CLUSTER_COMPONENTS
 
@@ -209,7 +283,7 @@ ENGINE_BELOW = {"e2e_dra", "e2e_dra.errors", "e2e_dra.hostkit", "e2e_dra.supervi
     [
         ("e2e_dra.hostkit", {"e2e_dra", "e2e_dra.errors", "e2e_dra.hostkit"}),
         ("e2e_dra.supervise", ENGINE_BELOW),
-        ("localupcluster", ENGINE_BELOW),
+        ("e2e_dra.localupcluster", {*ENGINE_BELOW, "e2e_dra.localupcluster"}),
     ],
 )
 def test_the_bottom_layers_and_the_engine_load_nothing_else_of_e2e_dra(
@@ -230,3 +304,15 @@ def test_the_bottom_layers_and_the_engine_load_nothing_else_of_e2e_dra(
         if not any(name.startswith(f"{package}.") for package in allowed - {"e2e_dra"})
     }
     assert loaded <= allowed, sorted(loaded - allowed)
+
+
+def test_the_wheel_installs_one_top_level_package() -> None:
+    """The engine and the subtests live under ``e2e_dra``: an install adds one name to
+    ``site-packages``, and cannot shadow another project's ``subtests`` or ``localupcluster``."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    include = project["tool"]["setuptools"]["packages"]["find"]["include"]
+    top_level = sorted(p.parent.name for p in ROOT.glob("*/__init__.py"))
+    assert include == ["e2e_dra*"]
+    assert top_level == ["e2e_dra"]

@@ -15,8 +15,8 @@ import pytest
 from fake_k8s.harness import FakeTree, make_fake_tree
 
 from e2e_dra.hostkit import poll
+from e2e_dra.localupcluster._hostlock import HostLock
 from e2e_dra.supervise import group_members
-from localupcluster._hostlock import HostLock
 
 
 def e2e_dra() -> str:
@@ -106,7 +106,7 @@ def test_host_lock_held_by_an_ancestor_is_ours(tmp_path: Path) -> None:
     """`flock /tmp/e2e-dra-host.lock pytest ...` must not deadlock a cluster started inside."""
     lock_file = tmp_path / "host.lock"
     code = (
-        "from pathlib import Path; from localupcluster._hostlock import HostLock; "
+        "from pathlib import Path; from e2e_dra.localupcluster._hostlock import HostLock; "
         f"lock = HostLock(Path({str(lock_file)!r})); lock.acquire(); print('inside', lock.held)"
     )
     result = subprocess.run(

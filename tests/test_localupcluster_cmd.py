@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from e2e_dra.hostkit import poll
+from e2e_dra.localupcluster import ClusterError, Cmd
 from e2e_dra.supervise import group_members
-from localupcluster import ClusterError, Cmd
 
 
 def test_command_runs_in_its_own_process_group_and_logs_why_it_ended(tmp_path: Path) -> None:

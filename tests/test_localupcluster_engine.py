@@ -16,15 +16,15 @@ import pytest
 from fake_k8s.harness import NEW_VERSION, OLD_VERSION, FakeTree, make_fake_tree
 
 from e2e_dra.hostkit import poll
-from e2e_dra.supervise import group_members
-from localupcluster import (
+from e2e_dra.localupcluster import (
     KUBE_CLUSTER_COMPONENTS,
     STARTED_TOGETHER,
     Cluster,
     ClusterError,
     ModifyOptions,
 )
-from localupcluster.cluster import slot_settings
+from e2e_dra.localupcluster._claim import slot_settings
+from e2e_dra.supervise import group_members
 
 ALL = ("etcd", *KUBE_CLUSTER_COMPONENTS)
 WAVES = [{"etcd"}, {"kube-apiserver"}, set(STARTED_TOGETHER), {"kube-proxy"}]
@@ -335,7 +335,7 @@ from pathlib import Path
 sys.path.insert(0, {tests!r})
 from fake_k8s.harness import FakeTree
 from e2e_dra.hostkit import handling_interrupts
-from localupcluster import Cluster
+from e2e_dra.localupcluster import Cluster
 logging.basicConfig(level=logging.INFO)  # a standalone user shows the engine's records
 env = {env!r}
 cluster = Cluster(

@@ -23,7 +23,7 @@ from e2e_dra.waits import abort_when, eventually
 OWNER = """
 import json, sys, time
 from pathlib import Path
-from localupcluster import Cluster
+from e2e_dra.localupcluster import Cluster
 tree = json.loads(sys.argv[1])
 cluster = Cluster(
     Path(tree["source_dir"]),
@@ -71,7 +71,7 @@ def test_a_cluster_whose_owner_was_killed_is_stopped_by_the_next(
 
     cluster = tree.cluster(tmp_path / "logs")
     try:
-        with caplog.at_level(logging.INFO, logger="localupcluster"):
+        with caplog.at_level(logging.INFO, logger="e2e_dra.localupcluster"):
             cluster.start(
                 "0-initial", tree.old_bin, tree.env
             )  # the same ports: only works if reaped

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from fake_k8s.gate_validator import fake_release
 
-from localupcluster import (
+from e2e_dra.localupcluster import (
     ClusterError,
     ModifyOptions,
     binary_index,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from localupcluster import ClusterError
-from localupcluster._tls import admin_tls
+from e2e_dra.localupcluster import ClusterError
+from e2e_dra.localupcluster._tls import admin_tls
 
 KUBECONFIG = """apiVersion: v1
 kind: Config

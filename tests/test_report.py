@@ -286,7 +286,7 @@ def test_trace_of_nothing_is_an_empty_trace() -> None:
 def test_the_summary_times_each_entry_and_each_component_from_the_suites_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from e2e_dra._suite import Phase
+    from e2e_dra._suite import SubtestPhase
     from e2e_dra._suite._artifacts import Summary
 
     clock = [1000.0]
@@ -298,7 +298,7 @@ def test_the_summary_times_each_entry_and_each_component_from_the_suites_start(
     clock[0] = 1012.0
 
     summary.record(
-        Phase("s", "a", 0, "p"),
+        SubtestPhase("s", "a", 0, "p"),
         "failed",
         4.0,
         "boom",
@@ -319,15 +319,15 @@ def test_the_summary_times_each_entry_and_each_component_from_the_suites_start(
 
 
 def test_a_real_runs_summary_gets_every_clusters_ready_times(tmp_path: Path) -> None:
-    """ClusterRun keeps the clusters it brought up (the gate cycle brings up one per subtest):
+    """RealCluster keeps the clusters it brought up (the gate cycle brings up one per subtest):
     their ready times all reach the summary, with the wall clock the summary makes relative."""
     from types import SimpleNamespace
 
     from e2e_dra._suite import SUITES
-    from e2e_dra._suite._cluster import ClusterRun
-    from localupcluster import ReadyTime
+    from e2e_dra._suite._cluster import RealCluster
+    from e2e_dra.localupcluster import ReadyTime
 
-    run = ClusterRun(SUITES["gate-cycle"], {}, tmp_path)
+    run = RealCluster(SUITES["gate-cycle"], {}, tmp_path)
     for state in ("one", "two"):  # what bring_up appends; no cluster is started here
         cluster = SimpleNamespace(ready_times=[ReadyTime("etcd", state, 1.5, 2, 123.0)])
         run._clusters.append(cluster)  # type: ignore[arg-type]

@@ -22,9 +22,9 @@ from e2e_dra._suite._upgrade import (
     link_binaries,
 )
 from e2e_dra.errors import E2EDRAError
+from e2e_dra.localupcluster import KUBE_CLUSTER_COMPONENTS
 from e2e_dra.releases import Release, VersionsUnderTest
 from e2e_dra.subtest import Subtest
-from localupcluster import KUBE_CLUSTER_COMPONENTS
 
 
 def _release(tmp_path: Path, version: str) -> Release:

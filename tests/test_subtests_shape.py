@@ -19,8 +19,7 @@ import pytest
 import yaml
 from kubernetes.client import models
 
-import subtests
-from e2e_dra import subtest_kit
+from e2e_dra import subtest_kit, subtests
 from e2e_dra.builder import (
     DEFAULT_ENV,
     IDLE_COMMAND,
@@ -32,17 +31,16 @@ from e2e_dra.builder import (
     SubtestObjects,
     compact_json,
     is_unschedulable,
+    labeled,
     object_path,
     resource_of,
 )
 from e2e_dra.driver import CLIENT_GONE, GRPCCall, claim_env_name
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.subtest import Context, Subtest, discover
-from subtests import _binding_conditions as binding_conditions
-from subtests import _consumable_capacity as consumable_capacity
-from subtests import _extended_resource as extended_resource
-from subtests import (
-    admin_access,
+from e2e_dra.subtests import (
+    _admin_access,
+    _claim_metadata,
     claim_metadata,
     device_taints,
     kubelet_restart,
@@ -50,7 +48,10 @@ from subtests import (
     resource_claim_device_status,
     resource_health,
 )
-from subtests import consumable_capacity as consumable_capacity_subtest
+from e2e_dra.subtests import _binding_conditions as binding_conditions
+from e2e_dra.subtests import _consumable_capacity as consumable_capacity
+from e2e_dra.subtests import _extended_resource as extended_resource
+from e2e_dra.subtests import consumable_capacity as consumable_capacity_subtest
 
 # Upstream's eight scenarios: the port must keep every one of them. Subtests of our own need no
 # entry anywhere: the checks below cover whatever ``discover()`` finds.
@@ -116,7 +117,7 @@ def test_discovery_finds_every_subtest_once() -> None:
 
 def test_subtest_name_is_its_module_name() -> None:
     for module_name in _subtest_modules():
-        subtest = importlib.import_module(f"subtests.{module_name}").SUBTEST
+        subtest = importlib.import_module(f"e2e_dra.subtests.{module_name}").SUBTEST
         assert isinstance(subtest, Subtest)
         assert subtest.name == module_name.replace("_", "-")
 
@@ -414,16 +415,11 @@ def test_consumable_capacity_claims_with_a_selector_are_valid() -> None:
         ({"first": "1Gi", "second": "1Gi"}, m.SHARED_ONLY),
         (m.WHOLE, m.SELECT_EXCLUSIVE),
     ]:
-        claim = consumable_capacity.with_selector(
-            consumable_capacity.capacity_claim(b, requests), selector
-        )
-        valid(claim)
+        claim = valid(consumable_capacity.capacity_claim(b, requests, selector))
         assert [r["exactly"]["selectors"] for r in claim["spec"]["devices"]["requests"]] == [
             [{"cel": {"expression": selector}}]
         ] * len(requests)
-    unchanged = consumable_capacity.with_selector(
-        consumable_capacity.capacity_claim(b, {"late": "1Gi"}), None
-    )
+    unchanged = consumable_capacity.capacity_claim(b, {"late": "1Gi"})
     assert "selectors" not in unchanged["spec"]["devices"]["requests"][0]["exactly"]
 
 
@@ -810,7 +806,7 @@ def test_claim_metadata_versions_per_release() -> None:
     ]
     assert versions("v1.37.2") == versions("v1.36.5")
     assert versions("v1.38.0-beta.0") == ["resource.k8s.io/v1", "resource.k8s.io/v1beta2"]
-    assert list(claim_metadata.METHODS) == [
+    assert list(_claim_metadata.METHODS) == [
         "json-patch",
         "merge-patch",
         "strategic-merge-patch",
@@ -821,7 +817,7 @@ def test_claim_metadata_versions_per_release() -> None:
 
 
 def test_claim_metadata_writes_touch_metadata_only() -> None:
-    m = claim_metadata
+    m = _claim_metadata
     claim = _allocated_claim(builder("claim-metadata"), "tester-1")
     # JSON patch: the first label creates the map; a removal tests the finalizer it removes.
     del claim["metadata"]["labels"]
@@ -868,7 +864,7 @@ def test_claim_metadata_writes_touch_metadata_only() -> None:
 
 
 def test_claim_metadata_checks_the_answer() -> None:
-    m = claim_metadata
+    m = _claim_metadata
     before = _allocated_claim(builder("claim-metadata"), "tester-1")
     answer = {**before, "metadata": {**before["metadata"], "labels": {m.LABEL: "v"}}}
     assert m.check_answer(before, answer, "label", "v") is None
@@ -884,7 +880,7 @@ def test_claim_metadata_checks_the_answer() -> None:
 
 
 def test_claim_metadata_report_names_claim_method_version_and_message() -> None:
-    m = claim_metadata
+    m = _claim_metadata
     claim = m.Claim("external-claimclaim-metadata", m.PYTHON, "tester-1")
     refused = '422 Invalid: ... is invalid: spec: Invalid value: {"devices":{}}: field is immutable'
     outcomes = [
@@ -902,7 +898,7 @@ def test_claim_metadata_report_names_claim_method_version_and_message() -> None:
 
 
 def test_claim_metadata_expects_the_known_bug_exactly() -> None:
-    m = claim_metadata
+    m = _claim_metadata
     spaced = m.Claim("a", m.PYTHON, "tester-1")
     compact = m.Claim("b", m.COMPACT, "tester-1")
     immutable = "422 Invalid: spec: Invalid value: null: field is immutable"
@@ -940,7 +936,7 @@ def _status_claim(generation: int | None = 2) -> dict:
 def test_claim_metadata_status_writes_are_a_drivers() -> None:
     """Each status write sets the allocated device's Ready condition under the driver's name;
     apply and merge patch say nothing but that, a PUT keeps the rest of the status."""
-    m = claim_metadata
+    m = _claim_metadata
     claim = _status_claim()
     (entry,) = m.status_entries(claim, "status-apply in after-cluster-creation")
     assert (entry["driver"], entry["pool"], entry["device"]) == (
@@ -978,7 +974,7 @@ def test_claim_metadata_status_writes_are_a_drivers() -> None:
 
 
 def test_claim_metadata_checks_the_status_answer() -> None:
-    m = claim_metadata
+    m = _claim_metadata
     before = _status_claim()
     answer = m.status_put_body(before, "status-apply in x")
     assert m.check_status_answer(before, answer, "status-apply in x") is None
@@ -997,7 +993,7 @@ def test_claim_metadata_expects_the_known_status_refusal_exactly() -> None:
     refused on status.allocation, as immutable (the handwritten or the declarative message);
     on a compact one the PUT with spaces is. Anything else is a failure, and so is an expected
     refusal that does not come."""
-    m = claim_metadata
+    m = _claim_metadata
     spaced = m.Claim("a", m.PYTHON, "tester-1")
     compact = m.Claim("b", m.COMPACT, "tester-1")
     v1 = "resource.k8s.io/v1"
@@ -1035,7 +1031,7 @@ def test_claim_metadata_expects_the_known_status_refusal_exactly() -> None:
 
 
 def test_claim_metadata_keeps_what_each_form_got_from_the_status_writes() -> None:
-    m = claim_metadata
+    m = _claim_metadata
     spaced = m.Claim("a", m.PYTHON, "tester-1")
     older = m.Claim("c", m.PYTHON, "tester-0")
     compact = m.Claim("b", m.COMPACT, "tester-1")
@@ -1063,7 +1059,7 @@ def test_claim_metadata_keeps_what_each_form_got_from_the_status_writes() -> Non
 
 def _stored_template(b: Builder, name: str) -> dict:
     """A template of claim-metadata as the server answers it: labelled, with a version."""
-    template = b.labeled(claim_metadata.claim_template(b, name))
+    template = labeled(claim_metadata.claim_template(b, name), b.labels)
     template["metadata"]["resourceVersion"] = "9"
     return valid(template)
 
@@ -1076,11 +1072,11 @@ def test_claim_metadata_templates_and_the_claim_made_from_one() -> None:
     names = [b.external_claim()["metadata"]["name"] for _ in range(2)]
     pod = m.pod_with_claims(b, names)
     pod_name = pod["metadata"]["name"]
-    template = valid(m.claim_template(b, f"{pod_name}-{m.PYTHON}"))
+    template = valid(m.claim_template(b, f"{pod_name}-{_claim_metadata.PYTHON}"))
     assert template["metadata"] == {"name": "testerclaim-metadata-1-python", "namespace": "default"}
     assert template["spec"]["spec"] == b.external_claim()["spec"]
     assert template["spec"]["spec"]["devices"]["config"][0]["opaque"]["parameters"] == {"a": "b"}
-    labelled = b.labeled(template)
+    labelled = labeled(template, b.labels)
     assert labelled["spec"]["metadata"]["labels"] == labels("claim-metadata")
     valid(m.with_template_claim(pod, template["metadata"]["name"]))
     assert pod["spec"]["resourceClaims"][2] == {
@@ -1110,7 +1106,7 @@ def test_claim_metadata_finds_the_claim_made_from_the_template() -> None:
 
 
 def test_claim_metadata_template_writes_touch_metadata_only() -> None:
-    m = claim_metadata
+    m = _claim_metadata
     b = builder("claim-metadata")
     template = _stored_template(b, "testerclaim-metadata-1-python")
     body = m.apply_body(template, "label", "v")
@@ -1144,7 +1140,7 @@ def test_claim_metadata_expects_the_known_template_refusal_exactly() -> None:
     always with the handwritten message on ``spec``; a claim made from a ``python`` template is
     refused as a ``python`` claim is. Anything else fails, and so does a refusal that does not
     come."""
-    m = claim_metadata
+    m = _claim_metadata
     spaced = m.Template("t", m.PYTHON)
     compact = m.Template("u", m.COMPACT)
     made = m.Claim("t-from-python-template-x", m.FROM_PYTHON_TEMPLATE, "tester-1")
@@ -1192,7 +1188,7 @@ def test_claim_metadata_expects_the_known_template_refusal_exactly() -> None:
 
 
 def test_claim_metadata_keeps_what_each_kind_got_from_the_metadata_writes() -> None:
-    m = claim_metadata
+    m = _claim_metadata
     spaced = m.Template("testerclaim-metadata-1-python", m.PYTHON)
     older = m.Template("testerclaim-metadata-0-python", m.PYTHON)
     claim = m.Claim("external-claimclaim-metadata", m.PYTHON, "tester-1")
@@ -1290,9 +1286,9 @@ def test_a_builder_per_phase_shares_the_subtests_names_and_tear_down() -> None:
         pass
 
     first.defer(cleanup)
-    assert second.sweeper.deferred == (cleanup,)
+    assert second.deferred == (cleanup,)
     objects.leftovers.track(first.device_class())
-    assert objects.builder(None).sweeper.leftovers.classes == ["defaultcore-dra-class"]  # type: ignore[arg-type]
+    assert objects.builder(None).leftovers.classes == ["defaultcore-dra-class"]  # type: ignore[arg-type]
     # In another namespace: the same subtest, its names and its tear-down.
     elsewhere = second.in_namespace("elsewhere")
     assert elsewhere.external_claim()["metadata"] == {
@@ -1300,9 +1296,9 @@ def test_a_builder_per_phase_shares_the_subtests_names_and_tear_down() -> None:
         "namespace": "elsewhere",
         "labels": labels("core-dra"),
     }
-    assert elsewhere.sweeper.deferred == (cleanup,)
+    assert elsewhere.deferred == (cleanup,)
     # Nothing re-points a builder: a restart means a new one.
-    assert not hasattr(first, "use_client") and not hasattr(first.client, "use_client")
+    assert not hasattr(first, "use_client")
     assert not hasattr(objects, "kube")
 
 
@@ -1343,7 +1339,7 @@ def test_what_the_builder_creates_is_labelled_even_if_made_by_hand() -> None:
         "metadata": {"name": "s", "labels": {"mine": "yes", SUBTEST_LABEL: "kept"}},
         "spec": {"driver": "d", "pool": {"name": "p", "generation": 0, "resourceSliceCount": 1}},
     }
-    labelled = b.labeled(hand_made)
+    labelled = labeled(hand_made, b.labels)
     assert labelled["metadata"]["labels"] == {**want, "mine": "yes", SUBTEST_LABEL: "kept"}
     assert hand_made["metadata"]["labels"] == {"mine": "yes", SUBTEST_LABEL: "kept"}  # a copy
     template = {
@@ -1352,13 +1348,13 @@ def test_what_the_builder_creates_is_labelled_even_if_made_by_hand() -> None:
         "metadata": {"name": "t", "namespace": "default"},
         "spec": {"spec": b.claim_spec()},
     }
-    labelled = valid(b.labeled(template))
+    labelled = valid(labeled(template, b.labels))
     assert labelled["metadata"]["labels"] == labelled["spec"]["metadata"]["labels"] == want
 
 
 def test_no_subtest_imports_another_subtest() -> None:
-    """Shared helpers live in e2e_dra.subtest_kit (or a subtests/_private module for a pair of
-    twins), never in a subtest module another one imports."""
+    """Shared helpers live in e2e_dra.subtest_kit (or a private ``_module`` of e2e_dra.subtests
+    for a pair of twins), never in a subtest module another one imports."""
     import ast
 
     root = Path(subtests.__file__).parent
@@ -1366,15 +1362,77 @@ def test_no_subtest_imports_another_subtest() -> None:
     for path in sorted(root.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             names = []
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("subtests"):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "e2e_dra.subtests"
+            ):
                 names = [f"{node.module}.{a.name}" for a in node.names]
             elif isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             for name in names:
                 parts = name.split(".")
-                if parts[0] == "subtests" and not any(p.startswith("_") for p in parts[1:]):
+                if parts[:2] == ["e2e_dra", "subtests"] and not any(
+                    p.startswith("_") for p in parts[2:]
+                ):
                     found.append(f"{path.relative_to(root)}: {name}")
     assert found == []
+
+
+def test_claims_said_with_requests_are_what_the_api_expects() -> None:
+    """The kit's claim for a named device and pool-names-per-driver's claim for its twin's
+    class, made with ``requests=``: valid claims whose one request is as the API stores it."""
+    from e2e_dra.subtests import pool_names_per_driver
+
+    b = builder("pool-names-per-driver")
+    where = valid(subtest_kit.claim_where(b, "model", "x"))
+    assert where["spec"]["devices"]["requests"] == [
+        {
+            "name": "my-request",
+            "exactly": {
+                "deviceClassName": "defaultpool-names-per-driver-class",
+                "selectors": [
+                    {
+                        "cel": {
+                            "expression": (
+                                'device.attributes["defaultpool-names-per-driver.k8s.io"]'
+                                '.model == "x"'
+                            )
+                        }
+                    }
+                ],
+            },
+        }
+    ]
+    twin_class = pool_names_per_driver._twin_class(b, "twin.k8s.io")
+    twin = valid(pool_names_per_driver._twin_claim(b, "twin.k8s.io", twin_class))
+    assert twin["spec"]["devices"]["requests"] == [
+        {"name": "my-request", "exactly": {"deviceClassName": twin_class["metadata"]["name"]}}
+    ]
+    assert [c["opaque"]["driver"] for c in twin["spec"]["devices"]["config"]] == ["twin.k8s.io"]
+
+
+def test_subtests_spell_the_drivers_env_lines_through_the_kit() -> None:
+    """``claim_<claim>_<request>=true`` is the driver's naming: the subtests get it from
+    ``subtest_kit.claim_env`` and ``request_env``, so a change to it is made in one place."""
+    import ast
+
+    root = Path(subtests.__file__).parent
+    found = [
+        f"{path.relative_to(root)}: {alias.name}"
+        for path in sorted(root.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.name == "claim_env_name"
+    ]
+    assert found == []
+    assert subtest_kit.request_env("external-claimcore-dra", "my-request") == (
+        "claim_external_claimcore_dra_my_request=true"
+    )
+    claim = builder().external_claim()
+    assert subtest_kit.claim_env(claim) == [
+        f"{claim_env_name(claim['metadata']['name'], 'my-request')}=true",
+        *DEFAULT_ENV,
+    ]
 
 
 def test_unschedulable_means_pending_with_reason() -> None:
@@ -1518,7 +1576,7 @@ def test_a_checkpoint_over_its_bound_is_refused_unread(tmp_path: Path, monkeypat
 def test_prepare_retry_tells_a_device_held_twice_by_the_known_bugs_sign(tmp_path: Path) -> None:
     """kubernetes#140274's sign is in the message for a claim whose device the kubelet lists
     twice after the retried prepare; one device passes, and so does nothing else."""
-    from subtests import prepare_retry
+    from e2e_dra.subtests import prepare_retry
 
     driver = builder("kubelet-restart").driver_name
     device = {"PoolName": "node-a", "DeviceName": "device-00", "CDIDeviceIDs": ["x"]}
@@ -1785,7 +1843,7 @@ def test_configured_allocation_wants_fits_and_only_the_config_that_applies() -> 
 
 
 def test_admin_access_objects() -> None:
-    m = admin_access
+    m = _admin_access
     b = builder("admin-access")
     labelled, unlabelled = (valid(ns) for ns in m.namespace_objects(b))
     assert labelled["metadata"] == {
@@ -1818,7 +1876,7 @@ def test_admin_access_objects() -> None:
 
 
 def test_admin_access_template_pod_and_ordinary_claim() -> None:
-    m = admin_access
+    m = _admin_access
     b = builder("admin-access")
     namespace = m.admin_namespace(b)
     pod, template = (valid(o) for o in m.admin_pod_inline(b, namespace))
@@ -1851,7 +1909,7 @@ def test_admin_access_template_pod_and_ordinary_claim() -> None:
 
 
 def test_admin_access_generated_claim_from_pod_status() -> None:
-    m = admin_access
+    m = _admin_access
     pod, _ = m.admin_pod_inline(builder("admin-access"), "ns")
     assert m.generated_claim(pod) is None
     pod["status"] = {"resourceClaimStatuses": [{"name": "other", "resourceClaimName": "x"}]}
@@ -1870,7 +1928,7 @@ def _admin_access_claim(namespace: str, name: str, *results: dict) -> dict:
 
 
 def test_admin_access_counts_what_holds_devices() -> None:
-    m = admin_access
+    m = _admin_access
     driver = "defaultadmin-access.k8s.io"
     slices = [
         {"spec": {"driver": driver, "pool": {"name": "node-a"}, "devices": [{"name": "d0"}]}},
@@ -1903,7 +1961,7 @@ def test_admin_access_counts_what_holds_devices() -> None:
 
 
 def test_admin_access_scheduler_refusal_is_read_from_the_pod() -> None:
-    m = admin_access
+    m = _admin_access
     # As the scheduler writes a PreBind failure of the DRA plugin into PodScheduled (1.37, 1.38).
     message = (
         'running PreBind plugin "DynamicResources": add allocation and reservation to claim '
@@ -1928,7 +1986,7 @@ def test_admin_access_scheduler_refusal_is_read_from_the_pod() -> None:
 def test_admin_access_refusal_matches_what_the_api_server_says() -> None:
     # How apimachinery prints the Forbidden field error of AuthorizedForAdmin (same path for a
     # claim and a template), as the 422 and the resourceclaim controller's event carry it.
-    m = admin_access
+    m = _admin_access
     claim = (
         'ResourceClaim.resource.k8s.io "c" is invalid: spec.devices.requests[0].adminAccess: '
         f"Forbidden: {m.REFUSAL}"
@@ -1981,8 +2039,8 @@ def test_kubelet_restart_kills_the_pods_sandbox_first_and_nothing_else(
 
 
 def test_kubelet_restart_pins_the_duplicated_checkpoint_to_kubelets_without_the_fix() -> None:
+    from e2e_dra.subtests import kubelet_restart
     from e2e_dra.versions import matches
-    from subtests import kubelet_restart
 
     buggy = [
         v
@@ -2009,8 +2067,8 @@ def test_an_event_counts_as_seen_when_it_was_last_reported() -> None:
 
 
 def test_resource_health_expects_v1_from_1_37_and_v1alpha1_before() -> None:
+    from e2e_dra.subtests.resource_health import HEALTH_SERVICES
     from e2e_dra.versions import matches
-    from subtests.resource_health import HEALTH_SERVICES
 
     def want(kubelet: str) -> list[str]:
         return [name for spec, name in HEALTH_SERVICES.items() if matches(spec, kubelet)]

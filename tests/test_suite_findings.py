@@ -10,24 +10,24 @@ from pathlib import Path
 
 import pytest
 
-from e2e_dra._suite import SUITES, UPGRADE_DOWNGRADE, Phase, Step
-from e2e_dra._suite._cluster import ClusterRun
+from e2e_dra._suite import SUITES, UPGRADE_DOWNGRADE, Entry, SubtestPhase
+from e2e_dra._suite._cluster import RealCluster
 from e2e_dra._suite._findings import Findings
 from e2e_dra._suite._nets import Finding, claim_owner
-from e2e_dra._suite._steps import Cleanup, ClusterStep
+from e2e_dra._suite._steps import Cleanup
 from e2e_dra.builder import SUBTEST_LABEL, SubtestObjects
 
 FIRST, SECOND = "after-cluster-creation", "after-cluster-upgrade"
 
 
-def _phase(subtest: str, phase: str = FIRST) -> Phase:
-    return Phase(UPGRADE_DOWNGRADE, subtest, 0, phase)
+def _phase(subtest: str, phase: str = FIRST) -> SubtestPhase:
+    return SubtestPhase(UPGRADE_DOWNGRADE, subtest, 0, phase)
 
 
-def _step(step: str) -> Step:
+def _step(step: str) -> Entry:
     """The plan's cluster step of that name."""
     plan = SUITES[UPGRADE_DOWNGRADE].plan([], 1)
-    return next(s for s in plan if isinstance(s, ClusterStep) and s.id == step)
+    return next(s for s in plan if s.id == step)
 
 
 class Nets:
@@ -41,7 +41,7 @@ class Nets:
         found, self.found = self.found, []
         return found
 
-    def after(self, entry: Step, *found: Finding) -> list[str]:
+    def after(self, entry: Entry, *found: Finding) -> list[str]:
         self.found += found
         return self.findings.checks(entry)
 
@@ -75,7 +75,7 @@ def test_a_finding_of_nobody_fails_the_entry_at_hand() -> None:
 def test_the_cleanup_step_reports_what_still_waits_by_subtest() -> None:
     nets = Nets()
     nets.after(_step("bring-up"), Finding("b", "two"), Finding("a", "one"))
-    assert nets.after(Cleanup(UPGRADE_DOWNGRADE)) == [
+    assert nets.after(Cleanup(suite=UPGRADE_DOWNGRADE)) == [
         "one [subtest 'a'; seen during cluster step 'bring-up']",
         "two [subtest 'b'; seen during cluster step 'bring-up']",
     ]
@@ -100,7 +100,7 @@ def test_what_the_cleanup_finds_fails_it_as_one_safety_net_error() -> None:
 def test_a_backend_without_a_cluster_fails_its_cleanup_with_what_waits_once(
     tmp_path: Path,
 ) -> None:
-    backend = ClusterRun(SUITES[UPGRADE_DOWNGRADE], {}, tmp_path)
+    backend = RealCluster(SUITES[UPGRADE_DOWNGRADE], {}, tmp_path)
     backend.findings.route(_phase("a"), [Finding("b", "claim x allocated")])
     with pytest.raises(AssertionError) as raised:
         backend.close()

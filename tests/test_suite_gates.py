@@ -9,7 +9,7 @@ import pytest
 from fake_k8s.gate_validator import fake_release
 
 from e2e_dra._suite._gates import choose_gates
-from localupcluster import ClusterError, culprit, refusal
+from e2e_dra.localupcluster import ClusterError, culprit, refusal
 
 
 @pytest.mark.parametrize(

@@ -637,7 +637,7 @@ def test_the_backend_is_the_real_cluster_unless_a_plugin_of_the_run_gives_one(
         )
 
     plain = ask(pytester.parseconfigure(*PLUGIN))
-    assert type(plain).__name__ == "ClusterRun"
+    assert type(plain).__name__ == "RealCluster"
     assert plain.suite is SUITES[suite_name]
 
     dry = DryCluster()

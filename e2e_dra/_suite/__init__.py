@@ -5,8 +5,10 @@ itself with ``E2E_DRA_SUITE = <suite name>`` (a key of :data:`SUITES`) and impor
 ``test_cluster_step`` and ``test_phase`` from ``_items``; the plugin makes one item per step.
 """
 
+from typing import Any
+
 from e2e_dra._suite._gate_cycle import GATE_CYCLE, GateCycleSuite
-from e2e_dra._suite._steps import ClusterStep, Phase, Step, Suite, needed
+from e2e_dra._suite._steps import ClusterStep, Entry, Phases, Plan, SubtestPhase, Suite, needed
 from e2e_dra._suite._upgrade import (
     CONTROL_PLANE_FIRST,
     KUBELET_LAST,
@@ -14,7 +16,7 @@ from e2e_dra._suite._upgrade import (
     UPGRADE_SUITES,
 )
 
-SUITES: dict[str, Suite] = {**UPGRADE_SUITES, GATE_CYCLE: GateCycleSuite()}
+SUITES: dict[str, Suite[Any]] = {**UPGRADE_SUITES, GATE_CYCLE: GateCycleSuite()}
 """Every suite by the name a suite module declares."""
 
 __all__ = [
@@ -24,8 +26,10 @@ __all__ = [
     "SUITES",
     "UPGRADE_DOWNGRADE",
     "ClusterStep",
-    "Phase",
-    "Step",
+    "Entry",
+    "Phases",
+    "Plan",
+    "SubtestPhase",
     "Suite",
     "needed",
 ]

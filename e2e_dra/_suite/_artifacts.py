@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from e2e_dra._suite._steps import Phase, Step
+from e2e_dra._suite._steps import Entry
 from e2e_dra.hostkit import atomic_write_text
 from e2e_dra.kube import Kube, KubeError, path
 from e2e_dra.report import SCHEMA_VERSION, STEP_PASSED, artifact_logs, dump_file_name, safe_name
@@ -90,7 +90,7 @@ class Summary:
 
     def record(
         self,
-        entry: Step,
+        entry: Entry,
         outcome: str,
         seconds: float,
         message: str = "",
@@ -109,7 +109,7 @@ class Summary:
         start = max(0.0, begun - self._started)
         result: dict[str, Any] = {"id": entry.id, "outcome": outcome, "seconds": round(seconds, 3)}
         result["start"] = round(start, 3)
-        result["phase" if isinstance(entry, Phase) else "step"] = entry.name
+        result[entry.kind] = entry.name
         if entry.subtest:
             result["subtest"] = entry.subtest
         if message:

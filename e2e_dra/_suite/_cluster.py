@@ -1,10 +1,11 @@
-"""A real cluster's life through a suite: the run's typed state, and the services its steps use.
+"""The real cluster behind one suite: the services its steps use, and what the run asks of it.
 
-The steps (``_upgrade``, ``_gate_cycle``, ``_steps``) say what happens; :class:`ClusterRun` is
-how: resolve versions, prepare the node, bring a cluster up, restart components and wait until
-every driver's ResourceSlices are back, give each phase its context, and clean up in an order
-that leaves nothing behind. :class:`RunState` holds what the steps learn (versions, releases per
-state, settings, facts); ``summary.json`` is rendered from it and never read back.
+The steps (``_upgrade``, ``_gate_cycle``, ``_steps``) say what happens, over the narrow
+:class:`~e2e_dra._suite._steps.ClusterOps`; :class:`RealCluster` is how: resolve versions,
+prepare the node, bring a cluster up (:class:`~e2e_dra._suite._early.EarlyStart` has its control
+plane started early), restart components and wait until every driver's ResourceSlices are back,
+give each phase its context (``_contexts``), contain a known bug, and clean up in an order that
+leaves nothing behind. What the steps learn is the suite's own typed state (``suite.new_state()``).
 
 The pieces each do one thing: ``_harnesses`` the subtests' drivers and objects, ``_findings``
 which test a safety net's finding fails, ``_report`` what a failure's notes name.
@@ -16,24 +17,25 @@ import contextlib
 import functools
 import logging
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic
 
 from e2e_dra._suite._artifacts import dump_cluster
+from e2e_dra._suite._contexts import phase_context
+from e2e_dra._suite._early import BringUpArgs, EarlyStart
 from e2e_dra._suite._findings import Findings
-from e2e_dra._suite._harnesses import Harnesses
+from e2e_dra._suite._harnesses import Harness, Harnesses
 from e2e_dra._suite._liveness import ComponentNet, Running
 from e2e_dra._suite._nodelogs import StateLogs
 from e2e_dra._suite._report import crash_reason, failure_report
-from e2e_dra._suite._steps import ClusterStep, Phase, Step, Suite
+from e2e_dra._suite._steps import ClusterStep, Entry, S, SubtestPhase, Suite
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.hostkit import Attempts
 from e2e_dra.kube import Kube, path, retrying
+from e2e_dra.localupcluster import Cluster, ModifyOptions
 from e2e_dra.provision import ensure_node_runtime
 from e2e_dra.releases import (
     BUILT_COMMANDS,
-    Release,
     ReleaseSource,
     VersionsUnderTest,
     release_source,
@@ -42,10 +44,6 @@ from e2e_dra.releases import (
 from e2e_dra.settings import Settings, settings
 from e2e_dra.subtest import Context, Subtest
 from e2e_dra.waits import abort_when, eventually
-from localupcluster import Cluster, ModifyOptions
-
-if TYPE_CHECKING:
-    from e2e_dra._suite._upgrade import ClusterSettings, Releases
 
 NAMESPACE = "default"
 USER_AGENT = "e2e-dra -- dra"
@@ -67,110 +65,29 @@ def run_release_source(run_settings: Settings) -> ReleaseSource:
     return release_source()
 
 
-@dataclass
-class RunState:
-    """What a suite's steps learned, in one place; :meth:`describe` is the summary's view."""
-
-    versions: VersionsUnderTest | None = None
-    releases: Releases | None = None  # upgrade suites: which release runs where
-    settings: ClusterSettings | None = None  # upgrade suites: FEATURE_GATES, RUNTIME_CONFIG
-    undo: ModifyOptions | None = None  # what undoes the upgrade
-    node_runtime: Path | None = None
-    node_env: dict[str, str] = field(default_factory=dict)
-    cluster_env: dict[str, str] = field(default_factory=dict)
-    log_dir: Path | None = None
-    kubeconfig: Path | None = None
-    binaries: dict[str, dict[str, str]] = field(default_factory=dict)  # state -> component
-    per_subtest: dict[str, dict[str, Any]] = field(default_factory=dict)  # gate cycle settings
-    dependent_gates: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    facts: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def current(self) -> Release:
-        if self.versions is None:
-            raise AssertionError("the versions step has not run")
-        return self.versions.current
-
-    def upgrade_inputs(self) -> tuple[VersionsUnderTest, Releases, ClusterSettings]:
-        if self.versions is None or self.releases is None or self.settings is None:
-            raise AssertionError("the versions step has not run")
-        return self.versions, self.releases, self.settings
-
-    def record_binaries(self, state: str, releases: Mapping[str, Release]) -> None:
-        self.binaries[state] = {c: r.version for c, r in releases.items()}
-
-    def describe(self) -> dict[str, Any]:
-        """Versions, releases and settings for ``summary.json``."""
-        info: dict[str, Any] = {}
-        versions = self.versions
-        if versions is not None:
-            current, previous = versions.current, versions.previous
-            info.update(
-                current={
-                    "version": current.version,
-                    "origin": current.origin,
-                    "bin_dir": str(current.bin_dir),
-                    "source_dir": str(current.source_dir),
-                    "deviations": list(current.deviations),
-                    "chosen": versions.choice,
-                },
-                previous={
-                    "version": previous.version,
-                    "origin": previous.origin,
-                    "bin_dir": str(previous.bin_dir),
-                    "deviations": list(previous.deviations),
-                },
-                previous_minor=versions.previous_minor,
-                release_source=versions.source,
-            )
-        if self.releases is not None:
-            kubelet = self.releases.initial["kubelet"]
-            if kubelet is not self.releases.initial["kube-apiserver"]:
-                info["kubelet"] = {"version": kubelet.version, "bin_dir": str(kubelet.bin_dir)}
-        if self.settings is not None:
-            info.update(
-                feature_gates=self.settings.feature_gates,
-                feature_gates_dropped=dict(self.settings.feature_gates_dropped),
-                runtime_config=self.settings.runtime_config,
-                runtime_config_dropped=dict(self.settings.runtime_config_dropped),
-            )
-        if self.node_runtime is not None:
-            info["node_runtime"] = str(self.node_runtime)
-        if self.per_subtest:
-            info["subtests"] = self.per_subtest
-        if self.log_dir is not None:
-            info.update(cluster_env=self.cluster_env, log_dir=str(self.log_dir))
-        if self.kubeconfig is not None:
-            info["kubeconfig"] = str(self.kubeconfig)
-        if self.binaries:
-            info["binaries"] = self.binaries
-        if self.facts:
-            info["facts"] = self.facts
-        return info
-
-
-class ClusterRun:
+class RealCluster(Generic[S]):
     """The real cluster behind one suite: runs its steps, gives its phases their context."""
 
-    def __init__(self, suite: Suite, subtests: Mapping[str, Subtest], artifacts: Path) -> None:
+    def __init__(self, suite: Suite[S], subtests: Mapping[str, Subtest], artifacts: Path) -> None:
         self.suite = suite
         self.subtests = dict(subtests)
         self.artifacts = artifacts
-        self.state = RunState()
+        self.state: S = suite.new_state()
         self.cluster: Cluster | None = None
         self.api: Kube | None = None  # the cluster's admin client; all others are made from it
         self.nodes: list[str] = []
         self.harnesses = Harnesses(self.subtests, artifacts / "drivers", NAMESPACE, suite.name)
         self.findings = Findings(self.harnesses.take_slice_findings)
+        self.early = EarlyStart(self._new_cluster)
         self._components = ComponentNet()
         self._watch: contextlib.AbstractContextManager[None] | None = None  # for crashes
         self._clusters: list[Cluster] = []  # every one brought up: their components' ready times
-        self._upcoming: ClusterStep | None = None  # while a step runs: the one after it
-        self._prepared: tuple[tuple[object, ...], Cluster] | None = None  # started early
+        self._upcoming: Entry | None = None  # while a step runs: the entry after it
         self._node_logs: StateLogs | None = None  # once the node runtime is known
 
     # --- what the suite run asks ----------------------------------------------------------------
 
-    def run_step(self, step: ClusterStep, upcoming: ClusterStep | None = None) -> None:
+    def run_step(self, step: ClusterStep[S], upcoming: Entry | None = None) -> None:
         self._upcoming = upcoming
         try:
             step.run(self)
@@ -185,36 +102,23 @@ class ClusterRun:
         self.harnesses.drop(subtest)
 
     @contextlib.contextmanager
-    def context(self, phase: Phase) -> Iterator[Context]:
+    def context(self, phase: SubtestPhase) -> Iterator[Context]:
         """``phase``'s context, with a client of its own (closed when the phase ends): the
         subtest's driver is set up before its first phase."""
         if self.api is None:
             raise AssertionError("no cluster is up")
         harness = self.harnesses.ready(phase.subtest, self.api, self.nodes)
-        kube = self.api.fresh()
-        try:
-            yield Context(
-                kube=kube,
-                driver=harness.driver,
-                others=dict(harness.others),
-                builder=harness.objects.builder(kube),
-                nodes=list(self.nodes),
-                phase=phase.name,
-                artifacts=self.artifacts / "subtests" / phase.subtest,
-                namespace=NAMESPACE,
-                log=logger.info,
-                facts=self.state.facts.setdefault(phase.subtest, {}),
-                started=self._started(),
-            )
-        finally:
-            kube.close()
-
-    def _started(self) -> dict[str, float]:
-        """When each component's current process started: its last ready time less how long
-        it took to be ready (the engine's ready times come in the order they happened)."""
-        if self.cluster is None:
-            return {}
-        return {t.component: t.at - t.seconds for t in self.cluster.ready_times}
+        with phase_context(
+            phase,
+            self.api,
+            harness,
+            self.nodes,
+            artifacts=self.artifacts / "subtests" / phase.subtest,
+            namespace=NAMESPACE,
+            facts=self.state.facts.setdefault(phase.subtest, {}),
+            cluster=self.cluster,
+        ) as context:
+            yield context
 
     def contain(self, subtest: str) -> str:
         """After a known bug broke a phase of ``subtest``: its objects torn down (the crash
@@ -251,16 +155,15 @@ class ClusterRun:
         return "; ".join(done) or "nothing to do"
 
     def releases_now(self) -> dict[str, str]:
-        """Each component's release in the state the cluster is in (the last one recorded)."""
-        return dict(list(self.state.binaries.values())[-1]) if self.state.binaries else {}
+        return self.state.releases_now()
 
-    def checks(self, step: Step) -> list[str]:
+    def checks(self, entry: Entry) -> list[str]:
         """The claim, slice and driver nets' findings, then the components' (a panic logged, a
         process replaced behind the suite's back)."""
-        found = self.findings.checks(step)
+        found = self.findings.checks(entry)
         if self.cluster is not None:
-            restarts_allowed = isinstance(step, ClusterStep)
-            found += self._components.look(self._processes(), restarts_allowed=restarts_allowed)
+            allowed = entry.restarts_allowed
+            found += self._components.look(self._processes(), restarts_allowed=allowed)
         return found
 
     def _processes(self) -> dict[str, Running]:
@@ -268,9 +171,9 @@ class ClusterRun:
         assert self.cluster is not None
         return {c: Running(cmd.pid, cmd.log_file) for c, cmd in self.cluster.running.items()}
 
-    def on_failure(self, step: Step, exc: BaseException) -> list[str]:
+    def on_failure(self, entry: Entry, exc: BaseException) -> list[str]:
         return failure_report(
-            step,
+            entry,
             kube=self.api,
             harnesses=self.harnesses,
             cluster=self.cluster,
@@ -321,16 +224,16 @@ class ClusterRun:
     def bring_up(
         self, log_dir: Path, state: str, bin_dir: Path, env: dict[str, str], gates: str = ""
     ) -> None:
-        """A cluster in ``state``, ready: the one :meth:`prepare` started with these arguments
-        (its node started now), else a new one."""
-        prepared = self._take_prepared((log_dir, state, bin_dir, env, gates))
+        """A cluster in ``state``, ready: the one started early with these arguments (its node
+        started now), else a new one."""
+        started_early = self.early.take(BringUpArgs(log_dir, state, bin_dir, env, gates))
         node_env = self.state.node_env
         self.state.cluster_env = {k: env[k] for k in sorted(env) if k not in node_env}
         self.state.log_dir = log_dir
         self._state_begins(state)
-        if prepared is not None:
+        if started_early is not None:
             logger.info(f"bringing up state {state}: its control plane runs, starting the node")
-            self.cluster = prepared
+            self.cluster = started_early
             self.cluster.start_node()
         else:
             logger.info(f"bringing up state {state} with {bin_dir}")
@@ -344,16 +247,10 @@ class ClusterRun:
         self.nodes = self._schedulable_nodes()
         self.state.kubeconfig = self.cluster.kubeconfig
 
-    def prepare(
+    def start_early(
         self, log_dir: Path, state: str, bin_dir: Path, env: dict[str, str], gates: str = ""
     ) -> None:
-        """Start the control plane :meth:`bring_up` will be asked for with these arguments, its
-        node held back (the cluster up now still holds the node)."""
-        self._stop_prepared("another cluster is prepared")
-        logger.info(f"starting the control plane of state {state} early, with {bin_dir}")
-        cluster = self._new_cluster(log_dir)
-        cluster.start(state, bin_dir, {**self.state.node_env, **env}, gates, hold_node=True)
-        self._prepared = ((log_dir, state, bin_dir, env, gates), cluster)
+        self.early.start(BringUpArgs(log_dir, state, bin_dir, env, gates), self.state.node_env)
 
     def modify(self, state: str, options: ModifyOptions, why: str) -> ModifyOptions:
         """Restart components as ``options`` say; returns the options that undo it. Every client
@@ -366,28 +263,17 @@ class ClusterRun:
         self.harnesses.wait_for_slices(why)
         return undo
 
-    def toggle_gates(self, subtest: Subtest, state: str, gates: str, on: bool) -> None:
-        """The cluster restarted with ``gates``. While a gate is off the apiserver drops its
-        fields from re-published slices; once it is on again the driver publishes them whole."""
+    def restart_with_gates(self, state: str, gates: str) -> None:
         cluster, api = self._up()
-        harness = self.harnesses.get(subtest.name)
-        if harness is not None and not on:
-            for driver in harness.drivers:
-                driver.set_expect_dropped_fields(True)
         self._state_begins(state)
         cluster.toggle_feature_gates(state, gates)
         api.server_restarted()
-        if harness is not None and on:
-            # While the gate was off the publisher settled on the stripped slices; publishing
-            # again (to an apiserver that keeps the fields now) restores them.
-            if subtest.resources is not None:
-                harness.driver.publish(subtest.resources(self.nodes))
-            for other in subtest.other_drivers:
-                harness.others[other.suffix].publish(other.resources(self.nodes))
-        self.harnesses.wait_for_slices(f"after {state}")
-        if harness is not None and on:
-            for driver in harness.drivers:
-                driver.set_expect_dropped_fields(False)
+
+    def wait_for_slices(self, why: str) -> None:
+        self.harnesses.wait_for_slices(why)
+
+    def harness(self, subtest: str) -> Harness | None:
+        return self.harnesses.get(subtest)
 
     def unserved(self, subtest: Subtest) -> str | None:
         """The first API version ``subtest`` requires that the server does not serve, said."""
@@ -416,9 +302,9 @@ class ClusterRun:
         stopped, slice_findings = self.harnesses.close(attempts, self.api, tear_down=live)
         self.findings.hold(slice_findings)
         if self._upcoming is not None:  # while the kubelet removes the drivers' slices
-            self._prepare(self._upcoming)
+            self._start_early(self._upcoming)
         else:
-            self._stop_prepared("the suite ends")
+            self.early.stop("the suite ends")
         if live:
             assert self.api is not None
             self.findings.last_look(attempts, self.api, stopped)
@@ -447,26 +333,12 @@ class ClusterRun:
         self._clusters.append(cluster)
         return cluster
 
-    def _prepare(self, step: ClusterStep) -> None:
-        """``step``'s early start; what fails there is the step's to report when it runs."""
+    def _start_early(self, entry: Entry) -> None:
+        """``entry``'s early start; what fails there is the step's to report when it runs."""
         try:
-            step.prepare(self)
+            entry.start_early(self)
         except Exception as exc:
-            logger.warning(f"{step.id}: starting early failed ({exc}); it starts when it runs")
-
-    def _take_prepared(self, key: tuple[object, ...]) -> Cluster | None:
-        """The prepared cluster, if it was prepared for ``key``; any other is stopped."""
-        if self._prepared is not None and self._prepared[0] == key:
-            cluster, self._prepared = self._prepared[1], None
-            return cluster
-        self._stop_prepared("it was prepared for another bring-up")
-        return None
-
-    def _stop_prepared(self, why: str) -> None:
-        if self._prepared is not None:
-            cluster, self._prepared = self._prepared[1], None
-            logger.info(f"stopping the control plane started early: {why}")
-            cluster.stop(reason=why)
+            logger.warning(f"{entry.id}: starting early failed ({exc}); it starts when it runs")
 
     def _state_begins(self, state: str) -> None:
         """The node's logs of the state that ends are copied; ``state``'s count from now."""

@@ -23,7 +23,7 @@ from e2e_dra._suite._nets import (
     slice_removal_timeout,
     wait_slices_removed,
 )
-from e2e_dra._suite._steps import Cleanup, Phase, Step
+from e2e_dra._suite._steps import Entry
 from e2e_dra.hostkit import Attempts
 from e2e_dra.kube import Kube
 
@@ -65,7 +65,7 @@ class Findings:
 
     # --- routing ------------------------------------------------------------------------------
 
-    def checks(self, entry: Step) -> list[str]:
+    def checks(self, entry: Entry) -> list[str]:
         """What the safety nets found that fails ``entry``, which just ended.
 
         A finding of the subtest whose phase this is fails that phase; a finding seen during a
@@ -82,13 +82,11 @@ class Findings:
         found += self._more()
         return self.route(entry, found)
 
-    def route(self, entry: Step, found: Iterable[Finding]) -> list[str]:
+    def route(self, entry: Entry, found: Iterable[Finding]) -> list[str]:
         """Of ``found`` (seen during ``entry``) and what waited for it: what fails ``entry``;
         the rest waits for its own subtest."""
-        own = entry.subtest if isinstance(entry, Phase) else None
-        where = (
-            f"phase {entry.name!r}" if isinstance(entry, Phase) else f"cluster step {entry.id!r}"
-        )
+        own = entry.subtest if entry.chain_position is not None else None
+        where = entry.where
         now: list[str] = []
         for finding in found:
             text = _described(finding, where)
@@ -98,7 +96,7 @@ class Findings:
                 self.pending.setdefault(finding.owner, []).append(text)
         if own is not None:
             now += self.pending.pop(own, [])
-        if isinstance(entry, Cleanup):
+        if entry.always:  # the cleanup: nothing comes after it
             for name in sorted(self.pending):
                 now += self.pending.pop(name)
         return now

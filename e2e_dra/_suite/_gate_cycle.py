@@ -8,75 +8,120 @@ command line.
 
 from __future__ import annotations
 
-import random
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import Any, ClassVar
 
-from e2e_dra._suite._steps import Cleanup, ClusterStep, NodeRuntime, Phase, Step, shuffled
+from e2e_dra._suite._state import RunState
+from e2e_dra._suite._steps import (
+    Checks,
+    Cleanup,
+    ClusterOps,
+    ClusterStep,
+    NodeRuntime,
+    Order,
+    Phases,
+    Plan,
+    Step,
+)
 from e2e_dra._suite._upgrade import RUNTIME_CONFIG
+from e2e_dra.localupcluster import PROBED_BINARY, refusal
 from e2e_dra.subtest import GATE_CYCLE_PHASES, Subtest
-from localupcluster import PROBED_BINARY, refusal
-
-if TYPE_CHECKING:
-    from e2e_dra._suite._cluster import ClusterRun
 
 GATE_CYCLE = "gate-cycle"
 
 
+@dataclass
+class GateCycleState(RunState):
+    """What the gate cycle's steps learn: per subtest its cluster's environment and gates, and
+    which of its dependent gates the current release has (asked once per run)."""
+
+    per_subtest: dict[str, dict[str, Any]] = field(default_factory=dict)
+    dependent_gates: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def describe(self) -> dict[str, Any]:
+        info = super().describe()
+        if self.per_subtest:
+            info["subtests"] = self.per_subtest
+        return info
+
+
+Ops = ClusterOps[GateCycleState]
+
+
 @dataclass(frozen=True)
-class CurrentRelease(ClusterStep):
+class CurrentRelease(ClusterStep[GateCycleState]):
     """Only the current release: the gate cycle upgrades nothing."""
 
     name: ClassVar[str] = "versions"
 
-    def run(self, cluster: ClusterRun) -> None:
+    def run(self, cluster: Ops) -> None:
         cluster.resolve_versions()
 
 
 @dataclass(frozen=True)
-class BringUpWithGatesOn(ClusterStep):
+class BringUpWithGatesOn(ClusterStep[GateCycleState]):
     """The subtest's own cluster, its gates on. Its control plane starts while the cluster
     before it waits for the kubelet's 30 s ResourceSlice wiping delay; its node when that
     cluster is gone."""
 
     name: ClassVar[str] = "bring-up"
 
-    def run(self, cluster: ClusterRun) -> None:
+    def run(self, cluster: Ops) -> None:
         log_dir, env, gates = self._arguments(cluster)
         cluster.state.per_subtest[self._subtest(cluster).name] = {"env": env, "gates": gates}
         current = cluster.state.current()
         cluster.bring_up(log_dir, GATE_CYCLE_PHASES[0], current.bin_dir, env, gates)
 
-    def prepare(self, cluster: ClusterRun) -> None:
+    def start_early(self, cluster: Ops) -> None:
         log_dir, env, gates = self._arguments(cluster)
         current = cluster.state.current()
-        cluster.prepare(log_dir, GATE_CYCLE_PHASES[0], current.bin_dir, env, gates)
+        cluster.start_early(log_dir, GATE_CYCLE_PHASES[0], current.bin_dir, env, gates)
 
-    def _subtest(self, cluster: ClusterRun) -> Subtest:
+    def _subtest(self, cluster: Ops) -> Subtest:
         assert self.subtest is not None
         return cluster.subtests[self.subtest]
 
-    def _arguments(self, cluster: ClusterRun) -> tuple[Path, dict[str, str], str]:
+    def _arguments(self, cluster: Ops) -> tuple[Path, dict[str, str], str]:
         """The cluster's log directory, environment and ``--feature-gates``."""
         subtest = self._subtest(cluster)
         env = {"RUNTIME_CONFIG": ",".join(dict.fromkeys([*RUNTIME_CONFIG, *subtest.requires]))}
         if subtest.emulated_version:
             env["EMULATED_VERSION"] = subtest.emulated_version
-        return cluster.artifacts / subtest.name, env, gate_flag(cluster, subtest, on=True)
+        return cluster.artifacts / subtest.name, env, gate_flag(cluster.state, subtest, on=True)
 
 
 @dataclass(frozen=True)
-class _Toggle(ClusterStep):
-    on: ClassVar[bool]
-    state: ClassVar[str]
+class _Toggle(ClusterStep[GateCycleState]):
+    """The cluster restarted with the subtest's toggled gates ``on`` or off. While a gate is
+    off the apiserver drops its fields from re-published slices, which the drivers are told to
+    expect; once it is on again, the drivers publish their slices whole again."""
 
-    def run(self, cluster: ClusterRun) -> None:
+    on: ClassVar[bool]
+    state_name: ClassVar[str]
+
+    def run(self, cluster: Ops) -> None:
         assert self.subtest is not None
         subtest = cluster.subtests[self.subtest]
-        cluster.toggle_gates(subtest, self.state, gate_flag(cluster, subtest, on=self.on), self.on)
+        harness = cluster.harness(subtest.name)
+        drivers = harness.drivers if harness is not None else []
+        if not self.on:
+            for driver in drivers:
+                driver.set_expect_dropped_fields(True)
+        cluster.restart_with_gates(self.state_name, gate_flag(cluster.state, subtest, on=self.on))
+        if harness is not None and self.on:
+            # While the gate was off the publisher settled on the stripped slices; publishing
+            # again (to an apiserver that keeps the fields now) restores them.
+            if subtest.resources is not None:
+                harness.driver.publish(subtest.resources(list(cluster.nodes)))
+            for other in subtest.other_drivers:
+                harness.others[other.suffix].publish(other.resources(list(cluster.nodes)))
+        cluster.wait_for_slices(f"after {self.state_name}")
+        if self.on:
+            for driver in drivers:
+                driver.set_expect_dropped_fields(False)
 
 
 @dataclass(frozen=True)
@@ -85,7 +130,7 @@ class GatesOff(_Toggle):
 
     name: ClassVar[str] = "gate-off"
     on: ClassVar[bool] = False
-    state: ClassVar[str] = GATE_CYCLE_PHASES[1]
+    state_name: ClassVar[str] = GATE_CYCLE_PHASES[1]
 
 
 @dataclass(frozen=True)
@@ -94,7 +139,7 @@ class GatesOnAgain(_Toggle):
 
     name: ClassVar[str] = "gate-on-again"
     on: ClassVar[bool] = True
-    state: ClassVar[str] = GATE_CYCLE_PHASES[2]
+    state_name: ClassVar[str] = GATE_CYCLE_PHASES[2]
 
 
 @dataclass(frozen=True)
@@ -105,27 +150,30 @@ class GateCycleSuite:
     phases: ClassVar[tuple[str, ...]] = GATE_CYCLE_PHASES
     gate_cycle: ClassVar[bool] = True
 
-    def plan(self, subtests: Sequence[str], seed: int) -> list[Step]:
+    def plan(self, subtests: Sequence[str], seed: int) -> Plan:
         """Upstream's TestFeatureGateCycle: per subtest (in an order drawn from ``seed``) bring
         up, phase, gates off, phase, gates on again, phase, cleanup."""
-        rng = random.Random(seed)
-        suite = self.name
-        plan: list[Step] = [CurrentRelease(suite), NodeRuntime(suite)]
-        for name in shuffled(subtests, rng):
-            after: list[ClusterStep | None] = [
-                GatesOff(suite, name),
-                GatesOnAgain(suite, name),
-                None,
-            ]
-            plan.append(BringUpWithGatesOn(suite, name))
-            for index, (phase, toggle) in enumerate(zip(self.phases, after, strict=True)):
-                plan.append(Phase(suite, name, index, phase))
-                if toggle is not None:
-                    plan.append(toggle)
-            plan.append(Cleanup(suite, name))
-        return plan
+        steps: list[Step] = [CurrentRelease(), NodeRuntime()]
+        for name in Order(subtests, seed).next():
 
-    def unmet(self, cluster: ClusterRun, subtest: Subtest) -> str | None:
+            def phase(index: int, name: str = name) -> Phases:
+                return Phases(index, (name,), names=GATE_CYCLE_PHASES)
+
+            steps += [
+                BringUpWithGatesOn(name),
+                phase(0),
+                GatesOff(name),
+                phase(1),
+                GatesOnAgain(name),
+                phase(2),
+                Cleanup(name),
+            ]
+        return Plan(self.name, steps)
+
+    def new_state(self) -> GateCycleState:
+        return GateCycleState()
+
+    def unmet(self, cluster: Checks[GateCycleState], subtest: Subtest) -> str | None:
         """An emulated version newer than the release, gates the release refuses on or off,
         releases the subtest excludes, or an API version the server does not serve."""
         current = cluster.state.current()
@@ -135,7 +183,7 @@ class GateCycleSuite:
         if not emulated:
             binary = current.bin_dir / PROBED_BINARY
             for on in (True, False):
-                gates = gate_flag(cluster, subtest, on=on)
+                gates = gate_flag(cluster.state, subtest, on=on)
                 why = refusal(binary, gates)
                 if why is not None:
                     return f"{current.version} cannot run with --feature-gates={gates}: {why}"
@@ -144,19 +192,19 @@ class GateCycleSuite:
         return cluster.unserved(subtest)
 
 
-def gate_flag(cluster: ClusterRun, subtest: Subtest, *, on: bool) -> str:
+def gate_flag(state: GateCycleState, subtest: Subtest, *, on: bool) -> str:
     """``--feature-gates`` of ``subtest``'s cluster: its gates on, the toggled (and dependent)
     ones ``on``."""
-    toggled = (*subtest.toggled_gates, *dependent_gates(cluster, subtest))
+    toggled = (*subtest.toggled_gates, *dependent_gates(state, subtest))
     parts = [turn(subtest.feature_gates, "true"), turn(toggled, str(on).lower())]
     return ",".join(part for part in parts if part)
 
 
-def dependent_gates(cluster: ClusterRun, subtest: Subtest) -> tuple[str, ...]:
+def dependent_gates(state: GateCycleState, subtest: Subtest) -> tuple[str, ...]:
     """The subtest's dependent gates that the current release has (asked once per run)."""
-    known = cluster.state.dependent_gates
+    known = state.dependent_gates
     if subtest.name not in known:
-        binary = cluster.state.current().bin_dir / PROBED_BINARY
+        binary = state.current().bin_dir / PROBED_BINARY
         known[subtest.name] = tuple(
             gate for gate in subtest.dependent_gates if refusal(binary, f"{gate}=true") is None
         )

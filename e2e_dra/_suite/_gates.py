@@ -19,7 +19,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from localupcluster import PROBED_BINARY, format_feature_gates, parse_feature_gates, refused_gates
+from e2e_dra.localupcluster import (
+    PROBED_BINARY,
+    format_feature_gates,
+    parse_feature_gates,
+    refused_gates,
+)
 
 
 @dataclass(frozen=True)

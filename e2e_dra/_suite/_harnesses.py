@@ -172,7 +172,7 @@ class Harnesses:
         if harness is None:
             return False
         builder = harness.objects.builder(kube)
-        builder.tear_down(harness.prepared_claims, own_only=True)
+        builder.tear_down(harness.prepared_claims)
         # As before its first phase (the tear-down took its DeviceClass too): a chain of
         # independent phases goes on after its known bug.
         builder.set_up()

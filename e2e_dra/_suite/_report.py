@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING
 
 from e2e_dra._suite._artifacts import dump_cluster
 from e2e_dra._suite._harnesses import Harnesses
-from e2e_dra._suite._steps import Step
+from e2e_dra._suite._steps import Entry
 from e2e_dra.kube import Kube
-from localupcluster import KUBE_CLUSTER_COMPONENTS
+from e2e_dra.localupcluster import KUBE_CLUSTER_COMPONENTS
 
 if TYPE_CHECKING:
-    from localupcluster import Cluster
+    from e2e_dra.localupcluster import Cluster
 
 
 def failure_report(
-    entry: Step,
+    entry: Entry,
     *,
     kube: Kube | None,
     harnesses: Harnesses,

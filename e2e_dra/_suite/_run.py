@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import pytest
 
 from e2e_dra._suite._artifacts import Summary
-from e2e_dra._suite._steps import ClusterStep, Phase, Step
+from e2e_dra._suite._steps import ClusterStep, Entry, Plan, SubtestPhase
 from e2e_dra._suite._together import Outcome, run_together
 from e2e_dra.errors import ComponentCrashed
 from e2e_dra.subtest import IndependentPhase, KnownBug, StepTime, failing_step
@@ -60,12 +60,12 @@ class KnownBugNotSeen(AssertionError):
 
 class Backend(Protocol):
     """Where the cluster steps run and phase contexts come from: the real cluster
-    (``ClusterRun``), or the backend another plugin of the run returns from the
+    (``RealCluster``), or the backend another plugin of the run returns from the
     ``pytest_e2e_dra_backend`` hook (our tests: one without a cluster)."""
 
-    def run_step(self, step: ClusterStep, upcoming: ClusterStep | None = None) -> None:
-        """Run ``step``; ``upcoming`` is the cluster step that runs right after it, which may
-        start early what does not need this step's cluster (:meth:`ClusterStep.prepare`)."""
+    def run_step(self, step: ClusterStep[Any], upcoming: Entry | None = None) -> None:
+        """Run ``step``; ``upcoming`` is the entry that runs right after it, which may start
+        early what does not need this step's cluster (:meth:`ClusterStep.start_early`)."""
         ...
 
     def unmet(self, subtest: str) -> str | None:
@@ -76,7 +76,7 @@ class Backend(Protocol):
         """``subtest``'s chain ended early: stop waiting for its driver after restarts."""
         ...
 
-    def context(self, phase: Phase) -> AbstractContextManager[Any]:
+    def context(self, phase: SubtestPhase) -> AbstractContextManager[Any]:
         """The context a phase runs with, for as long as it runs (sets up the subtest's driver
         before its first phase)."""
         ...
@@ -92,12 +92,12 @@ class Backend(Protocol):
         of the phases about to run; empty when it cannot be told."""
         ...
 
-    def checks(self, entry: Step) -> list[str]:
+    def checks(self, entry: Entry) -> list[str]:
         """What the safety nets (claim watch, dropped fields, ...) found that fails ``entry``,
         which just ended; empty when nothing did."""
         ...
 
-    def on_failure(self, entry: Step, exc: BaseException) -> list[str]:
+    def on_failure(self, entry: Entry, exc: BaseException) -> list[str]:
         """Collect what helps to debug ``exc``; lines naming the artifacts and logs to read."""
         ...
 
@@ -119,7 +119,8 @@ class SuiteRun:
         subtests: Mapping[str, Any],
         backend: Backend,
         summary: Summary,
-        plan: Sequence[Step] = (),
+        plan: Plan,
+        kept: Sequence[Entry] | None = None,
         *,
         together: bool = True,
     ) -> None:
@@ -127,18 +128,19 @@ class SuiteRun:
         self.subtests = dict(subtests)
         self.backend = backend
         self.summary = summary
-        self.plan = list(plan)  # the steps that run, in order: where the batches come from
+        self.plan = plan  # its lines say which phases run together
+        self.kept = list(plan if kept is None else kept)  # the entries that run, in order
         self.together = together
-        self._outcomes: dict[Phase, Outcome] = {}  # ran in a batch, not reported yet
-        self._seconds: dict[Step, float] = {}  # a phase's own time, when it ran in a batch
-        self._started: dict[Step, float] = {}  # and when it started (time.time())
-        self._steps: dict[Step, list[StepTime]] = {}  # a phase's named steps, as they ended
+        self._outcomes: dict[SubtestPhase, Outcome] = {}  # ran in a batch, not reported yet
+        self._seconds: dict[Entry, float] = {}  # a phase's own time, when it ran in a batch
+        self._started: dict[Entry, float] = {}  # and when it started (time.time())
+        self._steps: dict[Entry, list[StepTime]] = {}  # a phase's named steps, as they ended
         self._next: dict[str, Callable[[Any], Any] | None] = {}
         self._chain_broken: dict[str, str] = {}
         self._cluster_broken: str | None = None
         self._closed = False
 
-    def execute(self, entry: Step) -> None:
+    def execute(self, entry: Entry) -> None:
         """Run one entry; pytest sees a pass, a failure or a skip with its reason."""
         reason = self._skip_reason(entry)
         if reason:
@@ -146,7 +148,7 @@ class SuiteRun:
             pytest.skip(reason)
         started = time.monotonic()
         # A phase's releases are those running when it starts; a step's, those it started.
-        known = self._known_bug(entry) if isinstance(entry, Phase) else None
+        known = self._known_bug(entry) if entry.chain_position is not None else None
         try:
             logger.info(self._describe(entry))
             self._run_checked(entry)
@@ -224,7 +226,7 @@ class SuiteRun:
 
     # --- internals ----------------------------------------------------------------------------
 
-    def _contain(self, entry: Step, known: Expected, following: IndependentPhase | None) -> str:
+    def _contain(self, entry: Entry, known: Expected, following: IndependentPhase | None) -> str:
         """After a known bug broke ``entry``: the objects of the subtest that declares it are
         removed and what it crashed started again, so that the suite goes on (one known bug must
         not cost every later phase, nor the other subtests); what was done, said. The declaring
@@ -245,26 +247,26 @@ class SuiteRun:
         logger.info(f"{entry.id}: known bug contained: {done}")
         return f"e2e-dra: known bug contained: {done}"
 
-    def _following(self, entry: Step, known: Expected | None) -> IndependentPhase | None:
+    def _following(self, entry: Entry, known: Expected | None) -> IndependentPhase | None:
         """The phase ``entry``'s chain goes on with after its own known bug broke it: the next
         one, when its phases are independent of each other; else None (the chain ends)."""
-        if not isinstance(entry, Phase) or known is None or known.owner != entry.subtest:
+        position, name = entry.chain_position, entry.subtest
+        if position is None or name is None or known is None or known.owner != name:
             return None
-        name = entry.subtest
-        ran = self.subtests[name].initial if entry.index == 0 else self._next.get(name)
+        ran = self.subtests[name].initial if position == 0 else self._next.get(name)
         return ran.following if isinstance(ran, IndependentPhase) else None
 
-    def _known_bug(self, entry: Step) -> Expected | None:
+    def _known_bug(self, entry: Entry) -> Expected | None:
         """The known Kubernetes bug that should break ``entry`` on the releases running now: a
         phase's own subtest's, or for a cluster step, one that a subtest still running declares
         for it; None when no known bug breaks it here."""
-        if isinstance(entry, Phase):
-            owners = [entry.subtest]
-        elif entry.always:
+        if entry.always:
             return None
+        if entry.chain_position is not None:
+            owners = [entry.subtest or ""]
         else:
-            planned = {s.subtest for s in self.plan if isinstance(s, Phase)}
-            owners = sorted(planned - set(self._chain_broken))
+            planned = {e.subtest for e in self.kept if e.chain_position is not None}
+            owners = sorted(s for s in planned - set(self._chain_broken) if s is not None)
         declaring = [o for o in owners if getattr(self.subtests.get(o), "known_bugs", ())]
         if not declaring:
             return None
@@ -275,10 +277,10 @@ class SuiteRun:
                 return Expected(bug, bug.describe(releases), owner)
         return None
 
-    def _skip_reason(self, entry: Step) -> str | None:
-        if isinstance(entry, ClusterStep) and entry.always:
+    def _skip_reason(self, entry: Entry) -> str | None:
+        if entry.always:
             return None
-        if isinstance(entry, Phase) and entry in self._outcomes:
+        if entry in self._outcomes:
             return None  # it ran in an earlier test's batch: report how it ended
         if self._cluster_broken:
             return f"cluster step {self._cluster_broken!r} failed"
@@ -287,7 +289,7 @@ class SuiteRun:
             return None
         if name in self._chain_broken:
             return self._chain_broken[name]
-        if isinstance(entry, Phase) and entry.index == 0:
+        if entry.chain_position == 0:
             unmet = self.backend.unmet(name)
             if unmet:
                 self._chain_broken[name] = f"{name}: {unmet}"
@@ -295,29 +297,26 @@ class SuiteRun:
                 return self._chain_broken[name]
         return None
 
-    def _mark_broken(self, entry: Step, how: str, exc: BaseException | None = None) -> None:
+    def _mark_broken(self, entry: Entry, how: str, exc: BaseException | None = None) -> None:
         if isinstance(exc, ComponentCrashed):  # nothing after it can pass: stop the run cleanly
             self._cluster_broken = f"{entry.id} (a cluster component crashed)"
         if entry.subtest is None:
-            if isinstance(entry, ClusterStep) and not entry.always:
+            if not entry.always:
                 self._cluster_broken = entry.id
         elif entry.subtest not in self._chain_broken:
             self._chain_broken[entry.subtest] = f"{entry.subtest}: {how}"
             self.backend.drop(entry.subtest)
 
     @staticmethod
-    def _where(entry: Step) -> str:
-        return f"phase {entry.name!r}" if isinstance(entry, Phase) else f"cluster step {entry.id!r}"
+    def _where(entry: Entry) -> str:
+        return entry.where
 
-    def _run_checked(self, entry: Step) -> None:
+    def _run_checked(self, entry: Entry) -> None:
         """Run the entry, then ask the safety nets: a finding fails an entry that passed, and is
         added to the report of one that failed anyway."""
         try:
-            if isinstance(entry, Phase):
-                self._report_phase(entry)
-            else:
-                self._run_step(entry)
-            if not (isinstance(entry, ClusterStep) and entry.always):
+            entry.perform(self)
+            if not entry.always:
                 check_abort()  # a component that ended while nothing waited fails this entry
         except Exception as exc:
             if not isinstance(exc, pytest.skip.Exception):
@@ -331,38 +330,39 @@ class SuiteRun:
                 f"safety net: {found[0]}{more}" + "".join(f"\n- {line}" for line in found[1:])
             )
 
-    def _checks(self, entry: Step) -> list[str]:
+    def _checks(self, entry: Entry) -> list[str]:
         try:
             return self.backend.checks(entry)
         except Exception as exc:  # a net that cannot look must say so, not pass
             return [f"the safety nets could not check: {_one_line(exc)}"]
 
-    def _run_step(self, step: ClusterStep) -> None:
+    def run_cluster_step(self, step: ClusterStep[Any]) -> None:
+        """Run a cluster step of the plan (its test asked)."""
         if not step.always:
             check_abort()  # a component that died since the last entry: say so, do not go on
         self.backend.run_step(step, self._upcoming(step))
 
-    def _upcoming(self, step: ClusterStep) -> ClusterStep | None:
-        """The plan's next entry, when it is a cluster step that will run."""
-        at = self.plan.index(step) if step in self.plan else -1
-        following = self.plan[at + 1] if 0 <= at < len(self.plan) - 1 else None
-        if isinstance(following, ClusterStep) and self._skip_reason(following) is None:
+    def _upcoming(self, step: Entry) -> Entry | None:
+        """The entry that runs next, if it will (a phase starts nothing early)."""
+        at = self.kept.index(step) if step in self.kept else -1
+        following = self.kept[at + 1] if 0 <= at < len(self.kept) - 1 else None
+        if following is not None and self._skip_reason(following) is None:
             return following
         return None
 
-    def _report_phase(self, phase: Phase) -> None:
+    def run_phase(self, phase: SubtestPhase) -> None:
         """Run ``phase`` (with the phases it runs together with, the first time), or replay how
         it ended when it ran in an earlier test's batch."""
         if not self.together or self._alone(phase):
-            self._run_phase(phase)
+            self._call_phase(phase)
             return
         outcome = self._outcomes.pop(phase, None)
         if outcome is None:
             batch = self._batch(phase)
             if batch == [phase]:
-                self._run_phase(phase)
+                self._call_phase(phase)
                 return
-            jobs = {p.subtest: (lambda p=p: self._run_phase(p)) for p in batch}
+            jobs = {p.subtest: (lambda p=p: self._call_phase(p)) for p in batch}
             logger.info(f"{phase.name}: {len(batch)} subtests at once: {', '.join(jobs)}")
             done = run_together(jobs)
             self._outcomes.update((p, done[p.subtest]) for p in batch)
@@ -376,29 +376,25 @@ class SuiteRun:
         if outcome.error is not None:
             raise outcome.error
 
-    def _alone(self, phase: Phase) -> bool:
+    def _alone(self, phase: SubtestPhase) -> bool:
         """Runs by itself: declared so, or a known bug is expected to break it on the releases
         running now (a component it crashes then fails no other subtest's phase)."""
         return bool(self.subtests[phase.subtest].alone) or self._known_bug(phase) is not None
 
-    def _batch(self, phase: Phase) -> list[Phase]:
-        """The phases that run together with ``phase``, the first of its position in the plan to
-        run: it and the phases after it up to the next cluster step, but those that run alone or
-        are skipped."""
-        if phase not in self.plan:
-            return [phase]
-        start = end = self.plan.index(phase)
-        while end < len(self.plan) and isinstance(self.plan[end], Phase):
-            end += 1
+    def _batch(self, phase: SubtestPhase) -> list[SubtestPhase]:
+        """The phases that run together with ``phase``, the first of its line of the plan to
+        run: it and the phases of that line after it that run, but those that run alone or are
+        skipped."""
+        line = [p for p in self.plan.together(phase) if p in self.kept]
         batch = []
-        for step in self.plan[start:end]:
-            if not isinstance(step, Phase) or self._alone(step):
+        for other in line[line.index(phase) if phase in line else 0 :]:
+            if self._alone(other):
                 continue
-            if step == phase or self._skip_reason(step) is None:
-                batch.append(step)
-        return batch
+            if other == phase or self._skip_reason(other) is None:
+                batch.append(other)
+        return batch or [phase]
 
-    def _run_phase(self, phase: Phase) -> None:
+    def _call_phase(self, phase: SubtestPhase) -> None:
         check_abort()
         name = phase.subtest
         if phase.index == 0:
@@ -415,7 +411,7 @@ class SuiteRun:
             finally:  # kept for the phase's own test, which records it (a batch: later)
                 self._steps[phase] = list(getattr(context, "steps", ()))
 
-    def _collect(self, entry: Step, exc: BaseException) -> list[str]:
+    def _collect(self, entry: Entry, exc: BaseException) -> list[str]:
         owner = f" of subtest {entry.subtest!r}" if entry.subtest else ""
         lines = [f"e2e-dra: {self.suite}: {self._where(entry)}{owner} failed"]
         if isinstance(exc, KeyboardInterrupt):
@@ -427,10 +423,8 @@ class SuiteRun:
         return lines
 
     @staticmethod
-    def _describe(entry: Step) -> str:
-        if isinstance(entry, Phase):
-            return f"{entry.name}: {entry.subtest}"
-        return f"cluster step {entry.id}"
+    def _describe(entry: Entry) -> str:
+        return entry.title
 
 
 def _one_line(exc: BaseException) -> str:

@@ -1,57 +1,176 @@
-"""What a plan is made of: steps, each one reported test.
+"""What a plan is made of: cluster steps and groups of phases, read top to bottom.
 
-A :class:`Phase` runs one phase of one subtest's chain; every other step changes the cluster
-(:class:`ClusterStep`: bring it up, upgrade it, toggle gates, clean up) and does its work in
-:meth:`ClusterStep.run`, over the suite's :class:`~e2e_dra._suite._cluster.ClusterRun`. A suite
-is the list of its steps; nothing looks a step up by name.
+A suite's plan is a literal list, as upstream's test function reads::
 
-Kept free of the cluster machinery (it is imported only for types), so plans and selection can be
-built and tested without a cluster.
+    [Versions, NodeRuntime, BringUp, Phases(0), Upgrade, Phases(1), Downgrade, Phases(2), Cleanup]
+
+A :class:`ClusterStep` changes the cluster in :meth:`ClusterStep.run`, over the narrow
+:class:`ClusterOps` (so a step runs as well over a recording fake as over the real cluster). A
+:class:`Phases` group is one position of the chains: the same phase of several subtests, run
+together. Each entry pytest reports (an :class:`Entry`: a cluster step, or one
+:class:`SubtestPhase`) says what the run needs to know of it as data (``always``,
+``chain_position``, ``restarts_allowed``, ``kind``) and :meth:`~ClusterStep.perform` hands itself
+to the runner's method for its kind, so the run asks no entry for its type.
+
+Free of the cluster machinery, so plans and selection are built and tested without a cluster.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
+
+from e2e_dra._suite._state import RunState
 
 if TYPE_CHECKING:
-    from e2e_dra._suite._cluster import ClusterRun
+    from e2e_dra.driver import Driver
+    from e2e_dra.localupcluster import ModifyOptions
+    from e2e_dra.releases import VersionsUnderTest
     from e2e_dra.subtest import Subtest
+
+S = TypeVar("S", bound=RunState)
+S_co = TypeVar("S_co", bound=RunState, covariant=True)
+S_contra = TypeVar("S_contra", bound=RunState, contravariant=True)
+
+
+class Runner(Protocol):
+    """What runs the entries pytest reports: a cluster step, or a subtest's phase."""
+
+    def run_cluster_step(self, step: ClusterStep[Any]) -> None: ...
+
+    def run_phase(self, phase: SubtestPhase) -> None: ...
+
+
+class SubtestDrivers(Protocol):
+    """A subtest's drivers, as a step that restarts the cluster handles them."""
+
+    @property
+    def driver(self) -> Driver: ...
+
+    @property
+    def others(self) -> Mapping[str, Driver]: ...
+
+    @property
+    def drivers(self) -> list[Driver]:
+        """Its own driver, then its others."""
+        ...
+
+
+class ClusterOps(Protocol[S_co]):
+    """What a cluster step may do to the cluster, and the typed state of its kind of suite."""
+
+    @property
+    def state(self) -> S_co: ...
+
+    @property
+    def artifacts(self) -> Path: ...
+
+    @property
+    def subtests(self) -> Mapping[str, Subtest]: ...
+
+    @property
+    def nodes(self) -> Sequence[str]: ...
+
+    def resolve_versions(self, commands: tuple[str, ...] | None = None) -> VersionsUnderTest:
+        """The releases under test (of the current one only ``commands``, when given)."""
+        ...
+
+    def prepare_node(self) -> None:
+        """containerd, etcd, CNI and the rest a kubelet needs."""
+        ...
+
+    def bring_up(
+        self, log_dir: Path, state: str, bin_dir: Path, env: dict[str, str], gates: str = ""
+    ) -> None:
+        """A cluster in ``state``, ready (the one started early for these arguments, if any)."""
+        ...
+
+    def start_early(
+        self, log_dir: Path, state: str, bin_dir: Path, env: dict[str, str], gates: str = ""
+    ) -> None:
+        """The control plane :meth:`bring_up` will be asked for, started now, its node held."""
+        ...
+
+    def modify(self, state: str, options: ModifyOptions, why: str) -> ModifyOptions:
+        """Components restarted as ``options`` say, every driver's slices back; the undo."""
+        ...
+
+    def restart_with_gates(self, state: str, gates: str) -> None:
+        """The cluster restarted with ``--feature-gates=gates``; slices not waited for."""
+        ...
+
+    def wait_for_slices(self, why: str) -> None:
+        """Until every driver's ResourceSlices are back."""
+        ...
+
+    def harness(self, subtest: str) -> SubtestDrivers | None:
+        """``subtest``'s drivers, once its first phase set them up."""
+        ...
+
+    def close(self) -> None:
+        """Objects torn down, drivers stopped, the nets' last look, the cluster stopped."""
+        ...
 
 
 @dataclass(frozen=True)
-class ClusterStep(ABC):
+class ClusterStep(ABC, Generic[S_contra]):
     """A step that changes the cluster; ``subtest`` names the subtest a per-subtest step (the
-    gate cycle's own cluster) belongs to."""
+    gate cycle's own cluster) belongs to. The :class:`Plan` fills in ``suite``."""
 
-    suite: str
     subtest: str | None = None
+    suite: str = field(default="", kw_only=True)
 
     name: ClassVar[str] = ""
     always: ClassVar[bool] = False
     """Runs also after a cluster step failed (the cleanup)."""
+    kind: ClassVar[str] = "step"
+    chain_position: ClassVar[int | None] = None
+    restarts_allowed: ClassVar[bool] = True
+    """The components may restart during it: the liveness net must not call that a crash."""
 
     @property
     def id(self) -> str:
         """The test id: ``upgrade``, ``core-dra/gate-off``."""
         return f"{self.subtest}/{self.name}" if self.subtest else self.name
 
+    @property
+    def where(self) -> str:
+        return f"cluster step {self.id!r}"
+
+    @property
+    def title(self) -> str:
+        """What the log says when it starts."""
+        return f"cluster step {self.id}"
+
+    def entries(self) -> list[Entry]:
+        """What pytest reports of this line of the plan: the step itself."""
+        return [self]
+
+    def phases(self) -> list[SubtestPhase]:
+        """The phases of this line of the plan: none."""
+        return []
+
+    def perform(self, runner: Runner) -> None:
+        runner.run_cluster_step(self)
+
     @abstractmethod
-    def run(self, cluster: ClusterRun) -> None:
+    def run(self, cluster: ClusterOps[S_contra]) -> None:
         """Do this step's part to the cluster."""
 
-    def prepare(self, cluster: ClusterRun) -> None:
-        """Start early what this step can start while the step before it waits for the cluster
-        it is done with (the next cluster's control plane, while the last one's kubelet removes
+    def start_early(self, cluster: ClusterOps[S_contra]) -> None:
+        """Start what this step can start while the step before it waits for the cluster it is
+        done with (the next cluster's control plane, while the last one's kubelet removes
         ResourceSlices); :meth:`run` uses it, or does everything itself. Nothing by default."""
         del cluster  # most steps need the cluster they follow
 
 
 @dataclass(frozen=True)
-class Phase:
+class SubtestPhase:
     """One phase of one subtest: ``index`` 0 calls the subtest's ``initial``, each later one the
     callable the phase before returned."""
 
@@ -60,17 +179,87 @@ class Phase:
     index: int
     name: str
 
+    always: ClassVar[bool] = False
+    kind: ClassVar[str] = "phase"
+    restarts_allowed: ClassVar[bool] = False
+
+    @property
+    def chain_position(self) -> int:
+        return self.index
+
     @property
     def id(self) -> str:
         """The test id: ``core-dra/after-cluster-upgrade``."""
         return f"{self.subtest}/{self.name}"
 
+    @property
+    def where(self) -> str:
+        return f"phase {self.name!r}"
 
-Step = ClusterStep | Phase
+    @property
+    def title(self) -> str:
+        return f"{self.name}: {self.subtest}"
+
+    def perform(self, runner: Runner) -> None:
+        runner.run_phase(self)
+
+    def start_early(self, cluster: object) -> None:
+        """A phase needs the cluster it runs on: nothing starts early."""
+        del cluster
 
 
-class Suite(Protocol):
-    """A suite: its plan (the flow, top to bottom), and why a subtest cannot run in it."""
+Entry = ClusterStep | SubtestPhase
+"""What pytest reports: a cluster step, or one subtest's phase."""
+
+
+@dataclass(frozen=True)
+class Phases:
+    """One position of every chain: phase ``index`` of each subtest, in ``order`` (drawn for
+    this position alone: subtests must not depend on each other, and a fixed order would hide
+    it when they do). The phases of a group run at the same time."""
+
+    index: int
+    order: tuple[str, ...]
+    names: tuple[str, ...] = field(kw_only=True)
+    suite: str = field(default="", kw_only=True)
+
+    def phases(self) -> list[SubtestPhase]:
+        return [SubtestPhase(self.suite, s, self.index, self.names[self.index]) for s in self.order]
+
+    def entries(self) -> list[Entry]:
+        return list(self.phases())
+
+
+Step = ClusterStep | Phases
+"""What a plan lists."""
+
+
+class Plan:
+    """A suite's steps in order, each bound to the suite; the entries pytest reports."""
+
+    def __init__(self, suite: str, steps: Iterable[Step]) -> None:
+        self.suite = suite
+        self.steps: list[Step] = [dataclasses.replace(step, suite=suite) for step in steps]
+        self.entries = [entry for step in self.steps for entry in step.entries()]
+        self._together: dict[SubtestPhase, list[SubtestPhase]] = {}  # each phase's line of the plan
+        for step in self.steps:
+            line = step.phases()
+            self._together.update(dict.fromkeys(line, line))
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(self.entries)
+
+    def __contains__(self, entry: object) -> bool:
+        return entry in self.entries
+
+    def together(self, phase: SubtestPhase) -> list[SubtestPhase]:
+        """The phases of ``phase``'s line of the plan: those that run at the same time."""
+        return list(self._together.get(phase, [phase]))
+
+
+class Suite(Protocol[S]):
+    """A suite: its plan (the flow, top to bottom), its run state, and why a subtest cannot run
+    in it."""
 
     @property
     def name(self) -> str: ...
@@ -83,41 +272,61 @@ class Suite(Protocol):
         """Its subtests live in the gate cycle's package and toggle gates."""
         ...
 
-    def plan(self, subtests: Sequence[str], seed: int) -> list[Step]: ...
+    def plan(self, subtests: Sequence[str], seed: int) -> Plan: ...
 
-    def unmet(self, cluster: ClusterRun, subtest: Subtest) -> str | None: ...
+    def new_state(self) -> S:
+        """The typed state its steps share, empty."""
+        ...
+
+    def unmet(self, cluster: Checks[S], subtest: Subtest) -> str | None: ...
+
+
+class Checks(Protocol[S_co]):
+    """What a suite asks the cluster to tell whether a subtest can run on it."""
+
+    @property
+    def state(self) -> S_co: ...
+
+    def unserved(self, subtest: Subtest) -> str | None:
+        """The first API version ``subtest`` requires that the server does not serve, said."""
+        ...
 
 
 @dataclass(frozen=True)
-class Cleanup(ClusterStep):
+class Cleanup(ClusterStep[RunState]):
     """Tear everything down; runs whatever failed before."""
 
     name: ClassVar[str] = "cleanup"
     always: ClassVar[bool] = True
 
-    def run(self, cluster: ClusterRun) -> None:
+    def run(self, cluster: ClusterOps[RunState]) -> None:
         cluster.close()
 
 
 @dataclass(frozen=True)
-class NodeRuntime(ClusterStep):
+class NodeRuntime(ClusterStep[RunState]):
     """containerd, etcd, CNI and the rest a kubelet needs, provisioned once per host."""
 
     name: ClassVar[str] = "node-runtime"
 
-    def run(self, cluster: ClusterRun) -> None:
+    def run(self, cluster: ClusterOps[RunState]) -> None:
         cluster.prepare_node()
 
 
-def shuffled(names: Iterable[str], rng: random.Random) -> list[str]:
-    """``names`` in an order drawn from ``rng``: subtests must not depend on each other, and a
-    fixed order would hide it when they do."""
-    order = sorted(names)
-    rng.shuffle(order)
-    return order
+class Order:
+    """The subtests, in a new order drawn from one seed each time one is asked for."""
+
+    def __init__(self, subtests: Iterable[str], seed: int) -> None:
+        self._sorted = sorted(subtests)
+        self._rng = random.Random(seed)
+
+    def next(self) -> tuple[str, ...]:
+        order = list(self._sorted)
+        self._rng.shuffle(order)
+        return tuple(order)
 
 
-def needed(plan: Sequence[Step], selected: Iterable[Step]) -> list[Step]:
+def needed(plan: Iterable[Entry], selected: Iterable[Entry]) -> list[Entry]:
     """What must run for ``selected`` to make sense, in plan order.
 
     A phase needs the earlier phases of its subtest (they return the callable it runs) and the
@@ -125,16 +334,17 @@ def needed(plan: Sequence[Step], selected: Iterable[Step]) -> list[Step]:
     selected phase nothing is needed: the suite was deselected as a whole.
     """
     last_phase: dict[str, int] = {}
-    for step in selected:
-        if isinstance(step, Phase):
-            last_phase[step.subtest] = max(last_phase.get(step.subtest, -1), step.index)
+    for entry in selected:
+        if entry.chain_position is not None and entry.subtest is not None:
+            known = last_phase.get(entry.subtest, -1)
+            last_phase[entry.subtest] = max(known, entry.chain_position)
     if not last_phase:
         return []
-    keep: list[Step] = []
-    for step in plan:
-        if isinstance(step, Phase):
-            if step.index <= last_phase.get(step.subtest, -1):
-                keep.append(step)
-        elif step.subtest is None or step.subtest in last_phase:
-            keep.append(step)
+    keep: list[Entry] = []
+    for entry in plan:
+        if entry.chain_position is not None:
+            if entry.chain_position <= last_phase.get(entry.subtest or "", -1):
+                keep.append(entry)
+        elif entry.subtest is None or entry.subtest in last_phase:
+            keep.append(entry)
     return keep

@@ -17,30 +17,36 @@ States name what moved and to which release (``0-initial-1.36``, ``1-cp-v1.37.2`
 from __future__ import annotations
 
 import logging
-import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import Any, ClassVar
 
 from e2e_dra._suite._gates import choose_gates, choose_runtime_config
-from e2e_dra._suite._steps import Cleanup, ClusterStep, NodeRuntime, Phase, Step, shuffled
+from e2e_dra._suite._state import RunState
+from e2e_dra._suite._steps import (
+    Checks,
+    Cleanup,
+    ClusterOps,
+    ClusterStep,
+    NodeRuntime,
+    Order,
+    Phases,
+    Plan,
+)
 from e2e_dra.errors import InputError
+from e2e_dra.localupcluster import KUBE_CLUSTER_COMPONENTS, ModifyOptions
 from e2e_dra.releases import (
     CONTROL_PLANE_COMMANDS,
     NODE_COMMANDS,
     Release,
+    VersionsUnderTest,
     release_source,
     resolve_release,
 )
 from e2e_dra.settings import settings
 from e2e_dra.subtest import PHASES, Subtest
 from e2e_dra.versions import parse_version
-from localupcluster import KUBE_CLUSTER_COMPONENTS, ModifyOptions
-
-if TYPE_CHECKING:
-    from e2e_dra._suite._cluster import ClusterRun
-    from e2e_dra.releases import VersionsUnderTest
 
 logger = logging.getLogger(__name__)
 
@@ -178,17 +184,50 @@ def cluster_settings(active: Sequence[Subtest], releases: Sequence[Release]) -> 
     return ClusterSettings(gates.flag_value, ",".join(config), gates.dropped, config_dropped)
 
 
+# --- the run state -------------------------------------------------------------------------------
+
+
+@dataclass
+class UpgradeState(RunState):
+    """What an upgrade suite's steps learn: which release runs where, the settings every release
+    accepts, and the options that undo the upgrade (the downgrade's)."""
+
+    releases: Releases | None = None
+    settings: ClusterSettings | None = None
+    undo: ModifyOptions | None = None
+
+    def inputs(self) -> tuple[VersionsUnderTest, Releases, ClusterSettings]:
+        if self.versions is None or self.releases is None or self.settings is None:
+            raise AssertionError("the versions step has not run")
+        return self.versions, self.releases, self.settings
+
+    def describe(self) -> dict[str, Any]:
+        info = super().describe()
+        if self.releases is not None:
+            kubelet = self.releases.initial["kubelet"]
+            if kubelet is not self.releases.initial["kube-apiserver"]:
+                info["kubelet"] = {"version": kubelet.version, "bin_dir": str(kubelet.bin_dir)}
+        if self.settings is not None:
+            info.update(
+                feature_gates=self.settings.feature_gates,
+                feature_gates_dropped=dict(self.settings.feature_gates_dropped),
+                runtime_config=self.settings.runtime_config,
+                runtime_config_dropped=dict(self.settings.runtime_config_dropped),
+            )
+        return info
+
+
 # --- the steps -----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, kw_only=True)
-class Versions(ClusterStep):
+class Versions(ClusterStep[UpgradeState]):
     """The releases under test, where each component starts, and the settings they all accept."""
 
     variant: Variant
     name: ClassVar[str] = "versions"
 
-    def run(self, cluster: ClusterRun) -> None:
+    def run(self, cluster: ClusterOps[UpgradeState]) -> None:
         versions = cluster.resolve_versions(self.variant.current_commands)
         releases = self.variant.releases(versions)
         cluster.state.releases = releases
@@ -201,14 +240,14 @@ class Versions(ClusterStep):
 
 
 @dataclass(frozen=True, kw_only=True)
-class BringUp(ClusterStep):
+class BringUp(ClusterStep[UpgradeState]):
     """A cluster of the releases each component starts on (mixed: one link per binary)."""
 
     variant: Variant
     name: ClassVar[str] = "bring-up"
 
-    def run(self, cluster: ClusterRun) -> None:
-        versions, releases, settings_ = cluster.state.upgrade_inputs()
+    def run(self, cluster: ClusterOps[UpgradeState]) -> None:
+        versions, releases, settings_ = cluster.state.inputs()
         state = self.variant.initial_state(versions, releases)
         cluster.state.record_binaries(state, releases.initial)
         bin_dir = link_binaries(cluster.artifacts / "bin-initial", releases.initial)
@@ -216,14 +255,14 @@ class BringUp(ClusterStep):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Upgrade(ClusterStep):
+class Upgrade(ClusterStep[UpgradeState]):
     """The moved components restart on the current release; what undoes it is kept."""
 
     variant: Variant
     name: ClassVar[str] = "upgrade"
 
-    def run(self, cluster: ClusterRun) -> None:
-        _, releases, _ = cluster.state.upgrade_inputs()
+    def run(self, cluster: ClusterOps[UpgradeState]) -> None:
+        _, releases, _ = cluster.state.inputs()
         state = self.variant.upgraded_state(releases)
         current = releases.current
         logger.info(f"upgrading {', '.join(releases.moved)} to {current.version}")
@@ -237,14 +276,14 @@ class Upgrade(ClusterStep):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Downgrade(ClusterStep):
+class Downgrade(ClusterStep[UpgradeState]):
     """What the upgrade changed, undone."""
 
     variant: Variant
     name: ClassVar[str] = "downgrade"
 
-    def run(self, cluster: ClusterRun) -> None:
-        versions, releases, _ = cluster.state.upgrade_inputs()
+    def run(self, cluster: ClusterOps[UpgradeState]) -> None:
+        versions, releases, _ = cluster.state.inputs()
         undo = cluster.state.undo
         if undo is None:
             raise AssertionError("the downgrade needs the upgrade's options to undo, and has none")
@@ -270,29 +309,33 @@ class UpgradeSuite:
     def name(self) -> str:
         return self.variant.suite
 
-    def plan(self, subtests: Sequence[str], seed: int) -> list[Step]:
+    def plan(self, subtests: Sequence[str], seed: int) -> Plan:
         """Upstream's test function: versions, bring-up, then each phase of every subtest
         between the cluster changes; every phase in its own order (drawn from ``seed``)."""
-        rng = random.Random(seed)
-        suite, variant = self.name, self.variant
-        after: list[ClusterStep | None] = [
-            Upgrade(suite, variant=variant),
-            Downgrade(suite, variant=variant),
-            None,
-        ]
-        plan: list[Step] = [
-            Versions(suite, variant=variant),
-            NodeRuntime(suite),
-            BringUp(suite, variant=variant),
-        ]
-        for index, (phase, change) in enumerate(zip(PHASES, after, strict=True)):
-            plan += [Phase(suite, name, index, phase) for name in shuffled(subtests, rng)]
-            if change is not None:
-                plan.append(change)
-        plan.append(Cleanup(suite))
-        return plan
+        order, v = Order(subtests, seed), self.variant
 
-    def unmet(self, cluster: ClusterRun, subtest: Subtest) -> str | None:
+        def phases(index: int) -> Phases:
+            return Phases(index, order.next(), names=PHASES)
+
+        return Plan(
+            self.name,
+            [
+                Versions(variant=v),
+                NodeRuntime(),
+                BringUp(variant=v),
+                phases(0),
+                Upgrade(variant=v),
+                phases(1),
+                Downgrade(variant=v),
+                phases(2),
+                Cleanup(),
+            ],
+        )
+
+    def new_state(self) -> UpgradeState:
+        return UpgradeState()
+
+    def unmet(self, cluster: Checks[UpgradeState], subtest: Subtest) -> str | None:
         """Releases the subtest excludes, a gate it needs that a release refused, or an API
         version the server does not serve."""
         releases = cluster.state.releases

@@ -2,18 +2,23 @@
 
 A subtest works with one :class:`Builder` per phase (``ctx.builder``), the face upstream's
 subtests are written against; :class:`SubtestObjects` is what outlives the phases (names, labels,
-tear-down), and ``SubtestObjects.builder(kube)`` makes each phase's builder. Behind the builder
-each concern is its own class, in its own private module:
+tear-down), and ``SubtestObjects.builder(kube)`` makes each phase's builder. Each concern is its
+own class, in its own private module, and the builder is all of them at once (each is one of
+its base classes, so every method is written once, where it is implemented):
 
-- ``_objects``: :class:`ObjectFactory`, names and object dicts (no client), and the predicates
-  on what the server answers (:func:`is_allocated`, :func:`is_unschedulable`);
+- ``_requests``: :func:`request`, one request of a claim (:class:`Request`), for
+  ``b.external_claim(requests=[...])`` and ``b.pod_inline(requests=[...])``;
+- ``_objects``: :class:`ObjectFactory`, names and object dicts (no client), :func:`labeled`,
+  and the predicates on what the server answers (:func:`is_allocated`,
+  :func:`is_unschedulable`);
 - ``_api``: :class:`ObjectClient`, REST paths (:func:`object_path`, :func:`resource_path`),
   served API versions (:func:`served_version`, :class:`NotServed`), create (also as compact
   JSON, :func:`compact_json`), and objects by name;
-- ``_pods``: :class:`Pods`, the waits on pods, the env check and exec;
-- ``_teardown``: :class:`Sweeper`, the namespace sweep after a subtest;
-- ``_builder``: :class:`SubtestObjects`, and :class:`Builder`, an object factory over the
-  subtest's counters that owns the other three and forwards to them.
+- ``_pods``: :class:`Pods`, an ObjectClient with the waits on pods, the env check and exec;
+- ``_teardown``: :class:`Sweeper`, an ObjectClient that sweeps the subtest's own objects
+  (by :func:`label_selector`, and :func:`made_for` its pods) after it;
+- ``_builder``: :class:`SubtestObjects`, and :class:`Builder`, which is an ObjectFactory, Pods
+  and Sweeper over one phase's client.
 
 Every object a builder creates carries the labels :data:`SUBTEST_LABEL` and :data:`SUITE_LABEL`.
 :func:`retrying`, :class:`NotFound` and :class:`KubeError` come along: subtests retry, expect
@@ -27,6 +32,7 @@ from e2e_dra.builder._api import (
     NotServed,
     ObjectClient,
     compact_json,
+    label_selector,
     object_path,
     resource_of,
     resource_path,
@@ -47,15 +53,17 @@ from e2e_dra.builder._objects import (
     driver_name,
     is_allocated,
     is_unschedulable,
+    labeled,
 )
 from e2e_dra.builder._pods import POD_DELETE_TIMEOUT, POD_START_TIMEOUT, PodFailed, Pods
-from e2e_dra.builder._teardown import DRIVER_POD_LABEL, TEARDOWN_TIMEOUT, Leftovers, Sweeper
+from e2e_dra.builder._requests import DEFAULT_REQUEST, Request, request
+from e2e_dra.builder._teardown import TEARDOWN_TIMEOUT, UNLABELLED, Leftovers, Sweeper, made_for
 from e2e_dra.kube import KubeError, NotFound, retrying
 
 __all__ = [
     "DEFAULT_ENV",
     "DEFAULT_PARAMETERS",
-    "DRIVER_POD_LABEL",
+    "DEFAULT_REQUEST",
     "IDLE_COMMAND",
     "IMPLICIT_EXTENDED_RESOURCE_PREFIX",
     "NON_ROOT_USER",
@@ -67,6 +75,7 @@ __all__ = [
     "SUBTEST_LABEL",
     "SUITE_LABEL",
     "TEARDOWN_TIMEOUT",
+    "UNLABELLED",
     "Builder",
     "KubeError",
     "Leftovers",
@@ -76,13 +85,18 @@ __all__ = [
     "ObjectFactory",
     "PodFailed",
     "Pods",
+    "Request",
     "SubtestObjects",
     "Sweeper",
     "compact_json",
     "driver_name",
     "is_allocated",
     "is_unschedulable",
+    "label_selector",
+    "labeled",
+    "made_for",
     "object_path",
+    "request",
     "resource_of",
     "resource_path",
     "retrying",

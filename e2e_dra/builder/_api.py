@@ -7,6 +7,10 @@ already there is addressed by its resource (the plural, as in its REST path) and
 the resource's usual version unless the subtest names another one: ``("resourceclaims", name,
 version="resource.k8s.io/v1beta1")``. One :class:`ObjectClient` talks through one client, for
 one phase: after a cluster restart the suite makes a new builder, with a new client.
+
+:class:`ObjectClient` is the base of the builder's parts that reach the server (the pod checks,
+the tear-down) and, through them, of the :class:`~e2e_dra.builder.Builder` itself: what it
+defines here is what a subtest calls, ``b.get(...)``, ``b.create(...)``, with nothing between.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 
-from e2e_dra.builder._objects import RESOURCE_V1, SCHEDULING_V1BETA1
+from e2e_dra.builder._objects import RESOURCE_V1, SCHEDULING_V1BETA1, labeled
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.kube import Kube, NotFound, path, retrying
 from e2e_dra.versions import matches
@@ -112,6 +116,11 @@ def compact_json(obj: dict) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
+def label_selector(labels: Mapping[str, str]) -> str:
+    """The ``labelSelector`` that matches objects with all of ``labels``: ``k=v,k2=v2``."""
+    return ",".join(f"{key}={value}" for key, value in labels.items())
+
+
 class NotServed(E2EDRAError):
     """The API server does not serve the API version a subtest names."""
 
@@ -141,12 +150,20 @@ def served_version(kube: Kube, group_version: str, resource: str | None = None) 
 
 
 class ObjectClient:
-    """Creates object dicts at their own apiVersion, and reads, changes and deletes objects of
-    one namespace by name, through one client."""
+    """Creates one subtest's object dicts at their own apiVersion, with its labels, and reads,
+    changes and deletes objects of one namespace by name, through one client."""
 
-    def __init__(self, kube: Kube, namespace: str, *, log: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        namespace: str,
+        *,
+        labels: Mapping[str, str],
+        log: Callable[[str], None],
+    ) -> None:
         self.kube = kube
         self.namespace = namespace
+        self.labels = dict(labels)  # on everything created; what marks the subtest's objects
         self.log = log
 
     def url(
@@ -157,14 +174,19 @@ class ObjectClient:
         version: str | None = None,
         subresource: str | None = None,
     ) -> str:
-        """The REST path of ``resource`` ``name`` in this namespace (see :func:`resource_path`)."""
+        """The REST path of ``resource`` ``name`` in this namespace (see :func:`resource_path`),
+        for the unusual request the other methods do not make."""
         return resource_path(
             resource, name, version=version, namespace=self.namespace, subresource=subresource
         )
 
-    def create(self, obj: dict, *, compact: bool = False) -> dict:
-        """Create ``obj`` at its own apiVersion; the server's answer. ``compact``: send it as
-        compact JSON, see :func:`compact_json`."""
+    def create(self, *objs: dict, compact: bool = False) -> list[dict]:
+        """Create each object at its own apiVersion, with the subtest's labels (see
+        :func:`~e2e_dra.builder.labeled`); the server's answers, in order. ``compact``: sent as
+        compact JSON, as Go clients send it (see :func:`compact_json`)."""
+        return [self._create(labeled(obj, self.labels), compact) for obj in objs]
+
+    def _create(self, obj: dict, compact: bool) -> dict:
         url = object_path(obj, collection=True)
         if not compact:
             self.log(f"Creating {obj['kind']} {obj['metadata']['name']}")
@@ -177,20 +199,17 @@ class ObjectClient:
         )
 
     def get(self, resource: str, name: str, *, version: str | None = None) -> dict:
+        """``resource`` ``name`` as the server has it now."""
         return self.kube.get(self.url(resource, name, version=version))
 
     def list(
-        self,
-        resource: str,
-        *,
-        version: str | None = None,
-        labels: Mapping[str, str] = {},
-        **query: object,
+        self, resource: str, *, version: str | None = None, mine: bool = False, **query: object
     ) -> list[dict]:
-        """Every ``resource`` of the namespace (or cluster), or those with all of ``labels``;
+        """Every ``resource`` in the namespace (cluster-wide ones: in the cluster); ``mine``:
+        only those labelled as this subtest's, selected by the server (``labelSelector``);
         ``query``: more parameters of the list (``fieldSelector=...``)."""
-        if labels:
-            query["labelSelector"] = ",".join(f"{k}={v}" for k, v in labels.items())
+        if mine:
+            query["labelSelector"] = label_selector(self.labels)
         return self.kube.list(self.url(resource, version=version), **query)
 
     def patch(
@@ -204,6 +223,7 @@ class ObjectClient:
         subresource: str | None = None,
         **query: object,
     ) -> dict:
+        """Patch ``resource`` ``name`` (``kind``: merge, json, strategic or apply)."""
         url = self.url(resource, name, version=version, subresource=subresource)
         return self.kube.patch(url, body, kind=kind, **query)
 
@@ -216,6 +236,7 @@ class ObjectClient:
         version: str | None = None,
         subresource: str | None = None,
     ) -> dict:
+        """Replace ``resource`` ``name`` (or its ``subresource``, e.g. "status") by ``body``."""
         url = self.url(resource, name, version=version, subresource=subresource)
         return self.kube.update(url, body)
 
@@ -223,7 +244,7 @@ class ObjectClient:
         self, resource: str, name: str, *, version: str | None = None, missing_ok: bool = False
     ) -> None:
         """Delete ``resource`` ``name``; that it is gone already fails (NotFound) unless
-        ``missing_ok``."""
+        ``missing_ok``: a subtest that deletes what it made proves that way it survived."""
         at = f" through {version}" if version else ""
         where = (
             f"{self.namespace}/" if self.namespace != "default" and RESOURCES[resource][1] else ""

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from e2e_dra.builder._requests import Request, request
 from e2e_dra.provision import TEST_IMAGE
 
 RESOURCE_V1 = "resource.k8s.io/v1"
@@ -41,6 +43,19 @@ IMPLICIT_EXTENDED_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
 # Upstream's pause-like command: exits at once on SIGTERM, so deleting a pod takes no grace period.
 IDLE_COMMAND = ("/bin/sh", "-c", "trap exit TERM; while true; do sleep 1; done")
 NON_ROOT_USER = 1000
+
+
+def labeled(obj: dict, labels: Mapping[str, str]) -> dict:
+    """A copy of ``obj`` with ``labels`` (its own win), also on a claim template's claims: the
+    resourceclaim controller gives a claim it makes from a template the template's
+    ``spec.metadata.labels``, so the claims made for a subtest's pods are its own too."""
+    obj = copy.deepcopy(obj)
+    metadata = obj.setdefault("metadata", {})
+    metadata["labels"] = {**labels, **(metadata.get("labels") or {})}
+    if obj.get("kind") == "ResourceClaimTemplate":
+        spec_metadata = obj.setdefault("spec", {}).setdefault("metadata", {})
+        spec_metadata["labels"] = {**labels, **(spec_metadata.get("labels") or {})}
+    return obj
 
 
 def driver_name(namespace: str, subtest: str) -> str:
@@ -117,13 +132,14 @@ class ObjectFactory:
         last = resource.rsplit("/", 1)[-1]
         return self.device_class(f"{self.class_name()}-{last}", extended_resource_name=resource)
 
-    def claim_spec(self) -> dict:
-        """The default claim spec (v1 and v1beta2 shape): one device of the default class."""
+    def claim_spec(self, requests: Sequence[Request] | None = None) -> dict:
+        """A claim spec (v1 and v1beta2 shape) with the default opaque config: ``requests``
+        (see :func:`~e2e_dra.builder.request`; classes default to the default class), or the
+        default one, ``my-request`` for one device of the default class."""
+        wanted = [request()] if requests is None else requests
         return {
             "devices": {
-                "requests": [
-                    {"name": "my-request", "exactly": {"deviceClassName": self.class_name()}}
-                ],
+                "requests": [r.spec(self.class_name()) for r in wanted],
                 "config": [self._opaque_config()],
             }
         }
@@ -140,8 +156,9 @@ class ObjectFactory:
     def _opaque_config(self) -> dict:
         return {"opaque": {"driver": self.driver_name, "parameters": dict(DEFAULT_PARAMETERS)}}
 
-    def external_claim(self) -> dict:
-        """A ResourceClaim for pods to reference: ``external-claim<suffix>``, then ``-2``, ..."""
+    def external_claim(self, requests: Sequence[Request] | None = None) -> dict:
+        """A ResourceClaim for pods to reference: ``external-claim<suffix>``, then ``-2``, ...;
+        for ``requests`` (the default request if None), see :meth:`claim_spec`."""
         count = self._count("claim")
         name = f"external-claim{self.name_suffix}"
         if count > 1:
@@ -150,7 +167,7 @@ class ObjectFactory:
             "apiVersion": RESOURCE_V1,
             "kind": "ResourceClaim",
             "metadata": self._metadata(name),
-            "spec": self.claim_spec(),
+            "spec": self.claim_spec(requests),
         }
 
     def pod(self) -> dict:
@@ -193,8 +210,9 @@ class ObjectFactory:
         container["resources"]["claims"] = [{"name": "resource-claim"}]
         return pod
 
-    def pod_inline(self) -> tuple[dict, dict]:
-        """A pod with a claim from a template named like the pod, and that template."""
+    def pod_inline(self, requests: Sequence[Request] | None = None) -> tuple[dict, dict]:
+        """A pod with a claim from a template named like the pod, and that template, whose
+        claims have ``requests`` (see :meth:`claim_spec`)."""
         pod = self.pod()
         name = pod["metadata"]["name"]
         pod["spec"]["resourceClaims"] = [
@@ -203,15 +221,15 @@ class ObjectFactory:
         container = pod["spec"]["containers"][0]
         container["name"] = "with-resource"
         container["resources"]["claims"] = [{"name": "my-inline-claim"}]
-        return pod, self._claim_template(name)
+        return pod, self._claim_template(name, requests)
 
-    def _claim_template(self, name: str) -> dict:
+    def _claim_template(self, name: str, requests: Sequence[Request] | None) -> dict:
         return {
             "apiVersion": RESOURCE_V1,
             "kind": "ResourceClaimTemplate",
             "metadata": self._metadata(name),
             # The claims made from it carry the labels too.
-            "spec": {"metadata": {"labels": dict(self.labels)}, "spec": self.claim_spec()},
+            "spec": {"metadata": {"labels": dict(self.labels)}, "spec": self.claim_spec(requests)},
         }
 
     def workload(self) -> dict:
@@ -224,14 +242,15 @@ class ObjectFactory:
             "spec": {"podGroupTemplates": [{"name": "group", "schedulingPolicy": {"basic": {}}}]},
         }
 
-    def workload_inline(self) -> tuple[dict, dict]:
-        """A Workload whose template claims from a ResourceClaimTemplate named like it."""
+    def workload_inline(self, requests: Sequence[Request] | None = None) -> tuple[dict, dict]:
+        """A Workload whose template claims from a ResourceClaimTemplate named like it, whose
+        claims have ``requests`` (see :meth:`claim_spec`)."""
         workload = self.workload()
         name = workload["metadata"]["name"]
         workload["spec"]["podGroupTemplates"][0]["resourceClaims"] = [
             {"name": "my-inline-claim", "resourceClaimTemplateName": name}
         ]
-        return workload, self._claim_template(name)
+        return workload, self._claim_template(name, requests)
 
     def pod_group(self, workload: dict, template: dict) -> dict:
         """A PodGroup made from ``template`` of ``workload``: ``<workload>-<template>-<n>``."""

@@ -4,11 +4,14 @@ The env check is the proof that a claim reached the container: the test driver t
 opaque config into ``user_a=b`` through CDI, so ``env`` in the container must print it. It runs
 ``env`` through the kubernetes client's stream API (a websocket), imported when an exec runs: it
 is heavy, and most commands (``e2e-dra --help``) never exec.
+
+:class:`Pods` is an :class:`~e2e_dra.builder.ObjectClient` with these checks: the builder is
+one, so ``b.wait_running(name)`` is this code, under the name upstream's subtests call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from e2e_dra.builder._api import ObjectClient
 from e2e_dra.builder._objects import DEFAULT_ENV, is_unschedulable
@@ -24,22 +27,18 @@ class PodFailed(E2EDRAError):
     """A pod reached a terminal phase while we waited for it to run."""
 
 
-class Pods:
-    """Waits for and checks pods by name in one namespace, through the builder's client."""
+class Pods(ObjectClient):
+    """Waits for and checks pods by name in one namespace."""
 
-    def __init__(self, client: ObjectClient, *, log: Callable[[str], None]) -> None:
-        self.client = client
-        self.namespace = client.namespace
-        self.log = log
-
-    def read(self, name: str) -> dict:
-        return self.client.get("pods", name)
+    def read_pod(self, name: str) -> dict:
+        """The pod ``name`` as the server has it now."""
+        return self.get("pods", name)
 
     def wait_running(self, name: str, timeout: float = POD_START_TIMEOUT) -> dict:
         """Until the pod runs; fails early if it ended instead."""
 
         def probe() -> dict:
-            pod = self.read(name)
+            pod = self.read_pod(name)
             phase = pod.get("status", {}).get("phase")
             if phase in ("Succeeded", "Failed"):
                 raise PodFailed(f"pod {self.namespace}/{name} ended with phase {phase}")
@@ -64,7 +63,7 @@ class Pods:
 
         def probe() -> dict:
             try:
-                pod = self.read(name)
+                pod = self.read_pod(name)
             except NotFound as exc:
                 raise PodFailed(f"pod {self.namespace}/{name} is gone: {exc}") from exc
             phase = pod.get("status", {}).get("phase")
@@ -93,7 +92,7 @@ class Pods:
         given = []
         for claim_name in dict.fromkeys(n for n in names if n):
             try:
-                claim = self.client.get("resourceclaims", claim_name)
+                claim = self.get("resourceclaims", claim_name)
             except KubeError:
                 continue
             allocation = (claim.get("status") or {}).get("allocation") or {}
@@ -102,24 +101,25 @@ class Pods:
             given.append(f"claim {claim_name}: {devices or 'nothing allocated'}")
         return f", given {'; '.join(given)}" if given else ""
 
-    def wait_gone(self, name: str, timeout: float = POD_DELETE_TIMEOUT) -> None:
-        self.client.wait_gone("pods", name, timeout=timeout)
+    def wait_pod_gone(self, name: str, timeout: float = POD_DELETE_TIMEOUT) -> None:
+        """Until the pod ``name`` is gone (reading it answers NotFound)."""
+        self.wait_gone("pods", name, timeout=timeout)
 
-    def delete_and_wait(self, name: str, timeout: float = POD_DELETE_TIMEOUT) -> None:
+    def delete_pod_and_wait(self, name: str, timeout: float = POD_DELETE_TIMEOUT) -> None:
         """Delete a pod the subtest expects to exist (NotFound fails), then wait until gone."""
-        self.client.delete("pods", name)
-        self.wait_gone(name, timeout)
+        self.delete("pods", name)
+        self.wait_pod_gone(name, timeout)
 
-    def test(
+    def test_pod(
         self, pod: dict, env: Sequence[str] = DEFAULT_ENV, timeout: float = POD_START_TIMEOUT
     ) -> None:
         """The pod runs and every container's environment holds each ``k=v`` line of ``env``."""
         name = pod["metadata"]["name"]
         self.wait_running(name, timeout)
         for container in pod["spec"]["containers"]:
-            self.check_env(name, container["name"], env)
+            self.check_container_env(name, container["name"], env)
 
-    def check_env(self, pod_name: str, container: str, env: Iterable[str]) -> None:
+    def check_container_env(self, pod_name: str, container: str, env: Iterable[str]) -> None:
         """``env`` in the container prints each ``k=v`` line (as a substring, like upstream)."""
         # Right after a kubelet restart, exec answers "pod does not exist" for a pod the API
         # shows as Running until the kubelet has synced it again: retry that, as upstream does.
@@ -142,7 +142,7 @@ class Pods:
         from kubernetes.client.exceptions import ApiException
 
         where = f"{self.namespace}/{pod_name}/{container}"
-        api = client.CoreV1Api(self.client.kube.api_client)
+        api = client.CoreV1Api(self.kube.api_client)
         try:
             session = stream.stream(
                 api.connect_get_namespaced_pod_exec,

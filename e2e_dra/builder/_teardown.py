@@ -1,12 +1,23 @@
-"""The sweep after a subtest: its deferred cleanups, then every test pod, pod group and claim in
-its namespace, then the DeviceClasses it created.
+"""The sweep after a subtest: its deferred cleanups, then its pods, pod groups and claims, then
+the DeviceClasses it created.
 
-Like upstream, it sweeps the whole namespace rather than a list of what the subtest made: a
-phase that failed halfway leaves objects nobody recorded. A sweep while other subtests still run
-(``own_only``: a chain a known bug ended) keeps to the objects that carry the subtest's labels.
-It spares the driver proxy's pods and waits until the driver has nothing prepared, so the driver
-can be stopped without stranding claims. It tries every step and raises the first error at the
-end: one stuck object must not keep the rest, or the next subtest's objects, around.
+It sweeps what carries the subtest's labels rather than a list of what the subtest made: a phase
+that failed halfway leaves objects nobody recorded, but every object the builder creates carries
+:data:`~e2e_dra.builder.SUBTEST_LABEL` and :data:`~e2e_dra.builder.SUITE_LABEL`. The server does
+the selecting (a ``labelSelector`` on each list), so one subtest's sweep neither deletes nor
+waits for another's objects, whether the others still run or are torn down after it.
+
+Two kinds of claims the server makes for a subtest's pods: those the resourceclaim controller
+makes from a claim template carry the template's ``spec.metadata.labels``, which the builder
+sets to the subtest's labels (:func:`~e2e_dra.builder.labeled`), so the selector finds them.
+Those the scheduler makes for a pod's extended resources carry no labels at all, only an owner
+reference to the pod: the sweep lists the unlabelled claims (``!e2e-dra/subtest``) and keeps
+those owned by one of the subtest's pods or pod groups (:func:`made_for`), read before they
+are deleted.
+
+It waits until the subtest's drivers have nothing prepared, so they can be stopped without
+stranding claims. It tries every step and raises the first error at the end: one stuck object
+must not keep the rest, or the next subtest's objects, around.
 
 What the sweep needs to remember (classes created, clean-ups deferred) is the subtest's, kept in a
 :class:`Leftovers` that outlives phases and cluster restarts; a :class:`Sweeper` is one phase's,
@@ -16,18 +27,20 @@ and reaches the server through that phase's client.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from e2e_dra.builder._api import ObjectClient
-from e2e_dra.builder._objects import SCHEDULING_V1BETA1
+from e2e_dra.builder._objects import SCHEDULING_V1BETA1, SUBTEST_LABEL
 from e2e_dra.hostkit import Attempts
-from e2e_dra.kube import retrying
+from e2e_dra.kube import Kube, retrying
 from e2e_dra.waits import eventually
 
-DRIVER_POD_LABEL = ("app.kubernetes.io/part-of", "dra-test-driver")
 TEARDOWN_TIMEOUT = 60.0
+
+UNLABELLED = f"!{SUBTEST_LABEL}"
+"""The ``labelSelector`` of objects no subtest labelled: those the server made by itself."""
 
 
 @dataclass
@@ -44,50 +57,58 @@ class Leftovers:
             self.classes.append(obj["metadata"]["name"])
 
 
-class Sweeper:
-    """Removes what one subtest left in its namespace, and the classes it created."""
+def made_for(claim: dict, owners: Collection[str]) -> bool:
+    """Whether ``claim`` is owned by one of the objects whose UIDs are ``owners``: a claim the
+    server made for a subtest's pod (its extended resources) names the pod only there."""
+    references = claim["metadata"].get("ownerReferences") or []
+    return any(reference.get("uid") in owners for reference in references)
+
+
+class Sweeper(ObjectClient):
+    """Removes what one subtest left in its namespace, and the classes it created; remembers
+    those classes, and the clean-ups a subtest defers, as it goes."""
 
     def __init__(
         self,
-        client: ObjectClient,
-        driver_name: str,
-        leftovers: Leftovers,
+        kube: Kube,
+        namespace: str,
         *,
         labels: Mapping[str, str],
+        leftovers: Leftovers,
         log: Callable[[str], None],
     ) -> None:
-        self.labels = dict(labels)  # what marks the subtest's own objects
-        self._only: Mapping[str, str] = {}  # during a sweep: the labels it keeps to
-        self.client = client
-        self.namespace = client.namespace
-        self.driver_name = driver_name
+        super().__init__(kube, namespace, labels=labels, log=log)
         self.leftovers = leftovers
-        self.log = log
+
+    def create(self, *objs: dict, compact: bool = False) -> list[dict]:
+        """Create each object (see :meth:`ObjectClient.create`); the tear-down deletes the
+        DeviceClasses among them, which are cluster-wide and found by name."""
+        created = []
+        for obj in objs:
+            created += super().create(obj, compact=compact)
+            self.leftovers.track(obj)
+        return created
+
+    def defer(self, cleanup: Callable[[Self], None]) -> None:
+        """Run ``cleanup(b)`` at :meth:`tear_down`, before pods and claims are removed; ``b`` is
+        the builder of the phase that tears down (the client current then).
+
+        For objects that the sweep cannot remove by itself (a claim held by a test finalizer, a
+        cluster-wide slice, a namespace of the subtest's own)."""
+        self.leftovers.deferred.append(cleanup)
 
     @property
     def deferred(self) -> tuple[Callable[[Any], None], ...]:
-        """The cleanups :meth:`sweep` will run, in the order they were deferred."""
+        """The cleanups :meth:`tear_down` will run, in the order they were deferred."""
         return tuple(self.leftovers.deferred)
 
-    def sweep(
-        self,
-        prepared_claims: Callable[[], list] | None = None,
-        *,
-        deferred_arg: Any = None,
-        own_only: bool = False,
-    ) -> None:
-        """Deferred cleanups (newest first, each called with ``deferred_arg``), test pods, pod
-        groups, claims, until the driver (``prepared_claims``) has unprepared them all, then the
-        tracked classes. Tries every step; raises the first error at the end. ``own_only``: only
-        the pods, pod groups and claims labelled as the subtest's."""
-        self._only = self.labels if own_only else {}
-        try:
-            self._sweep(prepared_claims, deferred_arg)
-        finally:
-            self._only = {}
-
-    def _sweep(self, prepared_claims: Callable[[], list] | None, deferred_arg: Any) -> None:
+    def tear_down(self, prepared_claims: Callable[[], list] | None = None) -> None:
+        """Remove what the subtest left: deferred cleanups (newest first), its pods, pod groups
+        and claims (those of its pods too), until its drivers (``prepared_claims``) have
+        unprepared them all, then the classes it created. Tries every step; raises the first
+        error at the end."""
         attempts = Attempts("tear-down", self.log)
+        owners: set[str] = set()  # UIDs of the subtest's pods and pod groups
 
         def attempt(step: str, fn: Callable[[], object]) -> None:
             attempts(step, retrying(fn))
@@ -95,17 +116,17 @@ class Sweeper:
         deferred, classes = self.leftovers.deferred, self.leftovers.classes
         while deferred:
             cleanup = deferred.pop()
-            attempt("deferred cleanup", functools.partial(cleanup, deferred_arg))
-        attempt("delete test pods", self._delete_test_pods)
-        if retrying(self.client.kube.served)(SCHEDULING_V1BETA1):
-            attempt("delete pod groups", self._delete_pod_groups)
-        attempt("delete claims", lambda: self._delete_all("resourceclaims"))
+            attempt("deferred cleanup", functools.partial(cleanup, self))
+        attempt("delete test pods", lambda: self._delete_owners("pods", owners))
+        if retrying(self.kube.served)(SCHEDULING_V1BETA1):
+            attempt("delete pod groups", lambda: self._delete_owners("podgroups", owners))
+        attempt("delete claims", lambda: self._delete("resourceclaims", self._claims(owners)))
         if prepared_claims is not None:
             attempt(
                 "wait for unprepare",
                 lambda: eventually(
                     prepared_claims,
-                    what=f"driver {self.driver_name} to unprepare all claims",
+                    what=f"the drivers of {self._subtest} to unprepare all claims",
                     timeout=TEARDOWN_TIMEOUT,
                     until=lambda prepared: not prepared,
                 ),
@@ -113,8 +134,8 @@ class Sweeper:
         attempt(
             "wait for claims",
             lambda: eventually(
-                lambda: self._list("resourceclaims"),
-                what=f"all ResourceClaims in {self.namespace} to be deleted",
+                lambda: self._claims(owners),
+                what=f"the ResourceClaims of {self._subtest} in {self.namespace} to be deleted",
                 timeout=TEARDOWN_TIMEOUT,
                 until=lambda items: not items,
             ),
@@ -123,43 +144,40 @@ class Sweeper:
             attempt(
                 f"delete DeviceClass {name}",
                 functools.partial(
-                    self.client.kube.delete, self.client.url("deviceclasses", name), missing_ok=True
+                    self.kube.delete, self.url("deviceclasses", name), missing_ok=True
                 ),
             )
         classes.clear()
         attempts.raise_first()
 
-    def _test_pods(self) -> list[dict]:
-        key, value = DRIVER_POD_LABEL
-        pods = self._list("pods")
-        return [p for p in pods if p["metadata"].get("labels", {}).get(key) != value]
+    @property
+    def _subtest(self) -> str:
+        return self.labels.get(SUBTEST_LABEL, "the subtest")
 
-    def _delete_test_pods(self) -> None:
-        for pod in self._test_pods():
-            if not pod["metadata"].get("deletionTimestamp"):
-                self.client.delete("pods", pod["metadata"]["name"], missing_ok=True)
+    def _delete_owners(self, resource: str, owners: set[str]) -> None:
+        """Delete the subtest's ``resource`` (pods, pod groups) and wait until they are gone;
+        their UIDs go into ``owners`` first, for the claims made for them."""
+        items = self.list(resource, mine=True)
+        owners.update(item["metadata"]["uid"] for item in items if item["metadata"].get("uid"))
+        self._delete(resource, items)
         eventually(
-            self._test_pods,
-            what=f"test pods in {self.namespace} to be deleted",
-            timeout=TEARDOWN_TIMEOUT,
-            until=lambda pods: not pods,
-        )
-
-    def _delete_pod_groups(self) -> None:
-        self._delete_all("podgroups")
-        eventually(
-            lambda: self._list("podgroups"),
-            what=f"pod groups in {self.namespace} to be deleted",
+            lambda: self.list(resource, mine=True),
+            what=f"the {resource} of {self._subtest} in {self.namespace} to be deleted",
             timeout=TEARDOWN_TIMEOUT,
             until=lambda items: not items,
         )
 
-    def _delete_all(self, resource: str) -> None:
-        for item in self._list(resource):
-            if not item["metadata"].get("deletionTimestamp"):
-                name = item["metadata"]["name"]
-                self.log(f"Deleting {resource} {name}")
-                self.client.kube.delete(self.client.url(resource, name), missing_ok=True)
+    def _claims(self, owners: Collection[str]) -> list[dict]:
+        """The subtest's claims: those with its labels, and those without labels that the
+        server made for one of ``owners``."""
+        claims = self.list("resourceclaims", mine=True)
+        if owners:
+            unlabelled = self.list("resourceclaims", labelSelector=UNLABELLED)
+            claims += [claim for claim in unlabelled if made_for(claim, owners)]
+        return claims
 
-    def _list(self, resource: str) -> list[dict]:
-        return self.client.list(resource, labels=self._only)
+    def _delete(self, resource: str, items: list[dict]) -> None:
+        """Delete each of ``items`` (of ``resource``) not being deleted already; gone is fine."""
+        for item in items:
+            if not item["metadata"].get("deletionTimestamp"):
+                self.delete(resource, item["metadata"]["name"], missing_ok=True)

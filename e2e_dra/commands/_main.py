@@ -40,7 +40,7 @@ from e2e_dra.errors import (
     describe_os_error,
 )
 from e2e_dra.hostkit import handling_interrupts, redact
-from localupcluster import ClusterError
+from e2e_dra.localupcluster import ClusterError
 
 PROG = "e2e-dra"
 

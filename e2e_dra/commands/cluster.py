@@ -58,7 +58,7 @@ DRA_RUNTIME_CONFIG = "resource.k8s.io/v1beta1,resource.k8s.io/v1beta2,resource.k
 
 
 def _up(args: argparse.Namespace) -> int:
-    from localupcluster import Cluster, ClusterError, parse_feature_gates
+    from e2e_dra.localupcluster import Cluster, ClusterError, parse_feature_gates
 
     try:
         parse_feature_gates(args.feature_gates, where="--feature-gates")

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from localupcluster import KUBE_CLUSTER_COMPONENTS, Cluster
+from e2e_dra.localupcluster import KUBE_CLUSTER_COMPONENTS, Cluster
 
 HERE = Path(__file__).resolve().parent
 FAKE_COMPONENT = HERE / "fake_component.py"

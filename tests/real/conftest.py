@@ -25,7 +25,7 @@ from e2e_dra.releases import Release, VersionsUnderTest
 from e2e_dra.settings import settings
 
 if TYPE_CHECKING:
-    from localupcluster import Cluster
+    from e2e_dra.localupcluster import Cluster
 
 HOW_TO_INSTALL = "run `./run.sh e2e-dra provision` as root (see README: Requirements)"
 DRA_RUNTIME_CONFIG = ",".join(RUNTIME_CONFIG)
@@ -93,7 +93,7 @@ class LiveCluster:
 def restart_component(live: LiveCluster, component: str, state: str) -> None:
     """Stop ``component`` and start it again (the same binary, state ``state``), as an upgrade
     would: its pid must change."""
-    from localupcluster import ModifyOptions
+    from e2e_dra.localupcluster import ModifyOptions
 
     before = live.cluster.running[component].pid
     binary = live.release.bin_dir / component
@@ -112,7 +112,7 @@ def running_cluster(
 ) -> Iterator[LiveCluster]:
     """A cluster of ``release`` (``extra_env``: RUNTIME_CONFIG, FEATURE_GATES, ...), always
     stopped on the way out; it holds the host lock while it runs."""
-    from localupcluster import Cluster
+    from e2e_dra.localupcluster import Cluster
 
     assert release.source_dir is not None
     cluster = Cluster(release.source_dir, log_dir, host_lock=settings().host_lock)

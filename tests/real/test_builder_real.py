@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import DRA_FEATURE_GATES, DRA_RUNTIME_CONFIG
 
-from e2e_dra.builder import Builder, SubtestObjects
+from e2e_dra.builder import SUBTEST_LABEL, Builder, SubtestObjects
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.kube import Kube, path
 from e2e_dra.subtest import Context, Subtest
@@ -87,7 +87,7 @@ def _run_chain(live: Live, subtest: Subtest) -> SubtestObjects:
 
 
 def test_core_dra_chain_runs_and_leaves_nothing(live: Live) -> None:
-    from subtests import core_dra
+    from e2e_dra.subtests import core_dra
 
     _run_chain(live, core_dra.SUBTEST)
     assert live.kube.list(path("v1", "pods", namespace="default")) == []
@@ -99,7 +99,7 @@ def test_core_dra_chain_runs_and_leaves_nothing(live: Live) -> None:
 
 
 def test_resource_claim_device_status_chain(live: Live) -> None:
-    from subtests import resource_claim_device_status
+    from e2e_dra.subtests import resource_claim_device_status
 
     _run_chain(live, resource_claim_device_status.SUBTEST)
     with pytest.raises(E2EDRAError, match="NotFound"):
@@ -155,19 +155,48 @@ def test_a_pod_that_stopped_running_says_why(live: Live) -> None:
         builder.delete_pod_and_wait(name)
 
 
-def test_a_tear_down_of_its_own_leaves_the_other_subtests_objects(live: Live) -> None:
-    """A chain a known bug ended is torn down while the others run: by its labels only."""
+def _generated_claims(kube: Kube) -> dict[str, str]:
+    """Claim name -> the subtest label it carries, for every claim in ``default``."""
+    claims = kube.list(path("resource.k8s.io/v1", "resourceclaims", namespace="default"))
+    return {
+        c["metadata"]["name"]: (c["metadata"].get("labels") or {}).get(SUBTEST_LABEL, "")
+        for c in claims
+    }
+
+
+def test_a_tear_down_keeps_to_its_own_objects(live: Live) -> None:
+    """A chain a known bug ended is torn down while the others run, and every subtest's
+    tear-down runs while the others' objects are still there: each removes what carries its
+    labels, the claims the resourceclaim controller made from its templates included (they
+    carry the template's labels), and leaves the others' pods and claims alone."""
     kube = live.kube.fresh()
     ended = SubtestObjects("ended-early", suite="builder-real").builder(kube)
     going_on = SubtestObjects("going-on", suite="builder-real").builder(kube)
     ended_pod, going_pod = ended.pod(), going_on.pod()
-    ended.create(ended_pod)
-    going_on.create(going_pod)
+    (ended_inline, ended_template), (going_inline, going_template) = (
+        ended.pod_inline(),
+        going_on.pod_inline(),
+    )
+    ended.create(ended_pod, ended_template, ended_inline)
+    going_on.create(going_pod, going_template, going_inline)
     going_on.wait_running(going_pod["metadata"]["name"])
+    # No driver serves the default classes: the inline pods wait, their claims are made anyway.
+    claims = eventually(
+        lambda: _generated_claims(kube),
+        what="the resourceclaim controller to make a claim for each inline pod",
+        timeout=60,
+        until=lambda claims: sorted(claims.values()) == ["ended-early", "going-on"],
+    )
 
-    ended.tear_down(own_only=True)
+    ended.tear_down()
 
     names = [p["metadata"]["name"] for p in kube.list(path("v1", "pods", namespace="default"))]
-    assert names == [going_pod["metadata"]["name"]]
+    assert sorted(names) == sorted(
+        [going_pod["metadata"]["name"], going_inline["metadata"]["name"]]
+    )
+    left = _generated_claims(kube)
+    assert list(left.values()) == ["going-on"], left
+    assert set(left) <= set(claims)
     going_on.tear_down()
     assert kube.list(path("v1", "pods", namespace="default")) == []
+    assert _generated_claims(kube) == {}

@@ -142,7 +142,7 @@ def test_a_pod_gets_the_claim_parameters_and_the_cdi_spec_goes_away(cluster, dri
 
 
 def test_slices_come_back_after_a_kubelet_restart(cluster, driver):
-    from localupcluster import ModifyOptions
+    from e2e_dra.localupcluster import ModifyOptions
 
     running, kube, bin_dir = cluster.cluster, cluster.kube, cluster.release.bin_dir
     before = {s["metadata"]["uid"] for s in driver.slices()}

@@ -27,9 +27,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from e2e_dra.localupcluster._hostlock import start_time
 from e2e_dra.settings import settings
 from e2e_dra.supervise import ProcessId, terminate
-from localupcluster._hostlock import start_time
 
 pytestmark = pytest.mark.real
 

@@ -16,10 +16,10 @@ import psutil
 import pytest
 
 from e2e_dra.kube import Kube, path
+from e2e_dra.localupcluster import KUBE_CLUSTER_COMPONENTS, Cluster, ModifyOptions
 from e2e_dra.releases import VersionsUnderTest
 from e2e_dra.settings import settings
 from e2e_dra.supervise import group_members
-from localupcluster import KUBE_CLUSTER_COMPONENTS, Cluster, ModifyOptions
 
 pytestmark = pytest.mark.real
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import e2e_dra
-from e2e_dra._suite import SUITES, UPGRADE_DOWNGRADE, Phase
+from e2e_dra._suite import SUITES, UPGRADE_DOWNGRADE, SubtestPhase
 from e2e_dra.releases import VersionsUnderTest
 
 pytestmark = pytest.mark.real
@@ -168,7 +168,7 @@ SUBTEST = Subtest(
 # Strict deletes: the pod of the first phase is gone when core-dra's after-upgrade deletes it.
 VANISHING_POD = """
 from brokennets._common import *
-from subtests import core_dra
+from e2e_dra.subtests import core_dra
 
 
 def initial(ctx):
@@ -233,7 +233,7 @@ def _seed_with_first(names: list[str], first: str) -> int:
     """A seed whose random order runs ``first`` before the other first phases."""
     for seed in range(1, 1000):
         plan = SUITES[UPGRADE_DOWNGRADE].plan(sorted(names), seed)
-        phases = [e.subtest for e in plan if isinstance(e, Phase) and e.index == 0]
+        phases = [e.subtest for e in plan if isinstance(e, SubtestPhase) and e.index == 0]
         if phases[0] == first:
             return seed
     raise AssertionError(f"no seed puts {first} first")

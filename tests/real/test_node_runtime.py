@@ -27,6 +27,7 @@ from conftest import DRA_FEATURE_GATES, DRA_RUNTIME_CONFIG, missing
 from environment import Environ
 
 from e2e_dra.errors import E2EDRAError, ProvisionError
+from e2e_dra.localupcluster._hostlock import HostLock
 from e2e_dra.provision import (
     PAUSE_IMAGE,
     TEST_IMAGE,
@@ -36,7 +37,6 @@ from e2e_dra.provision import (
 )
 from e2e_dra.releases import Release
 from e2e_dra.settings import settings
-from localupcluster._hostlock import HostLock
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,63 @@
+"""A phase's context: what one phase of one subtest runs with, built for it and closed after it.
+
+Like upstream's per-phase ``TContext``, it carries a client of its own, made from the cluster's
+admin client as the cluster is in that phase, so nothing is re-pointed after a restart: the next
+phase simply gets a new one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from e2e_dra._suite._harnesses import Harness
+from e2e_dra._suite._steps import SubtestPhase
+from e2e_dra.kube import Kube
+from e2e_dra.localupcluster import Cluster
+from e2e_dra.subtest import Context
+
+logger = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def phase_context(
+    phase: SubtestPhase,
+    api: Kube,
+    harness: Harness,
+    nodes: Sequence[str],
+    *,
+    artifacts: Path,
+    namespace: str,
+    facts: dict[str, Any],
+    cluster: Cluster | None,
+) -> Iterator[Context]:
+    """``phase``'s context over a fresh client of ``api`` (closed when the phase ends), with
+    its subtest's drivers and a builder of that client."""
+    kube = api.fresh()
+    try:
+        yield Context(
+            kube=kube,
+            driver=harness.driver,
+            others=dict(harness.others),
+            builder=harness.objects.builder(kube),
+            nodes=list(nodes),
+            phase=phase.name,
+            artifacts=artifacts,
+            namespace=namespace,
+            log=logger.info,
+            facts=facts,
+            started=started(cluster),
+        )
+    finally:
+        kube.close()
+
+
+def started(cluster: Cluster | None) -> dict[str, float]:
+    """When each component's current process started: its last ready time less how long it
+    took to be ready (the engine's ready times come in the order they happened)."""
+    if cluster is None:
+        return {}
+    return {t.component: t.at - t.seconds for t in cluster.ready_times}

@@ -27,8 +27,17 @@ if TYPE_CHECKING:
     from e2e_dra.driver import Driver, Pool
     from e2e_dra.kube import Kube
 
-PHASES = ("after-cluster-creation", "after-cluster-upgrade", "after-cluster-downgrade")
-CLUSTER_CHANGES = ("upgrade", "downgrade")
+PHASES = (
+    "after-cluster-creation",
+    "after-cluster-upgrade",
+    "after-cluster-downgrade",
+    "after-cluster-re-upgrade",
+)
+"""A chain's phases. Upstream's three, and the re-upgrade leg of ``upgrade-downgrade`` (previous ->
+current -> previous -> current), which the production-readiness review asks about: a chain whose
+after-downgrade phase returns None simply ends before it."""
+THREE_PHASES = PHASES[:3]
+CLUSTER_CHANGES = ("upgrade", "downgrade", "re-upgrade")
 """The cluster steps that restart components under the subtests' objects (``KnownBug.step``)."""
 
 

@@ -69,8 +69,9 @@ class DryBackend:
             log.write(f"{entry.id} {upcoming.id if upcoming else '-'}\n")
         if entry.id == self._fail_step:
             raise AssertionError(f"dry run: cluster step {entry.id} fails as asked")
-        if entry.name in ("upgrade", "downgrade"):  # the upgrade brings the newer releases
-            self._releases = self._upgraded if entry.name == "upgrade" else self._before_upgrade
+        if entry.name in ("upgrade", "downgrade", "re-upgrade"):  # an upgrade: the newer releases
+            upgrade = entry.name != "downgrade"
+            self._releases = self._upgraded if upgrade else self._before_upgrade
         if entry.name == "bring-up" and self._watch is None:  # as the real cluster's crash watch
             self._watch = abort_when(self._crash_reason)
             self._watch.__enter__()
@@ -131,7 +132,8 @@ class DryCluster:
     ``served``: the group/versions the pretend cluster serves (None: everything); ``fail_step``:
     the id of a cluster step that fails; ``findings``: what the safety nets find when the entry
     of that id ends; ``releases``: the release each pretend component runs (for known bugs),
-    ``upgraded``: what it runs between the upgrade and the downgrade (default: the same);
+    ``upgraded``: what it runs between the upgrade and the downgrade, and after the re-upgrade
+    (default: the same);
     ``crash_in``: the id of a phase during which a pretend component ends.
     """
 

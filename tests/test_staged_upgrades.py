@@ -38,7 +38,12 @@ def _release(tmp_path: Path, version: str) -> Release:
 def test_every_variant_runs_the_same_chains_and_moves_only_its_components() -> None:
     plans = {suite: UPGRADE_SUITES[suite].plan(["a", "b"], 7) for suite in VARIANTS}
     ids = {suite: [entry.id for entry in plan] for suite, plan in plans.items()}
-    assert ids[CONTROL_PLANE_FIRST] == ids[KUBELET_LAST] == ids[UPGRADE_DOWNGRADE]
+    assert ids[CONTROL_PLANE_FIRST] == ids[KUBELET_LAST]
+    # upgrade-downgrade: the same, then the re-upgrade leg before the cleanup
+    re_upgrade = ids[UPGRADE_DOWNGRADE][len(ids[KUBELET_LAST]) - 1 : -1]
+    assert ids[UPGRADE_DOWNGRADE] == [*ids[KUBELET_LAST][:-1], *re_upgrade, "cleanup"]
+    assert re_upgrade[0] == "re-upgrade"
+    assert sorted(re_upgrade[1:]) == ["a/after-cluster-re-upgrade", "b/after-cluster-re-upgrade"]
     assert {entry.suite for entry in plans[KUBELET_LAST]} == {KUBELET_LAST}
     assert VARIANTS[CONTROL_PLANE_FIRST].moved == CONTROL_PLANE
     assert VARIANTS[KUBELET_LAST].moved == NODE

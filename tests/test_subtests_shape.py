@@ -1287,7 +1287,7 @@ def test_a_builder_per_phase_shares_the_subtests_names_and_tear_down() -> None:
 
     first.defer(cleanup)
     assert second.deferred == (cleanup,)
-    objects.leftovers.track(first.device_class())
+    objects.leftovers.track(first.device_class(), "after-cluster-creation")
     assert objects.builder(None).leftovers.classes == ["defaultcore-dra-class"]  # type: ignore[arg-type]
     # In another namespace: the same subtest, its names and its tear-down.
     elsewhere = second.in_namespace("elsewhere")
@@ -2099,8 +2099,31 @@ def test_every_phase_runs_its_check_in_each_phase_and_ends_the_chain() -> None:
 
     seen: list[str] = []
     phase = every_phase(lambda ctx: seen.append(ctx))
-    for name in ("creation", "upgrade", "downgrade"):
+    for name in ("creation", "upgrade", "downgrade", "re-upgrade"):
         assert phase is not None
         phase = phase(name)  # type: ignore[arg-type]
     assert phase is None
-    assert seen == ["creation", "upgrade", "downgrade"]
+    assert seen == ["creation", "upgrade", "downgrade", "re-upgrade"]
+
+
+def test_what_the_older_release_stored_must_read_back_as_sent() -> None:
+    """The re-upgrade leg's comparison: what the server added is fine, what it lost or changed
+    is named by its path."""
+    from e2e_dra.subtest_kit import _not_kept
+
+    sent = {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "c"}}]}}
+    defaulted = {
+        "devices": {
+            "requests": [
+                {"name": "r", "exactly": {"deviceClassName": "c", "count": 1}},
+            ]
+        }
+    }
+    assert _not_kept(sent, defaulted, "spec") == []
+    changed = {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "d"}}]}}
+    assert _not_kept(sent, changed, "spec") == [
+        "spec.devices.requests[0].exactly.deviceClassName: sent 'c', reads 'd'"
+    ]
+    assert _not_kept(sent, {"devices": {"requests": []}}, "spec") == [
+        "spec.devices.requests: sent [{'name': 'r', 'exactly': {'deviceClassName': 'c'}}], reads []"
+    ]

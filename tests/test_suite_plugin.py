@@ -27,8 +27,23 @@ from e2e_dra._suite import SUITES
 pytest_plugins = ("pytester",)
 
 SUITE_DIR = Path(e2e_dra.__file__).parent
-UPGRADE_STEPS = ["versions", "node-runtime", "bring-up", "upgrade", "downgrade", "cleanup"]
-PHASES = ["after-cluster-creation", "after-cluster-upgrade", "after-cluster-downgrade"]
+UPGRADE_STEPS = [
+    "versions",
+    "node-runtime",
+    "bring-up",
+    "upgrade",
+    "downgrade",
+    "re-upgrade",
+    "cleanup",
+]
+PHASES = [
+    "after-cluster-creation",
+    "after-cluster-upgrade",
+    "after-cluster-downgrade",
+    "after-cluster-re-upgrade",
+]
+STAGED_STEPS = [s for s in UPGRADE_STEPS if s != "re-upgrade"]  # control-plane-first's
+THREE_PHASES = PHASES[:3]  # the phases of control-plane-first, and of a chain that ends early
 TINY = ("alpha", "beta", "gamma")
 PLUGIN = ("-p", "e2e_dra.pytest_plugin")  # what e2e_dra/conftest.py loads for the real suites
 
@@ -71,27 +86,34 @@ def _check(name, ctx):
         raise AssertionError(f"{name} broke in {ctx.phase} on purpose")
 
 
-def chain(name):
-    def last(ctx):
+def chain(name, phases=4):
+    # first -> second -> third -> fourth, as every subtest's chain; with phases=3 the third
+    # returns None (a chain that ends after the downgrade, as a gate-cycle one does)
+
+    def fourth(ctx):
         _visit(name, ctx)
 
-    def middle(ctx):
+    def third(ctx):
         _visit(name, ctx)
-        return last
+        return fourth if phases > 3 else None
+
+    def second(ctx):
+        _visit(name, ctx)
+        return third
 
     def first(ctx):
         _visit(name, ctx)
-        return middle
+        return second
 
     return first
 
 
-def make(name, **kwargs):
-    return Subtest(name=name, initial=chain(name), **kwargs)
+def make(name, phases=4, **kwargs):
+    return Subtest(name=name, initial=chain(name, phases), **kwargs)
 
 
 def make_gate_cycle(name):
-    return Subtest(name=name, initial=chain(name), toggled_gates=("SomeGate",))
+    return Subtest(name=name, initial=chain(name, 3), toggled_gates=("SomeGate",))
 """
 
 
@@ -113,7 +135,11 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: 
     pytester.makeini(
         "[pytest]\ne2e_dra_subtests = tinysubs\ne2e_dra_gate_cycle_subtests = tinysubs.gate_cycle\n"
     )
-    for module in ("test_upgrade_downgrade.py", "test_feature_gate_cycle.py"):
+    for module in (
+        "test_upgrade_downgrade.py",
+        "test_control_plane_first.py",
+        "test_feature_gate_cycle.py",
+    ):
         (pytester.path / module).write_text((SUITE_DIR / module).read_text())
     artifacts = tmp_path / "artifacts"
     monkeypatch.setenv("ARTIFACTS", str(artifacts))
@@ -167,7 +193,7 @@ def _kinds(ids: list[str]) -> list[str]:
 def test_steps_and_phases_run_in_upgrade_order(suite: Tiny) -> None:
     result = suite.run("--e2e-dra-seed=7")
 
-    result.assert_outcomes(passed=15)
+    result.assert_outcomes(passed=19)
     ids = [r["id"] for r in suite.summary()["results"]]
     assert _kinds(ids) == (
         ["step:versions", "step:node-runtime", "step:bring-up"]
@@ -176,6 +202,8 @@ def test_steps_and_phases_run_in_upgrade_order(suite: Tiny) -> None:
         + [PHASES[1]] * 3
         + ["step:downgrade"]
         + [PHASES[2]] * 3
+        + ["step:re-upgrade"]
+        + [PHASES[3]] * 3
         + ["step:cleanup"]
     )
     assert suite.dry_steps() == UPGRADE_STEPS
@@ -189,7 +217,7 @@ def test_steps_and_phases_run_in_upgrade_order(suite: Tiny) -> None:
 def test_serial_runs_the_subtests_of_a_phase_in_plan_order(suite: Tiny) -> None:
     result = suite.run("--e2e-dra-seed=7", "--e2e-dra-serial")
 
-    result.assert_outcomes(passed=15)
+    result.assert_outcomes(passed=19)
     ids = [r["id"] for r in suite.summary()["results"]]
     assert suite.visited() == [i for i in ids if "/" in i]
 
@@ -202,7 +230,7 @@ def test_the_subtests_of_a_phase_run_at_the_same_time(
     monkeypatch.setenv("TINY_MEET", "alpha,beta")
     monkeypatch.setenv("TINY_MEET_DIR", str(tmp_path))
 
-    suite.run().assert_outcomes(passed=15)
+    suite.run().assert_outcomes(passed=19)
 
     suite.forget_visits()
     for meeting in tmp_path.glob("after-*"):
@@ -219,7 +247,7 @@ def test_a_subtest_that_fails_in_a_batch_fails_its_own_test_with_its_own_lines(
 
     result = suite.run("--e2e-dra-seed=7")
 
-    result.assert_outcomes(passed=13, failed=1, skipped=1)
+    result.assert_outcomes(passed=16, failed=1, skipped=2)
     (failed,) = [r for r in suite.summary()["results"] if r["outcome"] == "failed"]
     assert failed["id"] == "beta/after-cluster-upgrade"
     report = result.stdout.str()
@@ -241,7 +269,7 @@ def test_failed_phase_skips_only_the_rest_of_its_chain(suite: Tiny, monkeypatch)
 
     result = suite.run("--e2e-dra-seed=3", "-rs")
 
-    result.assert_outcomes(passed=13, failed=1, skipped=1)
+    result.assert_outcomes(passed=16, failed=1, skipped=2)
     result.stdout.fnmatch_lines(
         [
             "*beta broke in after-cluster-upgrade on purpose*",
@@ -249,23 +277,28 @@ def test_failed_phase_skips_only_the_rest_of_its_chain(suite: Tiny, monkeypatch)
             "*SKIPPED*beta: phase 'after-cluster-upgrade' failed*",
         ]
     )
-    assert "beta/after-cluster-downgrade" not in suite.visited()
-    assert {"alpha/after-cluster-downgrade", "gamma/after-cluster-downgrade"} <= set(
+    assert [v for v in suite.visited() if v.startswith("beta/")] == [
+        "beta/after-cluster-creation",
+        "beta/after-cluster-upgrade",
+    ]
+    assert {f"{name}/{phase}" for name in ("alpha", "gamma") for phase in PHASES[2:]} <= set(
         suite.visited()
     )
     outcomes = {r["id"]: r["outcome"] for r in suite.summary()["results"]}
     assert outcomes["beta/after-cluster-upgrade"] == "failed"
     assert outcomes["beta/after-cluster-downgrade"] == "skipped"
+    assert outcomes["beta/after-cluster-re-upgrade"] == "skipped"
+    assert outcomes["re-upgrade"] == "passed"
     assert outcomes["cleanup"] == "passed"
 
 
 def test_k_selects_one_subtest_through_all_phases_with_its_cluster_steps(suite: Tiny) -> None:
     result = suite.run("-k", "alpha", "-v")
 
-    result.assert_outcomes(passed=9)
+    result.assert_outcomes(passed=11)
     assert suite.visited() == [f"alpha/{phase}" for phase in PHASES]
     assert suite.dry_steps() == UPGRADE_STEPS
-    result.stdout.fnmatch_lines(["*collected 15 items / 6 deselected / 9 selected"])
+    result.stdout.fnmatch_lines(["*collected 19 items / 8 deselected / 11 selected"])
     result.stdout.fnmatch_lines(
         [  # progress shows live, between pytest's lines for the step, as [HH:MM:SS] lines
             "*test_cluster_step?upgrade? ",
@@ -294,10 +327,10 @@ def test_lf_reruns_the_failed_phase_with_its_earlier_phases_and_cluster_steps(
 
     result = suite.run("--lf", cache=True)
 
-    result.assert_outcomes(passed=8)  # six cluster steps, beta's first two phases
+    result.assert_outcomes(passed=9)  # seven cluster steps, beta's first two phases
     assert suite.visited() == ["beta/after-cluster-creation", "beta/after-cluster-upgrade"]
     assert suite.dry_steps() == UPGRADE_STEPS
-    result.stdout.fnmatch_lines(["*collected 15 items / 7 deselected / 8 selected*"])
+    result.stdout.fnmatch_lines(["*collected 19 items / 10 deselected / 9 selected*"])
 
 
 def test_ff_keeps_the_plan_order(suite: Tiny, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -305,7 +338,7 @@ def test_ff_keeps_the_plan_order(suite: Tiny, monkeypatch: pytest.MonkeyPatch) -
 
     result = suite.run("--ff", "--e2e-dra-seed=7", cache=True)
 
-    result.assert_outcomes(passed=15)
+    result.assert_outcomes(passed=19)
     assert suite.dry_steps() == UPGRADE_STEPS
     ids = suite.summary()["plan"]
     assert [r["id"] for r in suite.summary()["results"]] == ids
@@ -322,7 +355,7 @@ def test_sw_resumes_at_the_failed_phase_with_what_it_needs(
     # --sw drops what ran before the failed phase; every chain still to finish needs its earlier
     # phases and the cluster steps again, so all of them run, in plan order, and nothing counts
     # as deselected
-    result.assert_outcomes(passed=15)
+    result.assert_outcomes(passed=19)
     visited = suite.visited()
     assert visited.index("beta/after-cluster-creation") < visited.index(
         "beta/after-cluster-upgrade"
@@ -334,8 +367,35 @@ def test_sw_resumes_at_the_failed_phase_with_what_it_needs(
 def test_k_on_a_later_phase_brings_back_the_earlier_ones(suite: Tiny) -> None:
     result = suite.run("-k", "beta and after-cluster-downgrade")
 
-    result.assert_outcomes(passed=9)
+    result.assert_outcomes(passed=10)  # seven cluster steps, beta's first three phases
+    assert suite.visited() == [f"beta/{phase}" for phase in THREE_PHASES]
+
+
+def test_k_on_the_re_upgrade_phase_brings_back_its_chain_and_every_cluster_step(
+    suite: Tiny,
+) -> None:
+    result = suite.run("-k", "beta and after-cluster-re-upgrade", "-v", "--e2e-dra-seed=7")
+
+    result.assert_outcomes(passed=11)  # seven cluster steps, beta's four phases
+    result.stdout.fnmatch_lines(["*collected 19 items / 8 deselected / 11 selected"])
+    in_plan_order = [
+        "versions",
+        "node-runtime",
+        "bring-up",
+        "beta/after-cluster-creation",
+        "upgrade",
+        "beta/after-cluster-upgrade",
+        "downgrade",
+        "beta/after-cluster-downgrade",
+        "re-upgrade",
+        "beta/after-cluster-re-upgrade",
+        "cleanup",
+    ]
+    ran = re.findall(r"::test_(?:cluster_step|phase)\[([^\]]+)\] PASSED", result.stdout.str())
+    assert ran == in_plan_order  # as pytest ran them
+    assert [r["id"] for r in suite.summary()["results"]] == in_plan_order
     assert suite.visited() == [f"beta/{phase}" for phase in PHASES]
+    assert suite.dry_steps() == UPGRADE_STEPS
 
 
 def test_k_that_matches_no_phase_runs_no_cluster_step(suite: Tiny) -> None:
@@ -364,7 +424,7 @@ def test_x_stops_at_the_first_failure_and_still_cleans_up(suite: Tiny, monkeypat
 def test_a_failed_cluster_step_skips_everything_after_it_but_the_cleanup(suite: Tiny) -> None:
     result = suite.run("-rs", cluster=DryCluster(fail_step="upgrade"))
 
-    result.assert_outcomes(passed=7, failed=1, skipped=7)
+    result.assert_outcomes(passed=7, failed=1, skipped=11)
     result.stdout.fnmatch_lines(["*SKIPPED*cluster step 'upgrade' failed*"])
     assert suite.dry_steps()[-1] == "cleanup"
     assert all(v.endswith(PHASES[0]) for v in suite.visited())
@@ -373,9 +433,46 @@ def test_a_failed_cluster_step_skips_everything_after_it_but_the_cleanup(suite: 
 def test_subtest_the_cluster_cannot_serve_is_skipped_with_the_reason(suite: Tiny) -> None:
     result = suite.run("-rs", cluster=DryCluster(served={"v1"}))
 
-    result.assert_outcomes(passed=12, skipped=3)
+    result.assert_outcomes(passed=15, skipped=4)
     result.stdout.fnmatch_lines(["*SKIPPED*gamma: needs example.com/v1*"])
     assert not [v for v in suite.visited() if v.startswith("gamma/")]
+
+
+def test_a_chain_that_ends_after_the_downgrade_skips_only_its_re_upgrade_phase(
+    suite: Tiny,
+) -> None:
+    """A subtest of three phases (its third returns None) among four-phase ones: in
+    upgrade-downgrade its re-upgrade phase is skipped, saying why, and all else passes; in
+    control-plane-first, which has no re-upgrade, nothing is skipped."""
+    (suite.pytester.path / "tinysubs" / "delta.py").write_text(
+        'from tinysubs._common import make\nSUBTEST = make("delta", phases=3)\n'
+    )
+    reason = "delta: its chain ends after the downgrade (its third phase returned None)"
+
+    result = suite.run("--e2e-dra-seed=3", "-rs")
+
+    result.assert_outcomes(passed=22, skipped=1)
+    result.stdout.fnmatch_lines([f"SKIPPED*{reason}*"])
+    results = {r["id"]: r for r in suite.summary()["results"]}
+    (skipped,) = [r for r in results.values() if r["outcome"] == "skipped"]
+    assert skipped["id"] == "delta/after-cluster-re-upgrade"
+    assert reason in skipped["message"]
+    assert [results[f"delta/{phase}"]["outcome"] for phase in THREE_PHASES] == ["passed"] * 3
+    assert all(
+        results[f"{name}/{phase}"]["outcome"] == "passed" for name in TINY for phase in PHASES
+    )
+    assert "delta/after-cluster-re-upgrade" not in suite.visited()
+    assert suite.dry_steps() == UPGRADE_STEPS
+
+    suite.forget_visits()
+    staged = suite.run("--e2e-dra-seed=3", "-rs", suite="test_control_plane_first.py")
+
+    staged.assert_outcomes(passed=len(STAGED_STEPS) + 4 * len(THREE_PHASES))
+    phases = [f"{name}/{phase}" for name in (*TINY, "delta") for phase in THREE_PHASES]
+    results = {r["id"]: r["outcome"] for r in suite.summary("control-plane-first")["results"]}
+    assert results == dict.fromkeys([*STAGED_STEPS, *phases], "passed")
+    assert sorted(suite.visited()) == sorted(phases)
+    assert suite.dry_steps("control-plane-first") == STAGED_STEPS
 
 
 def _phase_order(summary: dict) -> list[str]:
@@ -456,12 +553,12 @@ def test_junit_times_each_phase_of_a_batch_by_its_own_seconds_from_the_summary(
     monkeypatch.setenv("TINY_SLEEP", ",".join(f"{name}={s}" for name, s in slept.items()))
     artifacts = suite.tmp_path / "artifacts"
     if where == "ci":
-        suite.run("--e2e-dra-seed=7").assert_outcomes(passed=15)
+        suite.run("--e2e-dra-seed=7").assert_outcomes(passed=19)
         junit = artifacts / "junit_e2e-dra_upgrade-downgrade.xml"
     else:
         monkeypatch.delenv("CI")
         junit = suite.tmp_path / "mine.xml"
-        suite.run("--e2e-dra-seed=7", f"--junitxml={junit}").assert_outcomes(passed=15)
+        suite.run("--e2e-dra-seed=7", f"--junitxml={junit}").assert_outcomes(passed=19)
 
     results = {r["id"]: r for r in suite.summary()["results"]}
     cases = _junit_cases(junit)
@@ -481,7 +578,7 @@ def test_steps_are_timed_in_the_summary_and_the_failing_one_is_named_everywhere(
     monkeypatch.setenv("TINY_FAIL", "beta/after-cluster-upgrade")
     artifacts = suite.tmp_path / "artifacts"
 
-    suite.run("--e2e-dra-seed=3").assert_outcomes(passed=13, failed=1, skipped=1)
+    suite.run("--e2e-dra-seed=3").assert_outcomes(passed=16, failed=1, skipped=2)
 
     results = {r["id"]: r for r in suite.summary()["results"]}
     passed = results["alpha/after-cluster-creation"]
@@ -546,7 +643,7 @@ def test_each_suite_leaves_a_report_trace_and_timed_summary(suite: Tiny) -> None
     html = (artifacts / "report.html").read_text()
     assert all(f">{name}<" in html for name in TINY)
     trace = json.loads((artifacts / "trace.json").read_text())
-    assert len([e for e in trace["traceEvents"] if e["ph"] == "X"]) == 15
+    assert len([e for e in trace["traceEvents"] if e["ph"] == "X"]) == 19
     result.stdout.fnmatch_lines([f"e2e-dra: report: {artifacts / 'report.html'}"])
 
 
@@ -555,7 +652,7 @@ def test_a_report_that_cannot_be_written_is_said_and_fails_no_test(suite: Tiny) 
 
     result = suite.run("--e2e-dra-seed=4")
 
-    result.assert_outcomes(passed=15)
+    result.assert_outcomes(passed=19)
     result.stdout.fnmatch_lines(["*e2e-dra: cannot write the run's report under *"])
 
 
@@ -607,7 +704,7 @@ def test_a_safety_net_finding_fails_a_passing_phase_and_notes_a_failing_one(
     }
     monkeypatch.setenv("TINY_FAIL", "beta/after-cluster-upgrade")
     result = suite.run("--e2e-dra-seed=3", cluster=DryCluster(findings=findings))
-    result.assert_outcomes(passed=10, failed=2, skipped=3)
+    result.assert_outcomes(passed=12, failed=2, skipped=5)
     output = result.stdout.str()
     assert re.search(
         r"FAILED test_upgrade_downgrade.py::test_phase\[alpha/after-cluster-creation\] - "
@@ -796,7 +893,7 @@ SUBTEST = make(
             component="kube-scheduler",
             releases=">=1.36.0,<1.36.3",
             phase="after-cluster-downgrade",
-            what="breaks the last phase",
+            what="breaks the phase after the downgrade",
             sign="broke in after-cluster-downgrade",
         ),
     ),
@@ -817,17 +914,19 @@ def test_a_phase_a_known_bug_breaks_is_an_expected_failure_naming_the_bug(
 
     result = suite.run("--e2e-dra-seed=3", "-rx", cluster=buggy)
 
-    result.assert_outcomes(passed=17, xfailed=1)
+    result.assert_outcomes(passed=21, xfailed=1, skipped=1)  # delta's chain ends there
     result.stdout.fnmatch_lines(
         [
             "XFAIL*delta/after-cluster-downgrade*known Kubernetes bug kubernetes#139651 "
-            "(kube-scheduler v1.36.2): breaks the last phase*"
+            "(kube-scheduler v1.36.2): breaks the phase after the downgrade*"
             "seen as: delta broke in after-cluster-downgrade on purpose*"
         ]
     )
     results = {r["id"]: r for r in suite.summary()["results"]}
     assert results["delta/after-cluster-downgrade"]["outcome"] == "xfailed"
     assert "kubernetes/issues/139651" in results["delta/after-cluster-downgrade"]["message"]
+    assert results["delta/after-cluster-re-upgrade"]["outcome"] == "skipped"
+    assert all(results[f"{name}/after-cluster-re-upgrade"]["outcome"] == "passed" for name in TINY)
 
 
 def test_a_phase_a_known_bug_should_break_fails_the_run_when_it_passes(
@@ -838,7 +937,7 @@ def test_a_phase_a_known_bug_should_break_fails_the_run_when_it_passes(
 
     result = suite.run("--e2e-dra-seed=3", cluster=buggy)
 
-    result.assert_outcomes(passed=17, failed=1)
+    result.assert_outcomes(passed=21, failed=1, skipped=1)
     result.stdout.fnmatch_lines(
         [
             "FAILED*delta/after-cluster-downgrade*KnownBugNotSeen: known Kubernetes bug "
@@ -858,7 +957,7 @@ def test_a_known_bug_is_expected_only_on_the_releases_that_have_it(
     suite.forget_visits()
     monkeypatch.setenv("TINY_FAIL", "delta/after-cluster-downgrade")
     result = suite.run("--e2e-dra-seed=3", cluster=fixed)
-    result.assert_outcomes(passed=17, failed=1)  # on a fixed release the failure is a failure
+    result.assert_outcomes(passed=21, failed=1, skipped=1)  # on a fixed release: a failure
 
 
 def test_a_known_bug_names_a_phase_a_suite_has() -> None:
@@ -866,6 +965,9 @@ def test_a_known_bug_names_a_phase_a_suite_has() -> None:
 
     with pytest.raises(ValueError, match="'after-the-party' is not a phase of a suite"):
         KnownBug(1, "kubelet", "<1.36", "never", "x", phase="after-the-party")
+    assert KnownBug(1, "kubelet", "<1.36", "never", "x", step="re-upgrade").step == "re-upgrade"
+    with pytest.raises(ValueError, match="step 'cleanup' is not one of"):
+        KnownBug(1, "kubelet", "<1.36", "never", "x", step="cleanup")
     with pytest.raises(Exception, match=r"1\.36\.x"):
         KnownBug(1, "kubelet", "<1.36.x", "never", "x")
     with pytest.raises(Exception, match="unterminated"):
@@ -881,14 +983,16 @@ def test_a_component_that_ends_while_nothing_waits_fails_the_phases_it_ended_in(
 
     # The three phases of after-cluster-upgrade ran together while it ended: each fails, naming
     # the component; everything after them is skipped but the cleanup.
-    result.assert_outcomes(passed=8, failed=3, skipped=4)
+    result.assert_outcomes(passed=8, failed=3, skipped=8)
     outcomes = {r["id"]: r for r in suite.summary()["results"]}
     for name in TINY:
         upgraded = outcomes[f"{name}/after-cluster-upgrade"]
         assert upgraded["outcome"] == "failed"
         assert "ComponentCrashed: component crashed: kube-scheduler" in upgraded["message"]
-        assert outcomes[f"{name}/after-cluster-downgrade"]["outcome"] == "skipped"
+        for later in PHASES[2:]:
+            assert outcomes[f"{name}/{later}"]["outcome"] == "skipped"
     assert outcomes["downgrade"]["outcome"] == "skipped"
+    assert outcomes["re-upgrade"]["outcome"] == "skipped"
     assert outcomes["cleanup"]["outcome"] == "passed"
 
 
@@ -914,15 +1018,15 @@ def test_a_known_bug_that_crashes_a_component_costs_only_its_own_phase(suite: Ti
     result = suite.run("--e2e-dra-seed=3", "-rxs", cluster=crashing)
 
     # The crash is delta's expected failure; the scheduler is started again and every other
-    # subtest goes on through the upgrade and the downgrade.
-    result.assert_outcomes(passed=15, xfailed=1, skipped=2)
+    # subtest goes on through the upgrade, the downgrade and the re-upgrade.
+    result.assert_outcomes(passed=19, xfailed=1, skipped=3)
     result.stdout.fnmatch_lines(
         ["*known bug contained: the objects of delta removed; kube-scheduler started again*"]
     )
     outcomes = {r["id"]: r["outcome"] for r in suite.summary()["results"]}
     assert outcomes["delta/after-cluster-creation"] == "xfailed"
-    assert outcomes["delta/after-cluster-upgrade"] == "skipped"  # its chain ended there
-    assert all(outcomes[f"{name}/after-cluster-downgrade"] == "passed" for name in TINY)
+    assert [outcomes[f"delta/{phase}"] for phase in PHASES[1:]] == ["skipped"] * 3  # it ended
+    assert all(outcomes[f"{name}/{phase}"] == "passed" for name in TINY for phase in PHASES)
 
 
 INDEPENDENT_BUG = """
@@ -931,7 +1035,7 @@ from e2e_dra.subtest_kit import every_phase
 
 
 def check(ctx):
-    if ctx.phase != "after-cluster-upgrade":  # the release before the upgrade has the bug
+    if not ctx.phase.endswith("upgrade"):  # the release before the upgrade has the bug
         raise AssertionError("the allocator gave numa 1, 2, 1")
 
 
@@ -945,8 +1049,8 @@ SUBTEST = Subtest(
 
 def test_a_known_bug_in_independent_phases_does_not_end_the_chain(suite: Tiny) -> None:
     """Phases made by every_phase share nothing: after the known bug broke the first, the chain
-    goes on, passes on the upgraded release (strictly: there the bug is not expected) and is
-    expected to fail again after the downgrade."""
+    goes on, passes on the upgraded release (strictly: there the bug is not expected), is
+    expected to fail again after the downgrade, and passes again after the re-upgrade."""
     (suite.pytester.path / "tinysubs" / "delta.py").write_text(INDEPENDENT_BUG)
     cluster = DryCluster(
         releases={"kube-scheduler": "v1.36.5"}, upgraded={"kube-scheduler": "v1.37.2"}
@@ -954,18 +1058,23 @@ def test_a_known_bug_in_independent_phases_does_not_end_the_chain(suite: Tiny) -
 
     result = suite.run("--e2e-dra-seed=3", "-rx", cluster=cluster)
 
-    result.assert_outcomes(passed=16, xfailed=2)
+    result.assert_outcomes(passed=21, xfailed=2)
     outcomes = {r["id"]: r["outcome"] for r in suite.summary()["results"]}
-    assert [outcomes[f"delta/{phase}"] for phase in PHASES] == ["xfailed", "passed", "xfailed"]
+    assert [outcomes[f"delta/{phase}"] for phase in PHASES] == [
+        "xfailed",
+        "passed",
+        "xfailed",
+        "passed",
+    ]
 
 
 def test_another_failure_on_a_known_bugs_releases_is_a_failure_not_the_bug(
     suite: Tiny, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (suite.pytester.path / "tinysubs" / "delta.py").write_text(
-        KNOWN_BUG.replace('what="breaks the last phase",', 'what="x", sign="makeslice",').replace(
-            'sign="broke in after-cluster-downgrade",', ""
-        )
+        KNOWN_BUG.replace(
+            'what="breaks the phase after the downgrade",', 'what="x", sign="makeslice",'
+        ).replace('sign="broke in after-cluster-downgrade",', "")
     )
     monkeypatch.setenv("TINY_FAIL", "delta/after-cluster-downgrade")
 
@@ -973,7 +1082,7 @@ def test_another_failure_on_a_known_bugs_releases_is_a_failure_not_the_bug(
         "--e2e-dra-seed=3", cluster=DryCluster(releases={"kube-scheduler": "v1.36.2"})
     )
 
-    result.assert_outcomes(passed=17, failed=1)
+    result.assert_outcomes(passed=21, failed=1, skipped=1)
     result.stdout.fnmatch_lines(
         [
             "*known Kubernetes bug kubernetes#139651 (kube-scheduler v1.36.2): x*was expected to "
@@ -1002,18 +1111,20 @@ def test_a_known_bug_that_breaks_a_cluster_step_ends_only_its_subtests_chain(sui
 
     result = suite.run("--e2e-dra-seed=3", "-rxs", cluster=buggy)
 
-    # The downgrade is delta's expected failure: delta's objects are removed and its last phase
-    # skipped; every other subtest goes on after the downgrade.
-    result.assert_outcomes(passed=16, xfailed=1, skipped=1)
+    # The downgrade is delta's expected failure: delta's objects are removed and its phases
+    # after it skipped; every other subtest goes on after the downgrade.
+    result.assert_outcomes(passed=20, xfailed=1, skipped=2)
     outcomes = {r["id"]: r for r in suite.summary()["results"]}
     assert outcomes["downgrade"]["outcome"] == "xfailed"
     assert (
         "seen as: dry run: cluster step downgrade fails as asked"
         in (outcomes["downgrade"]["message"])
     )
-    assert outcomes["delta/after-cluster-downgrade"]["outcome"] == "skipped"
-    assert "broke downgrade" in outcomes["delta/after-cluster-downgrade"]["message"]
-    assert all(outcomes[f"{name}/after-cluster-downgrade"]["outcome"] == "passed" for name in TINY)
+    for later in PHASES[2:]:
+        assert outcomes[f"delta/{later}"]["outcome"] == "skipped"
+        assert "broke downgrade" in outcomes[f"delta/{later}"]["message"]
+        assert all(outcomes[f"{name}/{later}"]["outcome"] == "passed" for name in TINY)
+    assert outcomes["re-upgrade"]["outcome"] == "passed"
 
     suite.forget_visits()  # a release without the bug: the downgrade must pass, and does here
     fixed = DryCluster(releases={"kube-scheduler": "v1.36.3"})

@@ -144,32 +144,38 @@ def test_the_upgrade_downgrade_plan_reads_as_upstreams_test_function() -> None:
         "Phases",
         "Downgrade",
         "Phases",
+        "ReUpgrade",
+        "Phases",
         "Cleanup",
     ]
     groups = [step for step in plan.steps if isinstance(step, Phases)]
-    assert [g.index for g in groups] == [0, 1, 2]
+    assert [g.index for g in groups] == [0, 1, 2, 3]
     assert all(sorted(g.order) == ["a", "b"] for g in groups)
     assert all(step.suite == UPGRADE_DOWNGRADE for step in plan.steps)
     first = next(e for e in plan if isinstance(e, SubtestPhase))
     assert plan.together(first) == groups[0].phases()
 
 
-def test_upgrade_downgrade_moves_every_component_and_back(tmp_path: Path) -> None:
+def test_upgrade_downgrade_moves_every_component_back_and_forth(tmp_path: Path) -> None:
     cluster = RecordingCluster(UPGRADE_DOWNGRADE, {}, tmp_path)
     plan = SUITES[UPGRADE_DOWNGRADE].plan([], 1)
 
     ran = run_cluster_steps(plan, cluster)
 
-    assert ran == ["versions", "node-runtime", "bring-up", "upgrade", "downgrade", "cleanup"]
+    steps = ["versions", "node-runtime", "bring-up", "upgrade", "downgrade", "re-upgrade"]
+    assert ran == [*steps, "cleanup"]
     (bring_up,) = calls_named(cluster, "bring_up")
     assert bring_up[1:3] == ("0-initial-1.37", cluster._previous.bin_dir)
     assert set(bring_up[3]) == {"FEATURE_GATES", "RUNTIME_CONFIG"}
     assert "DRADeviceTaints=true" in bring_up[3]["FEATURE_GATES"]
-    upgrade, downgrade = calls_named(cluster, "modify")
+    upgrade, downgrade, again = calls_named(cluster, "modify")
     current = cluster._current.bin_dir
     assert upgrade[1] == "1-v1.38.0-beta.0"
     assert upgrade[2].file_by_component == {c: current / c for c in KUBE_CLUSTER_COMPONENTS}
     assert downgrade[1:] == ("2-restored-1.37", cluster.undo)  # what the upgrade returned
+    assert again[1] == "3-re-upgraded-v1.38.0-beta.0"
+    assert again[2].file_by_component == upgrade[2].file_by_component
+    assert cluster.state.binaries["3-re-upgraded-v1.38.0-beta.0"]["kubelet"] == "v1.38.0-beta.0"
     assert cluster.state.binaries["1-v1.38.0-beta.0"]["kubelet"] == "v1.38.0-beta.0"
     assert cluster.state.binaries["2-restored-1.37"]["kube-apiserver"] == "v1.37.2"
     assert cluster.calls[-1] == ("close",)
@@ -177,8 +183,9 @@ def test_upgrade_downgrade_moves_every_component_and_back(tmp_path: Path) -> Non
 
 def test_control_plane_first_moves_only_the_control_plane(tmp_path: Path) -> None:
     cluster = RecordingCluster(CONTROL_PLANE_FIRST, {}, tmp_path)
-    run_cluster_steps(SUITES[CONTROL_PLANE_FIRST].plan([], 1), cluster)
+    ran = run_cluster_steps(SUITES[CONTROL_PLANE_FIRST].plan([], 1), cluster)
 
+    assert "re-upgrade" not in ran  # only upgrade-downgrade goes up again
     assert calls_named(cluster, "resolve_versions")[0][1] is not None  # only what it needs
     upgrade, downgrade = calls_named(cluster, "modify")
     assert set(upgrade[2].file_by_component) == {

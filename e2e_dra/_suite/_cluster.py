@@ -22,6 +22,7 @@ from typing import Any, Generic
 
 from e2e_dra._suite._artifacts import dump_cluster
 from e2e_dra._suite._contexts import phase_context
+from e2e_dra._suite._disruption import DisruptionNet
 from e2e_dra._suite._early import BringUpArgs, EarlyStart
 from e2e_dra._suite._findings import Findings
 from e2e_dra._suite._harnesses import Harness, Harnesses
@@ -29,6 +30,7 @@ from e2e_dra._suite._liveness import ComponentNet, Running
 from e2e_dra._suite._nodelogs import StateLogs
 from e2e_dra._suite._report import crash_reason, failure_report
 from e2e_dra._suite._steps import ClusterStep, Entry, S, SubtestPhase, Suite
+from e2e_dra.builder import SUITE_LABEL
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.hostkit import Attempts
 from e2e_dra.kube import Kube, path, retrying
@@ -77,7 +79,10 @@ class RealCluster(Generic[S]):
         self.api: Kube | None = None  # the cluster's admin client; all others are made from it
         self.nodes: list[str] = []
         self.harnesses = Harnesses(self.subtests, artifacts / "drivers", NAMESPACE, suite.name)
-        self.findings = Findings(self.harnesses.take_slice_findings)
+        self.disruption = DisruptionNet(NAMESPACE, {SUITE_LABEL: suite.name})
+        self.findings = Findings(
+            lambda: [*self.harnesses.take_slice_findings(), *self.disruption.take()]
+        )
         self.early = EarlyStart(self._new_cluster)
         self._components = ComponentNet()
         self._watch: contextlib.AbstractContextManager[None] | None = None  # for crashes
@@ -88,9 +93,17 @@ class RealCluster(Generic[S]):
     # --- what the suite run asks ----------------------------------------------------------------
 
     def run_step(self, step: ClusterStep[S], upcoming: Entry | None = None) -> None:
+        """Run ``step``; one that changes a cluster that is up must leave the subtests' running
+        pods as they were (the disruption net)."""
         self._upcoming = upcoming
+        watched = self.api is not None and not step.always
         try:
+            if watched:
+                assert self.api is not None
+                self.disruption.before(self.api, step.id, self.harnesses.running())
             step.run(self)
+            if watched and self.api is not None:
+                self.disruption.after(self.api)
         finally:
             self._upcoming = None
 

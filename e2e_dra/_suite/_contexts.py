@@ -42,7 +42,7 @@ def phase_context(
             kube=kube,
             driver=harness.driver,
             others=dict(harness.others),
-            builder=harness.objects.builder(kube),
+            builder=harness.objects.builder(kube, phase.name),
             nodes=list(nodes),
             phase=phase.name,
             artifacts=artifacts,

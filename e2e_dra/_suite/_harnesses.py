@@ -76,6 +76,10 @@ class Harnesses:
         """Every subtest's driver name (also of those not set up yet), by subtest."""
         return {name: self.driver_name(name) for name in self.subtests}
 
+    def running(self) -> set[str]:
+        """The subtests whose chains go on: set up, and not dropped."""
+        return set(self._harnesses) - self._dropped
+
     def get(self, subtest: str) -> Harness | None:
         """``subtest``'s harness if it is set up, without setting it up."""
         return self._harnesses.get(subtest)

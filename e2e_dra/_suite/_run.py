@@ -26,7 +26,7 @@ from e2e_dra._suite._artifacts import Summary
 from e2e_dra._suite._steps import ClusterStep, Entry, Plan, SubtestPhase
 from e2e_dra._suite._together import Outcome, run_together
 from e2e_dra.errors import ComponentCrashed
-from e2e_dra.subtest import IndependentPhase, KnownBug, StepTime, failing_step
+from e2e_dra.subtest import THREE_PHASES, IndependentPhase, KnownBug, StepTime, failing_step
 from e2e_dra.waits import check_abort
 
 logger = logging.getLogger(__name__)
@@ -295,6 +295,9 @@ class SuiteRun:
                 self._chain_broken[name] = f"{name}: {unmet}"
                 self.backend.drop(name)
                 return self._chain_broken[name]
+        past_three = (entry.chain_position or 0) >= len(THREE_PHASES)
+        if past_three and name in self._next and self._next[name] is None:
+            return f"{name}: its chain ends after the downgrade (its third phase returned None)"
         return None
 
     def _mark_broken(self, entry: Entry, how: str, exc: BaseException | None = None) -> None:

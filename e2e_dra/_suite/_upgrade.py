@@ -33,6 +33,7 @@ from e2e_dra._suite._steps import (
     Order,
     Phases,
     Plan,
+    Step,
 )
 from e2e_dra.errors import InputError
 from e2e_dra.localupcluster import KUBE_CLUSTER_COMPONENTS, ModifyOptions
@@ -45,7 +46,7 @@ from e2e_dra.releases import (
     resolve_release,
 )
 from e2e_dra.settings import settings
-from e2e_dra.subtest import PHASES, Subtest
+from e2e_dra.subtest import PHASES, THREE_PHASES, Subtest
 from e2e_dra.versions import parse_version
 
 logger = logging.getLogger(__name__)
@@ -105,6 +106,12 @@ class Variant:
     label: str  # in state names: "1-<label>v1.37.2"
     current_commands: tuple[str, ...] | None = None
     """The commands of the current release the suite needs (None: all)."""
+    re_upgrade: bool = False
+    """After the downgrade, upgrade once more (a fourth state and phase)."""
+
+    @property
+    def phases(self) -> tuple[str, ...]:
+        return PHASES if self.re_upgrade else THREE_PHASES
 
     def releases(self, versions: VersionsUnderTest) -> Releases:
         initial = dict.fromkeys(KUBE_CLUSTER_COMPONENTS, versions.previous)
@@ -118,6 +125,9 @@ class Variant:
 
     def restored_state(self, versions: VersionsUnderTest, releases: Releases) -> str:
         return f"2-{self.label}restored-{releases.older.version}"
+
+    def re_upgraded_state(self, releases: Releases) -> str:
+        return f"3-{self.label}re-upgraded-{releases.current.version}"
 
 
 class AllAtOnce(Variant):
@@ -143,7 +153,7 @@ UPGRADE_DOWNGRADE = "upgrade-downgrade"
 CONTROL_PLANE_FIRST = "control-plane-first"
 KUBELET_LAST = "kubelet-last"
 VARIANTS: dict[str, Variant] = {
-    UPGRADE_DOWNGRADE: AllAtOnce(UPGRADE_DOWNGRADE, KUBE_CLUSTER_COMPONENTS, ""),
+    UPGRADE_DOWNGRADE: AllAtOnce(UPGRADE_DOWNGRADE, KUBE_CLUSTER_COMPONENTS, "", re_upgrade=True),
     CONTROL_PLANE_FIRST: Variant(
         CONTROL_PLANE_FIRST, CONTROL_PLANE, "cp-", current_commands=CONTROL_PLANE_COMMANDS
     ),
@@ -261,9 +271,12 @@ class Upgrade(ClusterStep[UpgradeState]):
     variant: Variant
     name: ClassVar[str] = "upgrade"
 
+    def state_name(self, releases: Releases) -> str:
+        return self.variant.upgraded_state(releases)
+
     def run(self, cluster: ClusterOps[UpgradeState]) -> None:
         _, releases, _ = cluster.state.inputs()
-        state = self.variant.upgraded_state(releases)
+        state = self.state_name(releases)
         current = releases.current
         logger.info(f"upgrading {', '.join(releases.moved)} to {current.version}")
         cluster.state.record_binaries(state, releases.upgraded())
@@ -294,6 +307,17 @@ class Downgrade(ClusterStep[UpgradeState]):
         cluster.modify(state, undo, f"after the downgrade to {old} ({state})")
 
 
+@dataclass(frozen=True, kw_only=True)
+class ReUpgrade(Upgrade):
+    """The downgraded cluster upgraded again: what the older release wrote is read by the newer
+    one, where storage and validation-ratcheting bugs show."""
+
+    name: ClassVar[str] = "re-upgrade"
+
+    def state_name(self, releases: Releases) -> str:
+        return self.variant.re_upgraded_state(releases)
+
+
 # --- the suite -----------------------------------------------------------------------------------
 
 
@@ -302,12 +326,15 @@ class UpgradeSuite:
     """One upgrade/downgrade variant: every subtest's chain around an upgrade and a downgrade."""
 
     variant: Variant
-    phases: ClassVar[tuple[str, ...]] = PHASES
     gate_cycle: ClassVar[bool] = False
 
     @property
     def name(self) -> str:
         return self.variant.suite
+
+    @property
+    def phases(self) -> tuple[str, ...]:
+        return self.variant.phases
 
     def plan(self, subtests: Sequence[str], seed: int) -> Plan:
         """Upstream's test function: versions, bring-up, then each phase of every subtest
@@ -317,20 +344,19 @@ class UpgradeSuite:
         def phases(index: int) -> Phases:
             return Phases(index, order.next(), names=PHASES)
 
-        return Plan(
-            self.name,
-            [
-                Versions(variant=v),
-                NodeRuntime(),
-                BringUp(variant=v),
-                phases(0),
-                Upgrade(variant=v),
-                phases(1),
-                Downgrade(variant=v),
-                phases(2),
-                Cleanup(),
-            ],
-        )
+        steps: list[Step] = [
+            Versions(variant=v),
+            NodeRuntime(),
+            BringUp(variant=v),
+            phases(0),
+            Upgrade(variant=v),
+            phases(1),
+            Downgrade(variant=v),
+            phases(2),
+        ]
+        if v.re_upgrade:
+            steps += [ReUpgrade(variant=v), phases(3)]
+        return Plan(self.name, [*steps, Cleanup()])
 
     def new_state(self) -> UpgradeState:
         return UpgradeState()

@@ -57,7 +57,14 @@ from e2e_dra.builder._objects import (
 )
 from e2e_dra.builder._pods import POD_DELETE_TIMEOUT, POD_START_TIMEOUT, PodFailed, Pods
 from e2e_dra.builder._requests import DEFAULT_REQUEST, Request, request
-from e2e_dra.builder._teardown import TEARDOWN_TIMEOUT, UNLABELLED, Leftovers, Sweeper, made_for
+from e2e_dra.builder._teardown import (
+    TEARDOWN_TIMEOUT,
+    UNLABELLED,
+    Leftovers,
+    Sweeper,
+    Written,
+    made_for,
+)
 from e2e_dra.kube import KubeError, NotFound, retrying
 
 __all__ = [
@@ -88,6 +95,7 @@ __all__ = [
     "Request",
     "SubtestObjects",
     "Sweeper",
+    "Written",
     "compact_json",
     "driver_name",
     "is_allocated",

@@ -51,9 +51,9 @@ class SubtestObjects:
         self.counters: Counter[str] = Counter()
         self.leftovers = Leftovers()
 
-    def builder(self, kube: Kube) -> Builder:
-        """A builder for one phase, talking through ``kube``."""
-        return Builder(self, kube)
+    def builder(self, kube: Kube, phase: str = "") -> Builder:
+        """A builder for one phase (``phase``, its name), talking through ``kube``."""
+        return Builder(self, kube, phase)
 
     def in_namespace(self, namespace: str) -> SubtestObjects:
         """The same subtest's objects in another namespace: the same labels, names that count
@@ -77,7 +77,7 @@ class Builder(ObjectFactory, Pods, Sweeper):
     checks (``wait_running``, ``test_pod``, ``exec``, ...) and :class:`Sweeper` ``create`` (which
     remembers classes), ``defer`` and ``tear_down``."""
 
-    def __init__(self, objects: SubtestObjects, kube: Kube) -> None:
+    def __init__(self, objects: SubtestObjects, kube: Kube, phase: str = "") -> None:
         ObjectFactory.__init__(
             self,
             objects.subtest,
@@ -93,13 +93,14 @@ class Builder(ObjectFactory, Pods, Sweeper):
             labels=objects.labels,
             leftovers=objects.leftovers,
             log=objects.log,
+            phase=phase,
         )
         self.objects = objects
 
     def in_namespace(self, namespace: str) -> Builder:
         """This phase's builder for the subtest's objects in ``namespace`` (pod checks and
         objects by name there)."""
-        return self.objects.in_namespace(namespace).builder(self.kube)
+        return self.objects.in_namespace(namespace).builder(self.kube, self.phase)
 
     def set_up(self) -> dict:
         """Create the default DeviceClass (upstream's NewBuilderNow does the same)."""

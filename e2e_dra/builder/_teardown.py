@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from e2e_dra.builder._api import ObjectClient
-from e2e_dra.builder._objects import SCHEDULING_V1BETA1, SUBTEST_LABEL
+from e2e_dra.builder._objects import SCHEDULING_V1BETA1, SUBTEST_LABEL, labeled
 from e2e_dra.hostkit import Attempts
 from e2e_dra.kube import Kube, retrying
 from e2e_dra.waits import eventually
@@ -43,16 +43,29 @@ UNLABELLED = f"!{SUBTEST_LABEL}"
 """The ``labelSelector`` of objects no subtest labelled: those the server made by itself."""
 
 
+@dataclass(frozen=True)
+class Written:
+    """An object as a subtest sent it to the server, and the phase that created it: what the
+    re-upgrade leg asks the newer release to read, update and accept again."""
+
+    phase: str
+    obj: dict
+    compact: bool = False  # sent as compact JSON (see ObjectClient.create)
+
+
 @dataclass
 class Leftovers:
-    """What a subtest's tear-down must remove beyond its namespace: the DeviceClasses it created
-    (cluster-wide, deleted by name, newest first) and the clean-ups it deferred."""
+    """What a subtest created, remembered across phases: the DeviceClasses its tear-down must
+    remove beyond its namespace (cluster-wide, deleted by name, newest first), the clean-ups it
+    deferred, and every object as it was sent (``written``)."""
 
     classes: list[str] = field(default_factory=list)
     deferred: list[Callable[[Any], None]] = field(default_factory=list)
+    written: list[Written] = field(default_factory=list)
 
-    def track(self, obj: dict) -> None:
-        """Remember ``obj``, just created, if the namespace sweep would miss it."""
+    def track(self, obj: dict, phase: str, *, compact: bool = False) -> None:
+        """Remember ``obj`` (as sent), just created in ``phase``."""
+        self.written.append(Written(phase, obj, compact))
         if obj["kind"] == "DeviceClass":
             self.classes.append(obj["metadata"]["name"])
 
@@ -76,9 +89,11 @@ class Sweeper(ObjectClient):
         labels: Mapping[str, str],
         leftovers: Leftovers,
         log: Callable[[str], None],
+        phase: str = "",
     ) -> None:
         super().__init__(kube, namespace, labels=labels, log=log)
         self.leftovers = leftovers
+        self.phase = phase  # the phase this client is for: what it creates is remembered by it
 
     def create(self, *objs: dict, compact: bool = False) -> list[dict]:
         """Create each object (see :meth:`ObjectClient.create`); the tear-down deletes the
@@ -86,7 +101,7 @@ class Sweeper(ObjectClient):
         created = []
         for obj in objs:
             created += super().create(obj, compact=compact)
-            self.leftovers.track(obj)
+            self.leftovers.track(labeled(obj, self.labels), self.phase, compact=compact)
         return created
 
     def defer(self, cleanup: Callable[[Self], None]) -> None:

@@ -22,7 +22,7 @@ from e2e_dra.builder import (
     is_allocated,
 )
 from e2e_dra.subtest import Context, Phase, Subtest
-from e2e_dra.subtest_kit import Running, devices_per_node, running, still_untouched
+from e2e_dra.subtest_kit import Running, devices_per_node, re_upgraded, running, still_untouched
 from e2e_dra.waits import eventually
 
 CLAIMS_GONE_TIMEOUT = 180.0
@@ -48,7 +48,7 @@ def extended_resource_subtest(kind: str) -> Subtest:
             verify_pod_running_with_claim(ctx, after, resource)
             started.append(started_with_claim(ctx, after))
 
-            def after_downgrade(ctx: Context) -> None:
+            def after_downgrade(ctx: Context) -> Phase:
                 with ctx.step(f"pods {before} and {after} run untouched"):
                     still_untouched_with_claims(ctx, started)
                 pods = (before, after)
@@ -58,6 +58,7 @@ def extended_resource_subtest(kind: str) -> Subtest:
                 for pod in pods:
                     ctx.builder.delete_pod_and_wait(pod)
                 wait_claims_gone(ctx, claims)
+                return re_upgraded
 
             return after_downgrade
 

@@ -61,7 +61,13 @@ from __future__ import annotations
 
 from e2e_dra.builder import POD_DELETE_TIMEOUT, KubeError, NotFound, resource_of, retrying
 from e2e_dra.subtest import Context, Phase, Subtest
-from e2e_dra.subtest_kit import devices_per_node, running, scheduler_reported, still_untouched
+from e2e_dra.subtest_kit import (
+    devices_per_node,
+    re_upgraded,
+    running,
+    scheduler_reported,
+    still_untouched,
+)
 from e2e_dra.subtests._admin_access import (
     ADMIN_LABEL,
     CLAIM_CREATION_REFUSED,
@@ -141,7 +147,7 @@ def initial(ctx: Context) -> Phase:
         _refused(ctx, plain_namespace(ctx.builder), "it never had the label")
         refused_pod = _unlabel(ctx, admins, idle)
 
-        def after_downgrade(ctx: Context) -> None:
+        def after_downgrade(ctx: Context) -> Phase:
             _still_in_use(ctx, in_use, waiting, admins, labelled=False)
             _refused_since_unlabelled(ctx, admins)
             _allocation_still_refused(ctx, refused_pod, idle)
@@ -151,6 +157,7 @@ def initial(ctx: Context) -> Phase:
             _refused(ctx, plain_namespace(ctx.builder), "it never had the label")
             with ctx.step("delete pods, claims, templates and namespaces"):
                 _delete_all(ctx, in_use, waiting, admins)
+            return re_upgraded
 
         return after_downgrade
 

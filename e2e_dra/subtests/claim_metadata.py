@@ -81,6 +81,7 @@ from e2e_dra.subtest_kit import (
     RESOURCE_V1BETA2,
     Running,
     devices_per_node,
+    re_upgraded,
     running,
     still_untouched,
 )
@@ -138,12 +139,13 @@ def initial(ctx: Context) -> Phase:
         pods.append(_started(ctx, new_claims))
         _update_all(ctx, claims, templates)
 
-        def after_downgrade(ctx: Context) -> None:
+        def after_downgrade(ctx: Context) -> Phase:
             _still_untouched(ctx, pods)
             new_claims, new_templates = _new_objects(ctx)
             claims.extend(new_claims)
             templates.extend(new_templates)
             _update_all(ctx, claims, templates)
+            return re_upgraded
 
         return after_downgrade
 

@@ -50,7 +50,14 @@ from collections.abc import Sequence
 
 from e2e_dra.driver import Pool
 from e2e_dra.subtest import Context, Phase, Subtest
-from e2e_dra.subtest_kit import Running, claim_env, running, scheduler_reported, still_untouched
+from e2e_dra.subtest_kit import (
+    Running,
+    claim_env,
+    re_upgraded,
+    running,
+    scheduler_reported,
+    still_untouched,
+)
 from e2e_dra.subtests._consumable_capacity import (
     CAPACITY,
     FIRST_SHARES,
@@ -165,7 +172,7 @@ def initial(ctx: Context) -> Phase:
         with ctx.step("the device is full: 1Gi waits"):
             check_left(ctx, too_much="1Gi", fits=None, selector=SHARED_ONLY)
 
-        def after_downgrade(ctx: Context) -> None:
+        def after_downgrade(ctx: Context) -> Phase:
             b = ctx.builder
             with ctx.step("the pods holding shares run untouched"):
                 _still_untouched(ctx, started, claims)
@@ -205,6 +212,7 @@ def initial(ctx: Context) -> Phase:
                 delete_pod_and_claim(ctx, pod_x2, claim_x2)
             for name in list(claims):
                 delete_pod_and_claim(ctx, pods.pop(name), claims.pop(name))
+            return re_upgraded
 
         return after_downgrade
 

@@ -23,6 +23,7 @@ from e2e_dra.subtest_kit import (
     CLAIMS_VERSIONS,
     claim_and_pod,
     devices_per_node,
+    re_upgraded,
     running,
     still_untouched,
 )
@@ -52,7 +53,7 @@ def initial(ctx: Context) -> Phase:
         b.create(new_claim, new_pod)
         b.test_pod(new_pod)
 
-        def after_downgrade(ctx: Context) -> None:
+        def after_downgrade(ctx: Context) -> Phase:
             # Right after a restart, connections may see EOF or a bogus "forbidden": retry
             # each delete on its own (a retried pair would find its claim deleted already).
             b = ctx.builder
@@ -64,6 +65,7 @@ def initial(ctx: Context) -> Phase:
             _delete_claim_and_pod(b, survivor_claims[0], survivor.name, retried=True)
             b.wait_pod_gone(new_pod["metadata"]["name"])
             b.wait_pod_gone(survivor.name)
+            return re_upgraded
 
         return after_downgrade
 

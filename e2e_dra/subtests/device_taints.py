@@ -18,6 +18,7 @@ from e2e_dra.subtest import Context, KnownBug, Phase, Subtest
 from e2e_dra.subtest_kit import (
     TAINT_RULES_IGNORED,
     TAINT_RULES_IGNORED_SIGN,
+    re_upgraded,
     running,
     still_untouched,
 )
@@ -92,12 +93,13 @@ def initial(ctx: Context) -> Phase:
         b.defer(lambda b: b.delete("devicetaintrules", RULE, version=version, missing_ok=True))
         b.wait_pod_gone(pod["metadata"]["name"], EVICTION_TIMEOUT)
 
-        def after_downgrade(ctx: Context) -> None:
+        def after_downgrade(ctx: Context) -> Phase:
             b = ctx.builder
             b.create(pod)
             b.wait_unschedulable(pod["metadata"]["name"])
             # Our own slice: delete it now, before the tear-down sweeps the other objects.
             _delete_slice(b)
+            return re_upgraded
 
         return after_downgrade
 

@@ -85,6 +85,7 @@ from e2e_dra.subtest_kit import (
     devices_per_node,
     kubelet_version,
     nudge,
+    re_upgraded,
 )
 from e2e_dra.versions import matches
 from e2e_dra.waits import consistently, eventually
@@ -202,7 +203,7 @@ def initial(ctx: Context) -> Phase:
         registered = len(_indices(ctx, REGISTRATION))
         kubelet = _kubelet_version(ctx)
 
-        def after_downgrade(ctx: Context) -> None:
+        def after_downgrade(ctx: Context) -> Phase:
             ctx.builder.wait_running(pod_name)
             with ctx.step("a kubelet restarted under a running pod prepares nothing again"):
                 # The pod update makes the kubelet sync the pod now, which is when it would
@@ -246,6 +247,7 @@ def initial(ctx: Context) -> Phase:
                 )
             with ctx.step("the claim leaves the checkpoint"):
                 _wait_out_of_checkpoint(ctx, uid)
+            return re_upgraded
 
         return after_downgrade
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from e2e_dra.builder import request
 from e2e_dra.driver import Pool
 from e2e_dra.subtest import Context, Phase, Subtest
-from e2e_dra.subtest_kit import Running, running, scheduler_reported, still_untouched
+from e2e_dra.subtest_kit import Running, re_upgraded, running, scheduler_reported, still_untouched
 
 POOL = "partitionable-pool"
 COUNTER_SET = "memory-pool"
@@ -66,12 +66,13 @@ def initial(ctx: Context) -> Phase:
     def after_upgrade(ctx: Context) -> Phase:
         _check(ctx, holding, unschedulable, before)
 
-        def after_downgrade(ctx: Context) -> None:
+        def after_downgrade(ctx: Context) -> Phase:
             _check(ctx, holding, unschedulable, before)
             for pod in (*holding, unschedulable):
                 ctx.builder.delete_pod_and_wait(pod)
             for claim in (claim_2g, claim_4g, claim_4g_2):
                 _delete_claim(ctx, claim)
+            return re_upgraded
 
         return after_downgrade
 

@@ -62,6 +62,7 @@ from e2e_dra.subtest_kit import (
     Running,
     claim_and_pod,
     devices_per_node,
+    re_upgraded,
     request_env,
     running,
     still_untouched,
@@ -232,7 +233,7 @@ def initial(ctx: Context) -> Phase:
         _share(ctx, configured_first)
         configured_second = _new_configured(ctx)
 
-        def after_downgrade(ctx: Context) -> None:
+        def after_downgrade(ctx: Context) -> Phase:
             _still_allocated(ctx, [first, second])
             _still_configured(ctx, [configured_first, configured_second])
             third = _new_claim_and_pod(ctx)
@@ -241,6 +242,7 @@ def initial(ctx: Context) -> Phase:
             _delete(
                 ctx, [first, second, third], [configured_first, configured_second, configured_third]
             )
+            return re_upgraded
 
         return after_downgrade
 

@@ -14,6 +14,7 @@ from e2e_dra.builder import RESOURCE_V1 as V1
 from e2e_dra.builder import Builder, NotFound
 from e2e_dra.subtest import Context, Phase, Subtest
 from e2e_dra.subtest_kit import RESOURCE_V1BETA2 as V1BETA2
+from e2e_dra.subtest_kit import re_upgraded
 
 CLAIM = "claim-with-device-status"
 FINALIZER = "test.example.com/my-test-finalizer"
@@ -95,12 +96,13 @@ def after_upgrade(ctx: Context) -> Phase:
     return after_downgrade
 
 
-def after_downgrade(ctx: Context) -> None:
+def after_downgrade(ctx: Context) -> Phase:
     version = ctx.builder.api_version(V1BETA2, "resourceclaims/status")
     # An apply that states nothing removes what manager-2 owned.
     claim = _apply_status(ctx, version, "manager-2", None)
     _expect_devices(claim, [DEVICE_ONE, DEVICE_TWO_UPDATED], "after empty apply by manager-2")
     remove_claim(ctx.builder)
+    return re_upgraded
 
 
 def _apply_status(ctx: Context, version: str, manager: str, devices: list[dict] | None) -> dict:

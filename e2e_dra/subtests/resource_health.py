@@ -47,7 +47,13 @@ import time
 
 from e2e_dra.builder import is_allocated
 from e2e_dra.subtest import Context, Phase, Subtest
-from e2e_dra.subtest_kit import devices_per_node, kubelet_version, running, still_untouched
+from e2e_dra.subtest_kit import (
+    devices_per_node,
+    kubelet_version,
+    re_upgraded,
+    running,
+    still_untouched,
+)
 from e2e_dra.versions import matches
 from e2e_dra.waits import eventually
 
@@ -137,12 +143,13 @@ def initial(ctx: Context) -> Phase:
         downgraded_since = cycle(ctx, upgraded_since)
         before_downgrade = running(ctx.builder, pod_name)
 
-        def after_downgrade(ctx: Context) -> None:
+        def after_downgrade(ctx: Context) -> Phase:
             with ctx.step(f"pod {pod_name} runs untouched"):
                 still_untouched(ctx.builder, before_downgrade, [claim_name])
             ctx.builder.wait_running(pod_name)
             cycle(ctx, downgraded_since)
             ctx.builder.delete_pod_and_wait(pod_name)
+            return re_upgraded
 
         return after_downgrade
 

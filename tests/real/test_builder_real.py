@@ -18,7 +18,7 @@ from conftest import DRA_FEATURE_GATES, DRA_RUNTIME_CONFIG
 from e2e_dra.builder import SUBTEST_LABEL, Builder, SubtestObjects
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.kube import Kube, path
-from e2e_dra.subtest import Context, Subtest
+from e2e_dra.subtest import PHASES, Context, Subtest
 from e2e_dra.waits import eventually
 
 logger = logging.getLogger(__name__)
@@ -74,10 +74,12 @@ def _run_chain(live: Live, subtest: Subtest) -> SubtestObjects:
             driver.wait_for_slices()
         objects.builder(live.kube).set_up()
         phase = subtest.initial
-        for name in ("after-cluster-creation", "after-cluster-upgrade", "after-cluster-downgrade"):
+        for name in PHASES:  # the re-upgrade leg's too: the older writes read and accepted again
             logger.info(f"{subtest.name}: {name}")
             kube = live.kube.fresh()  # as after a restart: a new client, a new builder
-            ctx = Context(kube, driver, objects.builder(kube), [NODE], name, live.artifacts)
+            builder = objects.builder(kube, name)
+            ctx = Context(kube, driver, builder, [NODE], name, live.artifacts)
+            assert phase is not None, f"{subtest.name} ended before {name}"
             phase = phase(ctx)
         assert phase is None
         objects.builder(live.kube.fresh()).tear_down(driver.prepared_claims)
@@ -89,7 +91,10 @@ def _run_chain(live: Live, subtest: Subtest) -> SubtestObjects:
 def test_core_dra_chain_runs_and_leaves_nothing(live: Live) -> None:
     from e2e_dra.subtests import core_dra
 
-    _run_chain(live, core_dra.SUBTEST)
+    objects = _run_chain(live, core_dra.SUBTEST)
+    written = {(w.phase, w.obj["kind"]) for w in objects.leftovers.written}
+    assert ("after-cluster-creation", "ResourceClaim") in written
+    assert ("after-cluster-upgrade", "Pod") in written
     assert live.kube.list(path("v1", "pods", namespace="default")) == []
     assert live.kube.list(path("resource.k8s.io/v1", "resourceclaims", namespace="default")) == []
     classes = [

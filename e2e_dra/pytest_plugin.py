@@ -295,7 +295,8 @@ class SuitePlugin:
             config=self.config, suite=suite, subtests=subtests, artifacts=artifacts
         )
         ids = [e.id for e in plan if e.chain_position is None or e.subtest in names]
-        summary = Summary(artifacts, suite.name, self.seed, ids, backend.describe)
+        keps = {name: subtest.keps for name, subtest in subtests.items()}
+        summary = Summary(artifacts, suite.name, self.seed, ids, backend.describe, keps=keps)
         self.summaries[suite.name] = str(summary.path)
         together = not self.config.getoption("e2e_dra_serial")
         kept = self.kept.get(suite.name, [])

@@ -19,7 +19,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from e2e_dra.report import NOTHING_TO_PROVE, PROVED, STEP_FAILED, STEP_INTERRUPTED, STEP_PASSED
+from e2e_dra.report import (
+    KEPS,
+    NOTHING_TO_PROVE,
+    PROVED,
+    STEP_FAILED,
+    STEP_INTERRUPTED,
+    STEP_PASSED,
+)
 from e2e_dra.versions import matches, release_specifier
 
 if TYPE_CHECKING:
@@ -208,10 +215,19 @@ class Subtest:
     # Gate cycle: the control plane emulates this version ("1.36") so that gates locked in newer
     # releases can still be toggled; None runs the binaries as they are.
     emulated_version: str | None = None
+    # The Kubernetes Enhancement Proposals whose feature this subtest exercises, by number
+    # (kubernetes/enhancements: keps/<sig>/<number>-<name>), each in ``e2e_dra.report.KEPS``.
+    # summary.json records them (``keps_by_subtest``), and the report sorts its
+    # production-readiness evidence by them: the upgrade, downgrade and re-upgrade (or gate
+    # off and on again) a KEP's review asks about, as this subtest checked them. A gate-cycle
+    # subtest names the KEPs of the gates it toggles (its evidence is that those switch off and
+    # on again), not those of features it merely uses.
+    keps: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         _check_releases(self.name, self.releases)
         _check_releases(self.name, self.kubelet_releases)
+        _check_keps(self.name, self.keps)
 
     def known_bug(self, phase: str, releases: Mapping[str, str]) -> KnownBug | None:
         """The known bug that breaks ``phase`` with the components on ``releases``, if any."""
@@ -229,6 +245,20 @@ def _check_releases(name: str, releases: str | None) -> None:
     """A malformed specifier fails when the subtest module is imported, not mid-run."""
     if releases is not None:
         release_specifier(releases)
+
+
+def _check_keps(name: str, keps: tuple[int, ...]) -> None:
+    """A KEP number that is not in the report's table (a typo, or a KEP the table lacks) fails
+    when the subtest module is imported: evidence filed under the wrong KEP misleads its
+    review."""
+    for number in keps:
+        if isinstance(number, bool) or not isinstance(number, int) or number not in KEPS:
+            raise ValueError(
+                f"{name}: KEP {number!r} is not in e2e_dra.report.KEPS (add it there with its "
+                "title from kubernetes/enhancements, or fix the number)"
+            )
+    if len(set(keps)) != len(keps):
+        raise ValueError(f"{name}: a KEP is named twice in {keps}")
 
 
 def _unmet_release(

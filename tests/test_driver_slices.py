@@ -112,3 +112,22 @@ def test_a_server_that_is_away_is_no_refusal(away: KubeError) -> None:
     with pytest.raises(KubeError) as raised, _writing("d-n-0"):
         raise away
     assert raised.value is away
+
+
+def test_a_server_away_for_too_long_stands_as_an_error_once() -> None:
+    """No answer or a 5xx is a restart for a while; for longer than the limit, with no pass
+    stored in between, it is reported (once), and a successful pass ends it."""
+    errors = UnresolvedErrors(outage_limit=60)
+    said = "driver d: publishing ResourceSlices failed: 500 InternalError"
+    errors.away(said, now=100.0)
+    errors.away(said, now=159.0)
+    assert errors.take() == []  # 59 s: a restart may still explain it
+    errors.away(said, now=160.0)
+    (reported,) = errors.take()
+    assert reported.startswith(said) and "for over 60s" in reported
+    errors.away(said, now=200.0)
+    assert errors.take() == []  # said once
+    errors.succeeded()
+    errors.away(said, now=300.0)
+    errors.away(said, now=330.0)
+    assert errors.take() == []  # a new outage counts from its own start

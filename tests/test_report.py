@@ -14,7 +14,9 @@ from synthetic_run import FAILED_ID, STATES, synthetic_run
 from e2e_dra.cli import main
 from e2e_dra.errors import EXIT_BAD_INPUT
 from e2e_dra.report import (
+    EVIDENCE_FILE,
     MAX_SUMMARY_BYTES,
+    SCHEMA_VERSION,
     JUnitCase,
     SummaryError,
     artifact_logs,
@@ -60,7 +62,9 @@ def test_links_are_relative_to_the_page_wherever_it_is_written(run: Path, tmp_pa
     written = write_report(summaries_of([run]), out)
 
     hrefs = _hrefs(written.html.read_text())
-    assert hrefs and all(h.startswith("../../artifacts/") for h in hrefs)
+    into_the_artifacts = [h for h in hrefs if h != EVIDENCE_FILE]  # the page's own Markdown
+    assert EVIDENCE_FILE in hrefs and (out / EVIDENCE_FILE).is_file()
+    assert into_the_artifacts and all(h.startswith("../../artifacts/") for h in into_the_artifacts)
     assert all((out / h).resolve().is_file() for h in hrefs)
 
 
@@ -306,7 +310,7 @@ def test_the_summary_times_each_entry_and_each_component_from_the_suites_start(
     )
 
     data = json.loads((tmp_path / "summary.json").read_text())
-    assert data["schema_version"] == 2
+    assert data["schema_version"] == SCHEMA_VERSION == 3
     assert data["results"][0]["start"] == 8.0
     assert data["results"][0]["logs"] == [{"label": "dump", "path": "dumps/dump-a_p.json"}]
     assert data["components_ready"] == [

@@ -67,6 +67,9 @@ def _one_error_line(err: str) -> str:
         ('"results": [], "components_ready": [{"state": "a", "component": "b", "attempts": 1e99}]',
          "components_ready[0].attempts is 1e+99, not a whole number"),
         ('"results": [], "schema_version": 10000000000', "schema_version is 10000000000, more"),
+        ('"results": [], "keps_by_subtest": {"x": [1e400]}', "keps_by_subtest['x'][0] is infinite"),
+        ('"results": [], "keps_by_subtest": {"x": [-4381]}',
+         "keps_by_subtest['x'][0] is -4381, not a whole number from 1 to 99999"),
     ],
 )  # fmt: skip
 def test_a_number_out_of_its_fields_range_is_refused_naming_the_field(
@@ -189,6 +192,7 @@ def test_no_link_has_a_scheme_or_leads_out_of_the_artifacts(tmp_path: Path) -> N
     assert sorted(set(hrefs)) == [
         "javascript%3Aalert%281%29/javascript%3Aalert%282%29",
         "javascript%3Aalert%281%29/summary.json",
+        "prr-evidence.md",  # written next to the page
     ]
     assert not any(SCHEME.match(h) for h in hrefs)
     assert ">javascript:alert(1)/summary.json: started" in html  # the name, shown as it is
@@ -218,7 +222,7 @@ def test_a_folder_name_that_is_not_utf8_is_shown_escaped_and_linked_percent_enco
 
     html = (run / "report.html").read_text(encoding="utf-8")
     assert "caf\\xe9/summary.json: started" in html
-    assert _hrefs(html) == ["caf%E9/summary.json"]
+    assert _hrefs(html) == ["caf%E9/summary.json", "prr-evidence.md"]
 
 
 def test_lone_surrogates_in_a_summary_are_shown_as_escapes(tmp_path: Path) -> None:

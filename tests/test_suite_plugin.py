@@ -122,8 +122,10 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: 
     """A pytester dir with the upgrade suite module and three trivial subtests."""
     package = pytester.mkpydir("tinysubs")
     (package / "_common.py").write_text(COMMON)
+    extras = {"alpha": ", keps=(4381, 5055)", "beta": ", keps=(4381,)"}
+    extras["gamma"] = ', requires=("example.com/v1",)'
     for name in TINY:
-        extra = ', requires=("example.com/v1",)' if name == "gamma" else ""
+        extra = extras[name]
         (package / f"{name}.py").write_text(
             f'from tinysubs._common import make\nSUBTEST = make("{name}"{extra})\n'
         )
@@ -625,6 +627,31 @@ def test_steps_are_timed_in_the_summary_and_the_failing_one_is_named_everywhere(
         assert phase["ts"] <= step["ts"] and step["ts"] + step["dur"] <= phase["ts"] + phase["dur"]
 
 
+def test_the_summary_names_each_subtests_keps_and_the_run_leaves_their_evidence(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TINY_FAIL", "beta/after-cluster-downgrade")
+    suite.run("--e2e-dra-seed=7")
+
+    assert suite.summary()["keps_by_subtest"] == {"alpha": [4381, 5055], "beta": [4381]}
+    evidence = (suite.tmp_path / "artifacts" / "prr-evidence.md").read_text()
+    structured = evidence[evidence.index("## KEP-4381") : evidence.index("## KEP-5055")]
+    assert "Subtests: alpha, beta" in structured
+    assert "- Upgrade tested: **yes**: after-cluster-upgrade passed in alpha, beta" in structured
+    assert (
+        "- Rollback (downgrade) tested: **NO**: after-cluster-downgrade failed in beta; "
+        "passed in alpha"
+    ) in structured
+    assert (
+        "- Upgrade -> downgrade -> upgrade tested: **NO**: after-cluster-re-upgrade skipped "
+        "in beta; passed in alpha"
+    ) in structured
+    taints = evidence[evidence.index("## KEP-5055") :]
+    assert taints.count("**yes**") == 3 and "beta" not in taints
+    html = (suite.tmp_path / "artifacts" / "report.html").read_text()
+    assert '<a href="prr-evidence.md">' in html
+
+
 def test_junit_is_the_users_when_they_ask_for_it(suite: Tiny, tmp_path: Path) -> None:
     suite.run(f"--junitxml={tmp_path / 'mine.xml'}")
 
@@ -637,7 +664,7 @@ def test_each_suite_leaves_a_report_trace_and_timed_summary(suite: Tiny) -> None
     artifacts = suite.tmp_path / "artifacts"
 
     summary = suite.summary()
-    assert summary["schema_version"] == 2
+    assert summary["schema_version"] == 3
     starts = [r["start"] for r in summary["results"]]
     assert starts == sorted(starts) and starts[0] >= 0
     html = (artifacts / "report.html").read_text()

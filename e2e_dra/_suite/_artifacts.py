@@ -4,7 +4,8 @@ what an earlier run left is set aside, not erased.
 Both are written whole or not at all (temp file + rename), and the summary is rewritten after
 every entry, so a run that is interrupted still leaves a summary that says how far it got. Its
 shape is promised to readers (``e2e-dra report``) by :mod:`e2e_dra.report`: ``schema_version``,
-each result's ``start``, a failure's ``logs``, the components' ready times.
+each result's ``start``, a failure's ``logs``, the components' ready times, the KEPs each
+subtest exercises.
 """
 
 from __future__ import annotations
@@ -13,14 +14,21 @@ import itertools
 import json
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from e2e_dra._suite._steps import Entry
 from e2e_dra.hostkit import atomic_write_text
 from e2e_dra.kube import Kube, KubeError, path
-from e2e_dra.report import SCHEMA_VERSION, STEP_PASSED, artifact_logs, dump_file_name, safe_name
+from e2e_dra.report import (
+    KEPS_BY_SUBTEST,
+    SCHEMA_VERSION,
+    STEP_PASSED,
+    artifact_logs,
+    dump_file_name,
+    safe_name,
+)
 from e2e_dra.subtest import StepTime
 
 MAX_STEPS = 200
@@ -69,7 +77,9 @@ def set_aside(folder: Path, keep: int) -> Path | None:
 
 
 class Summary:
-    """``<dir>/summary.json``: versions, seed, and outcome and wall time of every entry."""
+    """``<dir>/summary.json``: versions, seed, and outcome and wall time of every entry; per
+    subtest of the run, the KEPs it exercises (``keps``: ``Subtest.keps`` by subtest name), which
+    the report's production-readiness evidence is sorted by."""
 
     def __init__(
         self,
@@ -78,12 +88,15 @@ class Summary:
         seed: int,
         plan: list[str],
         describe: Callable[[], dict[str, Any]],
+        *,
+        keps: Mapping[str, Sequence[int]] | None = None,
     ) -> None:
         self.path = directory / "summary.json"
         self.suite = suite
         self.seed = seed
         self.plan = plan
         self._describe = describe
+        self._keps = {name: list(numbers) for name, numbers in (keps or {}).items() if numbers}
         self._started = time.time()
         self._results: list[dict[str, Any]] = []
         self._finished = False
@@ -178,6 +191,8 @@ class Summary:
             "finished": self._finished,
             "plan": self.plan,
             **described,
+            # after the description: a backend's key of the same name cannot replace it
+            KEPS_BY_SUBTEST: self._keps,
             "seconds_per_phase": {k: round(v, 3) for k, v in per_phase.items()},
             "seconds_per_subtest": {k: round(v, 3) for k, v in per_subtest.items()},
             "results": self._results,

@@ -16,11 +16,14 @@ from typing import Any
 def register(subparsers: Any) -> None:
     report = subparsers.add_parser(
         "report",
-        help="build report.html and trace.json from the artifact folders of one or more runs",
+        help="build report.html, prr-evidence.md and trace.json from the artifact folders of one "
+        "or more runs",
         description="Read the summary.json of every suite under each DIR (an $ARTIFACTS folder, "
         "or one suite's folder) and write OUT/report.html (matrix of subtests by suite and "
-        "phase, failures with links to their dumps and logs, versions, timelines) and "
-        "OUT/trace.json (open it in ui.perfetto.dev). The last line of stdout is the page.",
+        "phase, failures with links to their dumps and logs, the production-readiness evidence "
+        "of each KEP the subtests exercise, versions, timelines), OUT/prr-evidence.md (that "
+        "evidence as Markdown, to paste into a KEP) and OUT/trace.json (open it in "
+        "ui.perfetto.dev). The last line of stdout is the page.",
     )
     report.add_argument("dirs", metavar="DIR", nargs="+", help="an artifacts folder")
     report.add_argument(
@@ -45,6 +48,7 @@ def _report(args: argparse.Namespace) -> int:
     summaries = summaries_of(dirs)
     written = write_report(summaries, out)
     print(written.trace)
+    print(written.evidence)
     print(written.html)
     return 0
 

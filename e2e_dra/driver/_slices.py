@@ -21,6 +21,7 @@ import hashlib
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
@@ -221,8 +222,10 @@ class SlicePublisher:
             except Exception as exc:
                 if self._stopping.is_set():
                     return
-                if _unreachable(exc):  # the API server restarts: just try again
+                if _unreachable(exc):  # the API server restarts: try again, for a while
                     log.debug("ResourceSlices of %s: %s", self.driver, exc)
+                    said = f"driver {self.driver}: publishing ResourceSlices failed: {_said(exc)}"
+                    self._unresolved.away(said, time.monotonic())
                 else:  # stands until a pass succeeds; recorded before the history says it
                     self._unresolved.failed(
                         exc.slice if isinstance(exc, SliceRefused) else "",

@@ -6,11 +6,19 @@ release it came back as serves another API version), and a slice changed under u
 The next pass succeeds and nothing is wrong. A write the server refuses for good (a 422 Invalid)
 fails every pass instead. So an error counts only while no pass has succeeded since it happened;
 and it is reported once, not again at every later look while the publisher keeps retrying.
+
+No answer or a 5xx is the server being away, which a restart explains for a while, but not
+forever: once no pass has succeeded for :data:`OUTAGE_LIMIT` seconds it stands as an error too
+(a server that answers every slice write with a 500 would otherwise be retried unseen).
 """
 
 from __future__ import annotations
 
 import threading
+
+OUTAGE_LIMIT = 60.0
+"""Seconds without a successful pass, the server away all along, before that is an error: an API
+server restart takes a few seconds, and the suite waits 300 s for slices after one."""
 
 
 class UnresolvedErrors:
@@ -18,10 +26,25 @@ class UnresolvedErrors:
     slice ("" for what belongs to no one slice, such as the list). Thread-safe: the publisher's
     thread records, the suite's thread takes."""
 
-    def __init__(self) -> None:
+    def __init__(self, outage_limit: float = OUTAGE_LIMIT) -> None:
         self._lock = threading.Lock()
         self._errors: dict[str, str] = {}  # slice name ("" for none) -> the latest error
         self._reported: set[tuple[str, str]] = set()
+        self._outage_limit = outage_limit
+        self._away_since: float | None = None  # the first pass that found the server away
+
+    def away(self, message: str, now: float) -> None:
+        """A pass got no answer or a 5xx (``message``) at ``now`` (time.monotonic()): nothing
+        stands yet; once that has lasted the outage limit since the first such pass, with no
+        successful one between, it stands as an error."""
+        with self._lock:
+            if self._away_since is None:
+                self._away_since = now
+            elif now - self._away_since >= self._outage_limit:
+                self._errors[""] = (
+                    f"{message} (no pass has stored the slices for over "
+                    f"{self._outage_limit:.0f}s, the server away or failing all along)"
+                )
 
     def failed(self, where: str, message: str) -> None:
         """A pass failed at slice ``where`` (or at no one slice: "") with ``message``."""
@@ -34,6 +57,7 @@ class UnresolvedErrors:
         with self._lock:
             self._errors.clear()
             self._reported.clear()
+            self._away_since = None
 
     def pending(self) -> bool:
         """Whether an error stands that was not taken yet."""

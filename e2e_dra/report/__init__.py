@@ -1,11 +1,13 @@
 """The report of one or more runs, read back from their artifacts: ``report.html`` (matrix,
-failures with their logs, versions, timelines), ``trace.json`` (Perfetto) and JUnit XML.
+failures with their logs, production-readiness evidence per KEP, versions, timelines),
+``prr-evidence.md`` (that evidence, to paste into a KEP), ``trace.json`` (Perfetto) and JUnit XML.
 
 It reads ``summary.json`` files and nothing of a cluster, so it runs anywhere the artifacts are:
 at the end of each suite, at the end of the run, and as ``e2e-dra report`` over the artifact
 folders of several machines. What the summary promises its readers is in ``_schema``.
 """
 
+from e2e_dra.report._evidence import EVIDENCE_FILE, Evidence
 from e2e_dra.report._junit import (
     JUnitCase,
     JUnitSuite,
@@ -15,6 +17,7 @@ from e2e_dra.report._junit import (
     junit_xml,
     junit_xml_all,
 )
+from e2e_dra.report._keps import KEPS, kep_url
 from e2e_dra.report._load import (
     MAX_SUMMARY_BYTES,
     Result,
@@ -25,6 +28,7 @@ from e2e_dra.report._load import (
     load_summary,
 )
 from e2e_dra.report._schema import (
+    KEPS_BY_SUBTEST,
     NOTHING_TO_PROVE,
     PROVED,
     SCHEMA_VERSION,
@@ -41,6 +45,9 @@ from e2e_dra.report._trace import trace_events
 from e2e_dra.report._write import REPORT_FILE, TRACE_FILE, Written, summaries_of, write_report
 
 __all__ = [
+    "EVIDENCE_FILE",
+    "KEPS",
+    "KEPS_BY_SUBTEST",
     "MAX_SUMMARY_BYTES",
     "NOTHING_TO_PROVE",
     "PROVED",
@@ -52,6 +59,7 @@ __all__ = [
     "STEP_PASSED",
     "SUMMARY_FILE",
     "TRACE_FILE",
+    "Evidence",
     "JUnitCase",
     "JUnitSuite",
     "Result",
@@ -67,6 +75,7 @@ __all__ = [
     "junit_file_name",
     "junit_xml",
     "junit_xml_all",
+    "kep_url",
     "load_summary",
     "safe_name",
     "summaries_of",

@@ -1,9 +1,12 @@
 """``report.html``: one self-contained page (inline CSS and SVG, no script, nothing fetched) of
 one or more runs: the matrix of subtests by suite and phase, each failure with links to what
-explains it, a version strip and a timeline per suite.
+explains it, the production-readiness evidence of the KEPs the subtests exercise, a version strip
+and a timeline per suite.
 
 Links are relative to the page, so the artifacts folder can be copied or served as it is; each
-follows the rule of :func:`~._links.href` (inside the artifacts, no scheme). Every name and
+follows the rule of :func:`~._links.href` (inside the artifacts, no scheme), but the one to the
+evidence's Markdown, written next to the page. A KEP's tracking issue is shown as its address, not
+linked: nothing on the page leads off the artifacts. Every name and
 message is HTML-escaped where it is put, and the page as a whole holds only text UTF-8 can
 encode: a lone surrogate (a file name's byte that is not UTF-8, or a ``\\udXXX`` escape in a
 summary) is shown as its escape (:func:`printable`), so a strange name never fails the writer.
@@ -18,6 +21,19 @@ from collections import Counter
 from html import escape
 from pathlib import Path
 
+from e2e_dra.report._evidence import (
+    EVIDENCE_FILE,
+    KNOWN_BUG,
+    LEFT_OUT,
+    NO_KEPS,
+    NOT_RUN,
+    NOTHING_PROVED,
+    PREAMBLE,
+    Evidence,
+    PhaseEvidence,
+    RunEvidence,
+    left_out_said,
+)
 from e2e_dra.report._links import MAX_LINKS, Explainer, href
 from e2e_dra.report._load import Result, SuiteRecord
 from e2e_dra.report._timeline import COLORS, Timeline
@@ -44,16 +60,27 @@ td.none { background: #fff; }
 ul.failures li { margin-bottom: .5em; } code { font-size: 12px; }
 .legend span { display: inline-block; margin-right: 1em; }
 .legend i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; }
+.yes { color: #1a7f37; } .no { color: #b3261e; } table.evidence td { font-size: 12px; }
 """
+
+EVIDENCE_CLASS = {KNOWN_BUG: "xfailed", NOT_RUN: "skipped", NOTHING_PROVED: "skipped"}
+"""The matrix's cell class of an evidence status that is not an outcome."""
 
 
 class Page:
     """The page for ``records`` (each one suite's summary), written into ``out``'s folder."""
 
-    def __init__(self, records: list[SuiteRecord], out: Path, problems: list[str]) -> None:
+    def __init__(
+        self,
+        records: list[SuiteRecord],
+        out: Path,
+        problems: list[str],
+        evidence: Evidence | None = None,
+    ) -> None:
         self.records = records
         self.base = out.parent
         self.problems = problems
+        self.evidence = Evidence.of(records, self.base) if evidence is None else evidence
         self._versions: dict[str, str] = {}
         self._explainers: dict[int, Explainer] = {}
         self._links_left = MAX_LINKS
@@ -83,6 +110,7 @@ class Page:
             self._legend(),
             self._matrix(),
             self._failures(),
+            self._evidence(),
         ]
         for record in self.records:
             body.append(f"<h2>{escape(record.suite)}</h2>")
@@ -212,6 +240,34 @@ class Page:
             return "<h2>Failures</h2><p>None.</p>"
         return f'<h2>Failures</h2><ul class="failures">{"".join(items)}</ul>'
 
+    def _evidence(self) -> str:
+        """Per KEP, what each run shows of it (:mod:`._evidence`), and the link to the same as
+        Markdown."""
+        evidence = self.evidence
+        parts = [
+            "<h2>Production-readiness evidence</h2>",
+            f'<p>As Markdown, to paste into a KEP: <a href="{EVIDENCE_FILE}">{EVIDENCE_FILE}</a>. '
+            f"{escape(PREAMBLE)}</p>",
+        ]
+        if not evidence.keps and not evidence.left_out:
+            parts.append(f"<p>{escape(NO_KEPS)}</p>")
+        for kep in evidence.keps:
+            parts.append(f"<h3>{escape(kep.heading)}</h3>")
+            parts.append(
+                f"<p>tracking issue: <code>{escape(kep.url)}</code>; subtests: "
+                f"{escape(', '.join(kep.subtests))}</p>"
+            )
+            parts += [_run_evidence(run) for run in kep.runs]
+            if not kep.complete:
+                parts.append(
+                    f"<p><b class=no>The rest of the evidence of KEP-{kep.number} is left out</b>: "
+                    f"{escape(LEFT_OUT)}.</p>"
+                )
+        if evidence.left_out:
+            said = left_out_said(evidence.left_out)
+            parts.append(f"<p><b class=no>Left out</b>: {escape(said)}: {escape(LEFT_OUT)}.</p>")
+        return "\n".join(parts)
+
     def _color(self, version: str) -> str:
         if version not in self._versions:
             self._versions[version] = PALETTE[len(self._versions) % len(PALETTE)]
@@ -256,6 +312,41 @@ class Page:
             else "<p>No dropped gates, no deviations, every phase had something to prove.</p>"
         )
         return "\n".join(parts)
+
+
+def _run_evidence(run: RunEvidence) -> str:
+    """What one suite run shows of a KEP: releases, cluster steps, the PRR questions answered,
+    and a row per phase."""
+    states = f" (states: {escape(', '.join(run.states))})" if run.states else ""
+    steps = ", ".join(f"{i} {o}" for i, o in run.cluster_steps) or "none recorded"
+    items = [
+        f"<li>releases: {escape(run.releases)}{states}</li>",
+        f"<li>cluster steps: {escape(steps)}</li>",
+    ]
+    for answer in run.answers:
+        verdict = "<b class=yes>yes</b>" if answer.yes else "<b class=no>NO</b>"
+        items.append(f"<li>{escape(answer.question)}: {verdict}: {escape(answer.said)}</li>")
+    rows = "".join(_phase_evidence(p) for p in run.phases)
+    cut = "<p><b class=no>More phases of this run are left out.</b></p>" if run.cut else ""
+    return (
+        f"<h4>{escape(run.suite)}</h4><p class=muted>{escape(run.where)}</p>"
+        f"<ul>{''.join(items)}</ul><table class=evidence><tr><th>subtest</th><th>phase</th>"
+        f"<th>outcome</th><th>checks that passed</th></tr>{rows}</table>{cut}"
+    )
+
+
+def _phase_evidence(phase: PhaseEvidence) -> str:
+    css = EVIDENCE_CLASS.get(phase.status, phase.status)
+    note = f": {escape(phase.note)}" if phase.note else ""
+    checks = "; ".join(escape(c) for c in phase.checks)
+    if phase.more:
+        checks += f"; and {phase.more} more"
+    if not phase.checks and phase.proves:
+        checks = '<span class="muted">none named</span>'
+    return (
+        f"<tr><td>{escape(phase.subtest)}</td><td>{escape(phase.phase)}</td>"
+        f'<td class="{css}">{escape(phase.status)}{note}</td><td>{checks}</td></tr>'
+    )
 
 
 STEP_SHOWN = 60

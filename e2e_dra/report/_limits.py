@@ -9,7 +9,8 @@ a merged page a few MiB), and each is checked once, where the input is read (:mo
   so the timeline's axis and the trace's microseconds stay a few hundred values;
 - sizes: bytes, JSON values, entries and characters of text summed over ALL the summaries of
   one report (:class:`Budget`), not only per file, since many files each under the per-file cap
-  add up; and the page's quadratic parts (the matrix, the version strips) bounded by cells.
+  add up; and the page's quadratic parts (the matrix, the version strips) bounded by cells, the
+  production-readiness evidence (a subtest's phases once per KEP it names) by its text.
 
 Every bound that is hit is one :class:`SummaryError` naming the file, the field and the way out.
 """
@@ -49,6 +50,15 @@ MAX_VERSION_CELLS = 20_000
 """States x components of the version strips, all summaries together."""
 MAX_SECONDS = 7 * 24 * 3600
 """A suite's entries start and end within a week of its start (a real one takes hours)."""
+MAX_KEPS = 32
+"""KEPs one subtest names in ``keps_by_subtest`` (a real one names one to three)."""
+MAX_KEP_NUMBER = 99_999
+"""The largest KEP number read: they are the issue numbers of kubernetes/enhancements (about
+6 500 in 2026)."""
+MAX_EVIDENCE_TEXT = 4 * MiB
+"""Characters of the production-readiness evidence (the page's section, ``prr-evidence.md``),
+all summaries together: it repeats a subtest's phases and checks once for each KEP the subtest
+names, so it is bounded on its own; beyond this the rest is left out, and said to be."""
 MAX_ATTEMPTS = 10_000
 MAX_SCHEMA = 1000
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)

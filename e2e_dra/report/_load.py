@@ -7,7 +7,8 @@ timeline tries to draw it, and everything a summary adds to a report is counted 
 report's :class:`~._limits.Budget`, shared by all its summaries. Summaries from before
 ``schema_version`` 1 (no ``start`` per result) still read: their entries ran one after another,
 so each one's start is the sum of the ones before it; summaries from before ``schema_version``
-2 have no ``steps`` per phase, and read with none.
+2 have no ``steps`` per phase, and read with none; summaries from before 3 name no KEPs
+(``keps_by_subtest``), and read with none.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from e2e_dra.report._limits import (
     EARLIEST,
     LATEST,
     MAX_ATTEMPTS,
+    MAX_KEP_NUMBER,
+    MAX_KEPS,
     MAX_MESSAGE,
     MAX_NAME,
     MAX_SCHEMA,
@@ -36,7 +39,12 @@ from e2e_dra.report._limits import (
     SummaryError,
     Tally,
 )
-from e2e_dra.report._schema import NOTHING_TO_PROVE, STEP_OUTCOMES, SUMMARY_FILE
+from e2e_dra.report._schema import (
+    KEPS_BY_SUBTEST,
+    NOTHING_TO_PROVE,
+    STEP_OUTCOMES,
+    SUMMARY_FILE,
+)
 
 __all__ = ["MAX_SUMMARY_BYTES", "SummaryError"]  # re-exported: where readers found them before
 
@@ -107,6 +115,7 @@ class SuiteRecord:
     dropped: dict[str, dict[str, str]] = field(default_factory=dict)  # feature gates, config
     deviations: tuple[tuple[str, str], ...] = ()  # (version, how its build deviates)
     nothing_to_prove: tuple[tuple[str, str, str], ...] = ()  # (subtest, phase, why)
+    keps: dict[str, tuple[int, ...]] = field(default_factory=dict)  # subtest -> KEP numbers
 
     @property
     def directory(self) -> Path:
@@ -304,6 +313,7 @@ class _Checker:
             dropped=self.dropped(doc),
             deviations=self.deviations(doc),
             nothing_to_prove=self.nothing_to_prove(doc.get("facts")),
+            keps=self.keps(doc.get(KEPS_BY_SUBTEST)),
         )
 
     # --- numbers: finite, and in their field's range ------------------------------------------
@@ -547,3 +557,28 @@ class _Checker:
                         )
                     )
         return tuple(found)
+
+    def keps(self, raw: Any) -> dict[str, tuple[int, ...]]:
+        """Per subtest, the numbers of the KEPs it exercises (``keps_by_subtest``, schema 3),
+        each once, in the order given; a summary from before names none."""
+        if raw is None:
+            return {}
+        if not isinstance(raw, dict):
+            raise self.fail(KEPS_BY_SUBTEST, "is not an object of subtest names to KEP numbers")
+        found = {}
+        for subtest, numbers in raw.items():
+            name = self.name(subtest, KEPS_BY_SUBTEST)
+            where = f"{KEPS_BY_SUBTEST}[{name[:40]!r}]"
+            self.tally.entries += 1
+            if not isinstance(numbers, list):
+                raise self.fail(where, "is not a list of KEP numbers")
+            if len(numbers) > MAX_KEPS:
+                raise self.fail(where, f"names {len(numbers)} KEPs, more than {MAX_KEPS}")
+            self.tally.entries += len(numbers)
+            found[name] = tuple(
+                dict.fromkeys(
+                    self.count(number, f"{where}[{index}]", MAX_KEP_NUMBER)
+                    for index, number in enumerate(numbers)
+                )
+            )
+        return found

@@ -11,12 +11,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """1: results carry ``start`` (seconds since the suite started) and a failure's ``logs``; the
 summary carries ``components_ready``. 2: a phase's result carries its ``steps`` (each ``name``,
 ``start`` as the results', ``seconds``, ``outcome``: one of :data:`STEP_OUTCOMES`), and a failed
-one ``failed_step``, the innermost step its failure ended. A summary without ``schema_version``
-is from before 1; every field added since is optional to readers."""
+one ``failed_step``, the innermost step its failure ended. 3: the summary carries
+:data:`KEPS_BY_SUBTEST`. A summary without ``schema_version`` is from before 1; every field added
+since is optional to readers."""
 
 STEP_PASSED = "passed"
 STEP_FAILED = "failed"
@@ -26,6 +27,10 @@ STEP_OUTCOMES = (STEP_PASSED, STEP_FAILED, STEP_INTERRUPTED)
 Ctrl-C or SIGTERM."""
 
 SUMMARY_FILE = "summary.json"
+KEPS_BY_SUBTEST = "keps_by_subtest"
+"""The summary's key holding, per subtest of the run, the numbers of the KEPs it exercises
+(``{"core-dra": [4381]}``): what the report's production-readiness evidence is sorted by. Not
+``subtests``: the gate cycle's own description already writes that key (each subtest's cluster)."""
 DUMPS_DIR = "dumps"
 DRIVERS_DIR = "drivers"
 PROVED = "proved"

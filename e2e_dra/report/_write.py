@@ -1,17 +1,20 @@
-"""Writing ``report.html`` and ``trace.json`` from summaries: the whole report rendered first,
-then written atomically, the page last (a reader never sees half a page; a report that fails,
-in rendering or in writing, or a run cancelled while writing, leaves the previous page whole)."""
+"""Writing ``report.html``, ``trace.json`` and ``prr-evidence.md`` from summaries: the whole
+report rendered first, then written atomically, the page last (a reader never sees half a page;
+a report that fails, in rendering or in writing, or a run cancelled while writing, leaves the
+previous page whole)."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from e2e_dra.errors import E2EDRAError, LocalError, describe_os_error
 from e2e_dra.hostkit import atomic_write_text
-from e2e_dra.report._html import Page
+from e2e_dra.report._evidence import EVIDENCE_FILE, Evidence
+from e2e_dra.report._html import Page, printable
 from e2e_dra.report._limits import FEWER, MAX_SUMMARIES, Budget, SummaryError
 from e2e_dra.report._load import SuiteRecord, find_summaries, load_summary
 from e2e_dra.report._trace import trace_events
@@ -28,6 +31,7 @@ class Written:
     trace: Path
     suites: int
     left_out: tuple[str, ...] = ()
+    evidence: Path | None = None  # prr-evidence.md
 
 
 def summaries_of(directories: Iterable[Path]) -> list[Path]:
@@ -45,10 +49,11 @@ def summaries_of(directories: Iterable[Path]) -> list[Path]:
 
 
 def write_report(summaries: Iterable[Path], out: Path, *, lenient: bool = False) -> Written:
-    """``out/report.html`` and ``out/trace.json`` of ``summaries``. A summary that cannot be
-    read, or that would take the report over its budget (:mod:`._limits`, all summaries
-    together), fails the whole report, or with ``lenient`` (a run's own report, where a
-    half-written summary must not cost the others) is left out and said on the page."""
+    """``out/report.html``, ``out/trace.json`` and ``out/prr-evidence.md`` (the production-
+    readiness evidence of the KEPs the subtests exercise, as Markdown) of ``summaries``. A
+    summary that cannot be read, or that would take the report over its budget (:mod:`._limits`,
+    all summaries together), fails the whole report, or with ``lenient`` (a run's own report,
+    where a half-written summary must not cost the others) is left out and said on the page."""
     records: list[SuiteRecord] = []
     left_out: list[str] = []
     budget = Budget()
@@ -60,16 +65,19 @@ def write_report(summaries: Iterable[Path], out: Path, *, lenient: bool = False)
                 raise
             left_out.append(str(exc))
     records.sort(key=lambda r: (r.started.timestamp() if r.started else 0.0, r.suite))
-    html, trace = out / REPORT_FILE, out / TRACE_FILE
-    page = Page(records, html, left_out).html()
+    html, trace, markdown = out / REPORT_FILE, out / TRACE_FILE, out / EVIDENCE_FILE
+    evidence = Evidence.of(records, out)
+    page = Page(records, html, left_out, evidence).html()
+    prr = printable(evidence.markdown(time.strftime("%Y-%m-%d %H:%M:%S %z")))
     events = json.dumps(trace_events(records)) + "\n"
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise LocalError(describe_os_error(exc, out)) from None
     _write(trace, events)
+    _write(markdown, prr)
     _write(html, page)  # last: whatever failed before it left the previous page
-    return Written(html, trace, len(records), tuple(left_out))
+    return Written(html, trace, len(records), tuple(left_out), markdown)
 
 
 def _write(path: Path, text: str) -> None:

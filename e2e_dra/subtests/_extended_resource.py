@@ -64,7 +64,12 @@ def extended_resource_subtest(kind: str) -> Subtest:
 
         return after_upgrade
 
-    return Subtest(name=f"extended-resource-{kind}", initial=initial, resources=devices_per_node(8))
+    return Subtest(
+        name=f"extended-resource-{kind}",
+        keps=(5004,),
+        initial=initial,
+        resources=devices_per_node(8),
+    )
 
 
 def resource_name(ctx: Context, kind: str) -> str:
@@ -116,6 +121,17 @@ def verify_pod_running_with_claim(ctx: Context, name: str, resource: str) -> Non
     claim_name = status["resourceClaimName"]
     claim = b.get("resourceclaims", claim_name)
     assert is_allocated(claim), f"ResourceClaim {claim_name} of pod {name} is not allocated"
+    # As upstream checks: the scheduler makes the claim for the pod, which controls it (so the
+    # garbage collector removes it with the pod, and nothing else may take it).
+    uid = b.read_pod(name)["metadata"]["uid"]
+    owners = [
+        (o.get("kind"), o.get("name"), o.get("uid"), o.get("controller"))
+        for o in claim["metadata"].get("ownerReferences") or []
+    ]
+    assert owners == [("Pod", name, uid, True)], (
+        f"ResourceClaim {claim_name} of pod {name} must be controlled by that pod alone "
+        f"(uid {uid}); ownerReferences (kind, name, uid, controller): {owners}"
+    )
     mapped = [m.get("resourceName") for m in status.get("requestMappings", [])]
     assert resource in mapped, f"pod {name}: requestMappings {mapped} lack {resource}"
 

@@ -518,6 +518,7 @@ def _delete_all(ctx: Context, in_use: Held, waiting: list[Waiting], admins: list
 
 SUBTEST = Subtest(
     name="admin-access",
+    keps=(5018,),
     initial=initial,
     # One device: the ordinary claim that holds it leaves none for anyone but admin access
     # (checked in every phase: ``_only_holder_holds``).

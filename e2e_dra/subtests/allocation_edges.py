@@ -89,6 +89,7 @@ NEVER_STARTS = r"timed out after \S+ waiting for pod \S+ to run"
 
 SUBTEST = Subtest(
     name="allocation-edges",
+    keps=(4381, 4815, 5055),
     initial=every_phase(_check),
     resources=resources,
     # Shared counters (DRAPartitionableDevices) and device taints with the API fields they need.

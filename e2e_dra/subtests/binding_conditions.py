@@ -108,6 +108,7 @@ def _still_untouched(ctx: Context, bound: dict[str, Running]) -> None:
 
 SUBTEST = Subtest(
     name="binding-conditions",
+    keps=(5007, 4817),
     initial=initial,
     resources=resources,
     # A cluster-wide pool: a node identity may not publish it.

@@ -106,6 +106,7 @@ NIL_SIGN = r"invalid memory address or nil pointer dereference"
 
 SUBTEST = Subtest(
     name="claim-limits",
+    keps=(4381, 4815),
     initial=every_phase(_check),
     resources=resources,
     releases=">=1.36",

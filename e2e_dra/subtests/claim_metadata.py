@@ -23,7 +23,7 @@ and templates carry the same opaque parameters ``{"a": "b"}`` but are written di
   claim (``pkg/controller/resourceclaim``, ``handleClaim``) and creates it over protobuf (the
   controller-manager's ``--kube-api-content-type`` default), which carries the RawExtension's
   bytes as they are: the claim is stored with the template creator's spaces, as a ``python``
-  claim is (read from the source, not yet seen on a cluster).
+  claim is (read from the source, and seen so on every release tested).
 
 Why both: the API server keeps the opaque ``parameters`` (a ``runtime.RawExtension``) as the
 bytes the creating client sent, and writes them compacted in every JSON answer. A JSON or merge
@@ -55,8 +55,8 @@ A ResourceClaimTemplate's spec is immutable as well, checked the same way
 1.36, 1.37 and 1.38; no declarative ``+k8s:immutable`` on it, so the refusal always quotes the
 new spec, never ``null``). So its labels, annotations and finalizers are refused alike, by the
 same write methods, and a claim made from it inherits its bytes: ``KNOWN_TEMPLATE_REFUSALS``
-and ``from-python-template`` (read from the source, not yet seen on a cluster). Templates have
-no status.
+and ``from-python-template`` (read from the source, and seen so on every release tested).
+Templates have no status.
 
 The subtest pins all of it down instead of failing on it: ``KNOWN_REFUSALS`` (claims) and
 ``KNOWN_TEMPLATE_REFUSALS`` (both in :mod:`e2e_dra.subtests._claim_metadata`, with the writes and
@@ -380,6 +380,7 @@ def _read_back(kube: Kube, target: Target, namespace: str, first: dict) -> Outco
 # Each phase's pod holds three devices until the end: three phases, nine devices.
 SUBTEST = Subtest(
     name="claim-metadata",
+    keps=(4381, 4817),
     initial=initial,
     resources=devices_per_node(9),
 )

@@ -99,6 +99,7 @@ def _expect_configs(b: Builder, claim: str) -> None:
 
 SUBTEST = Subtest(
     name="class-config",
+    keps=(4381,),
     initial=every_phase(_check),
     resources=devices_per_node(len(CLASS_OF_REQUEST)),
     releases=">=1.34",

@@ -276,6 +276,7 @@ def _still_waits(ctx: Context, pod: dict, claim: dict) -> None:
 
 SUBTEST = Subtest(
     name="consumable-capacity",
+    keps=(5075,),
     initial=initial,
     resources=resources,
     feature_gates=(GATE,),

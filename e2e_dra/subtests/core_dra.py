@@ -81,6 +81,7 @@ def _delete_claim_and_pod(b: Builder, claim: str, pod: str, *, retried: bool = F
 
 SUBTEST = Subtest(
     name="core-dra",
+    keps=(4381,),
     initial=initial,
     resources=devices_per_node(8),
 )

@@ -75,6 +75,7 @@ def _numa_given(b: Builder, claim: dict) -> list[int]:
 
 SUBTEST = Subtest(
     name="device-constraints",
+    keps=(4381, 5075),
     initial=every_phase(_check),
     resources=resources,
     feature_gates=(GATE,),

@@ -87,6 +87,7 @@ def _pod_for(b: Builder, device: str) -> tuple[dict, dict]:
 
 SUBTEST = Subtest(
     name="device-taint-rules",
+    keps=(5055,),
     initial=every_phase(_check),
     resources=resources,
     requires=(RULE_VERSION,),

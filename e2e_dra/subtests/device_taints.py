@@ -112,6 +112,7 @@ def _delete_slice(b: Builder, *, missing_ok: bool = False) -> None:
 
 SUBTEST = Subtest(
     name="device-taints",
+    keps=(5055,),
     initial=initial,
     requires=(RULE_VERSION,),
     releases=">=1.36",

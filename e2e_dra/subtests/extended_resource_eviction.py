@@ -55,6 +55,7 @@ def _check(ctx: Context) -> None:
 
 SUBTEST = Subtest(
     name="extended-resource-eviction",
+    keps=(5004, 5055),
     initial=every_phase(_check),
     resources=devices_per_node(2),
     requires=(RULE_VERSION,),

@@ -558,6 +558,7 @@ def _expect_devices(ctx: Context, uid: str, count: int) -> None:
 
 SUBTEST = Subtest(
     name="kubelet-restart",
+    keps=(4381,),
     initial=initial,
     # Two claims at a time: the first pod's, and the deleted second pod's until it is unprepared.
     resources=devices_per_node(2),

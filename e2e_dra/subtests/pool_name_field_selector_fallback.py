@@ -99,6 +99,7 @@ def _is_expected(slice_: dict, driver: str) -> bool:
 
 SUBTEST = Subtest(
     name="pool-name-field-selector-fallback",
+    keps=(4381,),
     initial=every_phase(recreate),
     resources=resources,
     privileged_client=True,

@@ -84,6 +84,7 @@ def _twin_claim(b: Builder, driver: str, device_class: dict) -> dict:
 
 SUBTEST = Subtest(
     name="pool-names-per-driver",
+    keps=(4815,),
     initial=every_phase(_check),
     resources=resources,
     other_drivers=(OtherDriver(TWIN, resources),),

@@ -107,6 +107,7 @@ def _expect_once(ctx: Context, name: str, uid: str) -> None:
 
 SUBTEST = Subtest(
     name="prepare-retry",
+    keps=(4381,),
     initial=every_phase(_check),
     resources=devices_per_node(2),
     known_bugs=(

@@ -499,6 +499,7 @@ def _configs(entries: list[dict]) -> tuple[Config, ...]:
 
 SUBTEST = Subtest(
     name="prioritized-list",
+    keps=(4816,),
     initial=initial,
     resources=devices_per_node(DEVICES),
     requires=(V1, V1BETA2),

@@ -151,4 +151,6 @@ def remove_claim(b: Builder, *, missing_ok: bool = False) -> None:
     b.delete("resourceclaims", CLAIM, version=V1, missing_ok=missing_ok)
 
 
-SUBTEST = Subtest(name="resource-claim-device-status", initial=initial, requires=(V1BETA2, V1))
+SUBTEST = Subtest(
+    name="resource-claim-device-status", keps=(4817,), initial=initial, requires=(V1BETA2, V1)
+)

@@ -248,6 +248,7 @@ def _claim_health(pod: dict) -> list[tuple[str, str | None]]:
 
 SUBTEST = Subtest(
     name="resource-health",
+    keps=(4680,),
     initial=initial,
     resources=devices_per_node(1),
     # Beta and on by default since 1.36 (v1.36.5, v1.37.2); it needs DynamicResourceAllocation.

@@ -101,6 +101,7 @@ def _share(b: Builder, claim: dict, device: str) -> str:
 
 SUBTEST = Subtest(
     name="shared-counters",
+    keps=(4815, 5075),
     initial=every_phase(_check),
     resources=resources,
     feature_gates=(GATE,),

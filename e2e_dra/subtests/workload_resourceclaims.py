@@ -75,6 +75,7 @@ def initial(ctx: Context) -> Phase:
 
 SUBTEST = Subtest(
     name="workload-resourceclaims",
+    keps=(5729,),
     initial=initial,
     resources=devices_per_node(1),
     requires=(SCHEDULING,),

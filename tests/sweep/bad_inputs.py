@@ -2307,6 +2307,30 @@ def _safe_links(folder: str = "run") -> Callable[[Ctx], str | None]:
     return check
 
 
+def _evidence_says(text: str, *, unescaped: bool = False) -> Callable[[Ctx], str | None]:
+    """``{tmp}/out/prr-evidence.md`` (or ``{tmp}/run/``'s, where the report went there) holds
+    ``text``; with ``unescaped``, no link, HTML tag or code span from a summary is left
+    unescaped in it either."""
+
+    def check(ctx: Ctx) -> str | None:
+        import re
+
+        for folder in ("out", "run"):
+            evidence = ctx.tmp / folder / "prr-evidence.md"
+            if evidence.is_file():
+                break
+        else:
+            return "no prr-evidence.md next to the report"
+        said = evidence.read_text(encoding="utf-8")
+        if text not in said:
+            return f"prr-evidence.md lacks {text!r}"
+        if unescaped and re.search(r"(?<!\\)(<script|\]\(|`c)", said):
+            return "prr-evidence.md holds markup from a summary unescaped"
+        return None
+
+    return check
+
+
 def _report(out: str = "{tmp}/out") -> list[str]:
     return ["report", "{tmp}/run", "-o", out]
 
@@ -2356,6 +2380,17 @@ def _numbers_cases() -> None:
             "ready-seconds-1e200",
             "components_ready[0].seconds",
             _summary_doc(components_ready=[{"state": "a", "component": "b", "seconds": 1e200}]),
+        ),
+        ("kep-number-zero", "keps_by_subtest['x'][0]", _summary_doc(keps_by_subtest={"x": [0]})),
+        (
+            "kep-number-of-31-digits",
+            "keps_by_subtest['x'][1]",
+            _summary_doc(keps_by_subtest={"x": [4381, 10**30]}),
+        ),
+        (
+            "kep-number-a-bool",
+            "keps_by_subtest['x'][0]",
+            _summary_doc(keps_by_subtest={"x": [True]}),
         ),
     ]:
         case(
@@ -2521,6 +2556,32 @@ def _size_cases() -> None:
         ("results[0].subtest", "characters long"),
         setup=_summaries(("s", _summary_doc(results=[_phase_doc(name, "p", id="x/p")]))),
     )
+    case(
+        "report/size/33-keps-for-one-subtest",
+        "report-size",
+        _report(),
+        3,
+        ("keps_by_subtest['x']", "more than 32"),
+        setup=_summaries(("s", _summary_doc(keps_by_subtest={"x": list(range(1, 34))}))),
+    )
+    # every phase shown once per KEP its subtest names: more evidence than the report shows
+    checks = [
+        {"name": f"{i:02} " + "c" * 150, "start": 0.0, "seconds": 0.0, "outcome": "passed"}
+        for i in range(45)
+    ]
+    many_keps = _summary_doc(
+        keps_by_subtest={f"t{i}": list(range(1000, 1032)) for i in range(30)},
+        results=[_phase_doc(f"t{i}", f"p{j}", outcome="passed", steps=checks)
+                 for i in range(30) for j in range(4)],
+    )  # fmt: skip
+    CASES.append(
+        Case(
+            "report/size/evidence-over-its-budget-is-cut-and-said",
+            "report-size",
+            [Step(_report(), 0), _then(_evidence_says("**Left out**: the evidence of KEP-"))],
+            setup=_summaries(("s", many_keps)),
+        )
+    )
     long_message = _summary_doc(results=[_phase_doc("x", "p", message="m" * 1_000_000)])
     case(
         "report/size/a-message-of-a-million-is-cut",
@@ -2550,6 +2611,24 @@ def _names_cases() -> None:
                 setup=_summaries((suite, doc)),
             )
         )
+    hostile = "x](javascript:alert(1)) <script>alert(1)</script> | `c`"
+    markup = _summary_doc(
+        keps_by_subtest={hostile: [4381]},
+        results=[_phase_doc(hostile, "p", outcome="passed", steps=[
+            {"name": f"[a]({hostile})", "start": 0.0, "seconds": 0.0, "outcome": "passed"}])],
+    )  # fmt: skip
+    CASES.append(
+        Case(
+            "report/names/markup-in-the-evidence",
+            "report-names",
+            [
+                Step(["report", "{tmp}/run"], 0),
+                _then(_safe_links()),
+                _then(_evidence_says(r"\[a\](x\](javascript:alert(1)) \<script>", unescaped=True)),
+            ],
+            setup=_summaries(("s", markup)),
+        )
+    )
     for name, suite, text in [
         ("non-utf8-folder", b"caf\xe9", json.dumps(doc)),
         (

@@ -95,6 +95,7 @@ def _check_result_fields(ctx: Context, claim_name: str) -> None:
 
 SUBTEST = Subtest(
     name="binding-conditions",
+    keps=(5007,),
     initial=initial,
     toggled_gates=(GATE,),
     resources=bc.resources,

@@ -71,6 +71,7 @@ def initial(ctx: Context) -> Phase:
 
 SUBTEST = Subtest(
     name="compatibility-groups",
+    keps=(5963,),
     initial=initial,
     toggled_gates=("DRADeviceCompatibilityGroups",),
     resources=resources,

@@ -118,6 +118,7 @@ def initial(ctx: Context) -> Phase:
 
 SUBTEST = Subtest(
     name="consumable-capacity",
+    keps=(5075,),
     initial=initial,
     toggled_gates=(GATE,),
     # 1.37 added it, on by default, and refuses it on while DRAConsumableCapacity is off.

@@ -21,7 +21,7 @@ from __future__ import annotations
 from e2e_dra.builder import POD_START_TIMEOUT, is_allocated
 from e2e_dra.driver import ClaimRef
 from e2e_dra.subtest import Context, Phase, Subtest
-from e2e_dra.subtest_kit import devices_per_node
+from e2e_dra.subtest_kit import checkpoint_entry, devices_per_node
 from e2e_dra.subtests._extended_resource import (
     claim_name_from_pod,
     create_pod,
@@ -33,6 +33,7 @@ from e2e_dra.waits import consistently, eventually
 
 # After the scheduler's verdict; upstream: Consistently 30 s, with no verdict asked for.
 PROBE_PENDING_FOR = 5.0
+STAYS_UNPREPARED_FOR = 10.0
 # The kubelet's DRA reconcile loop runs once a minute and unprepares only with the gate on.
 UNPREPARE_TIMEOUT = 180.0
 
@@ -81,6 +82,7 @@ def initial(ctx: Context) -> Phase:
         with ctx.step("delete-pod-triggers-gc-with-gate-off"):
             # The garbage collector, not the apiserver, removes the claim of a deleted pod.
             deleted_claim = claim_name_from_pod(ctx, to_delete)
+            deleted_uid = b.get("resourceclaims", deleted_claim)["metadata"]["uid"]
             b.delete_pod_and_wait(to_delete)
             wait_claims_gone(ctx, [deleted_claim])
             b.wait_running(survivor, POD_START_TIMEOUT)
@@ -98,11 +100,21 @@ def initial(ctx: Context) -> Phase:
 
         def gate_on_again(ctx: Context) -> None:
             b = ctx.builder
-            with ctx.step("wait-for-claim-unprepared"):
-                prepared = _prepared(ctx.driver.prepared_claims(), deleted_claim)
-                assert not prepared, (
-                    f"ResourceClaim {deleted_claim} of the deleted pod is prepared again with "
-                    f"the gate on: {prepared}"
+            with ctx.step("the deleted pod's claim stays unprepared with the gate on again"):
+                # The kubelet that restarted with the gate on reads its checkpoint: a claim
+                # it still held there would be prepared again. Watched for a while, not once.
+                consistently(
+                    lambda: (
+                        _prepared(ctx.driver.prepared_claims(), deleted_claim),
+                        checkpoint_entry(ctx, deleted_uid),
+                    ),
+                    what=(
+                        f"ResourceClaim {deleted_claim} of the deleted pod neither prepared by "
+                        "the driver nor in the kubelet's checkpoint, with the gate on again "
+                        "(prepared, checkpoint entry)"
+                    ),
+                    duration=STAYS_UNPREPARED_FOR,
+                    holds=lambda seen: seen == ([], None),
                 )
 
             with ctx.step("survivor-pod-survives-reenable"):
@@ -137,6 +149,7 @@ def _assert_claim_allocated(ctx: Context, pod: str) -> None:
 
 SUBTEST = Subtest(
     name="extended-resource",
+    keps=(5004,),
     initial=initial,
     toggled_gates=("DRAExtendedResource",),
     resources=devices_per_node(8),

@@ -43,6 +43,7 @@ def initial(ctx: Context) -> Phase:
 
 SUBTEST = Subtest(
     name="workload-resourceclaims",
+    keps=(5729,),
     initial=initial,
     toggled_gates=("DRAWorkloadResourceClaims",),
     feature_gates=("GenericWorkload",),

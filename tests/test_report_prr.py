@@ -78,6 +78,7 @@ def _upgrade_run(
         "current": {"version": "v1.38.0-beta.0"},
         "binaries": {state: dict.fromkeys(COMPONENTS, v) for state, v in STATES.items()},
         KEPS_BY_SUBTEST: keps,
+        "plan": [result["id"] for result in results],
         "results": results,
     } | doc
     folder.mkdir(parents=True, exist_ok=True)
@@ -424,3 +425,37 @@ def test_a_runs_own_report_writes_the_evidence_and_an_earlier_summary_too(run: P
 @pytest.fixture
 def run(tmp_path: Path) -> Path:
     return synthetic_run(tmp_path / "artifacts")
+
+
+def test_a_suite_without_the_re_upgrade_leg_is_not_asked_about_it(tmp_path: Path) -> None:
+    """A staged variant has three phases: its evidence answers the two questions it can, and
+    does not answer the third with a "NO"."""
+    path = _upgrade_run(tmp_path / "s", {"core-dra": [4381]}, suite="control-plane-first")
+    doc = json.loads(path.read_text())
+    doc["results"] = [r for r in doc["results"] if r.get("phase") != "after-cluster-re-upgrade"
+                      and r["id"] != "re-upgrade"]  # fmt: skip
+    doc["plan"] = [r["id"] for r in doc["results"]]
+    path.write_text(json.dumps(doc))
+
+    _, markdown = _report(path, out=tmp_path)
+
+    assert "Upgrade tested: **yes**" in markdown
+    assert "Rollback (downgrade) tested: **yes**" in markdown
+    assert "Upgrade -> downgrade -> upgrade" not in markdown
+
+
+def test_a_subtest_with_nothing_to_prove_refutes_nothing_the_others_proved(
+    tmp_path: Path,
+) -> None:
+    """It is said; the answer is still yes when another subtest naming the KEP proved it."""
+    facts = {"core-dra": {"nothing_to_prove/after-cluster-upgrade": "the kubelet stayed"}}
+    keps = {"core-dra": [4381], "claim-metadata": [4381]}
+    path = _upgrade_run(tmp_path / "s", keps, facts=facts)
+
+    _, markdown = _report(path, out=tmp_path)
+
+    upgrade = next(line for line in markdown.splitlines() if "Upgrade tested" in line)
+    assert upgrade == (
+        "- Upgrade tested: **yes**: after-cluster-upgrade passed with nothing to prove in "
+        "core-dra; passed in claim-metadata"
+    )

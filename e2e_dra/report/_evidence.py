@@ -8,9 +8,11 @@ with the named checks (``steps``) that passed: a section of the page, and Markdo
 the KEP (``prr-evidence.md``).
 
 It never claims more than the summaries hold: a question is answered yes only when its phase
-passed, with something to prove, in every subtest of the run that names the KEP; otherwise the
+passed in every subtest of the run that names the KEP and proved something in at least one (a
+subtest with nothing to prove on those releases is named, and refutes nothing); otherwise the
 answer is NO and says, per subtest, what became of that phase (failed, failed on a known bug,
-skipped, interrupted, did not run, passed with nothing to prove). A KEP repeats its subtests'
+skipped, interrupted, did not run, passed with nothing to prove). A suite that has no phase for a
+question (a staged variant: no re-upgrade leg) is not asked it. A KEP repeats its subtests'
 phases, so the evidence has a text budget of its own (:data:`~._limits.MAX_EVIDENCE_TEXT`):
 what is beyond it is left out, and said to be.
 """
@@ -168,7 +170,7 @@ PREAMBLE = (
     "cluster went through, whether the phase after each cluster change passed, and each phase's "
     "outcome with the named checks that passed. Only a phase that passed, with something to "
     "prove, is evidence: a question is answered yes only when that phase passed in every subtest "
-    "of the run that names the KEP."
+    "of the run that names the KEP, and proved something in at least one."
 )
 
 
@@ -310,9 +312,22 @@ def _where(record: SuiteRecord, base: Path) -> str:
 
 
 def _questions(record: SuiteRecord) -> tuple[tuple[str, str], ...]:
-    """The gate cycle's questions for a run of its phases, the upgrade suites' otherwise."""
+    """The gate cycle's questions for a run of its phases, the upgrade suites' otherwise; only
+    those whose phase the suite has (a staged variant has no re-upgrade leg: not a "NO")."""
     gate_phases = {phase for phase, _ in GATE_QUESTIONS} | {"phase-0-gate-on"}
-    return GATE_QUESTIONS if gate_phases & set(record.phases()) else UPGRADE_QUESTIONS
+    phases = set(record.phases()) | _planned_phases(record)
+    questions = GATE_QUESTIONS if gate_phases & phases else UPGRADE_QUESTIONS
+    return tuple((phase, question) for phase, question in questions if phase in phases)
+
+
+def _planned_phases(record: SuiteRecord) -> set[str]:
+    """The phase names of the suite's plan (``plan``: its entries' ids, ``<subtest>/<phase>``),
+    so that a run that did not get to a phase still asks about it. Only compared with the known
+    phase names, never shown: a plan that is not a list of strings counts for nothing."""
+    plan = record.raw.get("plan")
+    if not isinstance(plan, list):
+        return set()
+    return {entry.rpartition("/")[2] for entry in plan if isinstance(entry, str)}
 
 
 def _status(result: Result, nothing: dict[tuple[str, str], str]) -> str:
@@ -338,7 +353,9 @@ def _answer(
     for subtest, ended in results.items():
         status = _worst([_status(r, nothing) for r in ended if r.phase == phase])
         by_status.setdefault(status, []).append(subtest)
-    yes = set(by_status) == {"passed"}
+    # Yes when no subtest failed, was skipped or did not run, and one proved something there:
+    # a subtest with nothing to prove on these releases is said, but refutes nothing.
+    yes = "passed" in by_status and set(by_status) <= {"passed", NOTHING_PROVED}
     said = "; ".join(
         f"{status} in {', '.join(by_status[status])}" for status in SEVERITY if status in by_status
     )

@@ -719,3 +719,20 @@ def test_an_interrupted_start_raises_the_interrupt_not_the_failed_stop(root: Pat
     assert raised.value.__notes__ == [
         "e2e-dra: stopping the half-started driver also failed: DELETE ...: connection refused"
     ]
+
+
+@pytest.mark.parametrize("pb", [health_v1_pb2, health_v1alpha1_pb2], ids=["v1", "v1alpha1"])
+def test_a_stream_whose_client_went_away_is_recorded_as_ended(driver, pb):
+    """What tells resource-health which kubelet's stream is open: a stream ends in the call log
+    when its client goes away, whether or not gRPC resumes its handler."""
+    from e2e_dra.driver._calls import CLIENT_GONE
+
+    driver.set_health(NODE, "device-00", "Healthy")
+    health = _rpc.stub(channel(driver.dra_socket), pb, "DRAResourceHealth")
+    stream = health.NodeWatchResources(pb.NodeWatchResourcesRequest(), timeout=30)
+    next(stream)
+    (call,) = [c for c in driver.calls.records if c.method.endswith("NodeWatchResources")]
+    assert not call.done
+    stream.cancel()
+    poll(lambda: call.done, timeout=5, interval=0.05)
+    assert call.error == CLIENT_GONE

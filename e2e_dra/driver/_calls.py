@@ -109,6 +109,12 @@ class CallLog:
         with self._lock:
             call.response, call.error, call.done = response, error, True
 
+    def _end_once(self, call: GRPCCall, error: str | None = None) -> None:
+        """End ``call`` unless it ended already (a stream: by its handler, or by the RPC's end)."""
+        with self._lock:
+            if not call.done:
+                call.error, call.done = error, True
+
 
 class _Recorder(grpc.ServerInterceptor):
     def __init__(self, log_: CallLog):
@@ -157,12 +163,16 @@ class _Recorder(grpc.ServerInterceptor):
     def _stream(self, method: str, behaviour: Callable) -> Callable:
         def handle(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
             call = self._log._begin(method, request)
+            # When the client goes away (a kubelet stopped for an upgrade) gRPC may stop pulling
+            # responses while the handler waits at its yield, and never resume it: the stream
+            # ends when the RPC does, or a dead kubelet's stream would count as open for ever.
+            context.add_callback(lambda: self._log._end_once(call, error=CLIENT_GONE))
             try:
                 yield from behaviour(request, context)
             except Exception as exc:
-                self._log._end(call, error=str(exc))
+                self._log._end_once(call, error=str(exc))
                 raise
-            self._log._end(call)
+            self._log._end_once(call)
 
         return handle
 

@@ -131,7 +131,7 @@ class Explainer:
         ][:MAX_LINKS_PER_ENTRY]
 
 
-STATE_STEPS = ("bring-up", "upgrade", "downgrade")
+STATE_STEPS = ("bring-up", "upgrade", "downgrade", "re-upgrade")
 """The cluster steps that start a new state of an upgrade suite, in ``binaries``' order."""
 
 

@@ -48,13 +48,13 @@ __all__ = [
     "claim_and_pod",
     "claim_env",
     "claim_where",
+    "container_states",
     "devices_per_node",
     "every_phase",
     "fits_and_runs",
     "kubelet_version",
     "nudge",
     "older_writes_hold",
-    "re_upgraded",
     "remove",
     "request_env",
     "running",
@@ -201,19 +201,21 @@ def running(b: Builder, pod_name: str) -> Running:
     """The pod ``pod_name`` as it runs now, to compare with after a restart; a container that
     does not run counts as started at ``""``."""
     now = retrying(b.read_pod)(pod_name)
-    statuses = now.get("status", {}).get("containerStatuses") or []
-    return Running(
-        name=now["metadata"]["name"],
-        uid=now["metadata"]["uid"],
-        containers={
-            c["name"]: (
-                c.get("containerID", ""),
-                c.get("restartCount", 0),
-                ((c.get("state") or {}).get("running") or {}).get("startedAt", ""),
-            )
-            for c in statuses
-        },
-    )
+    return Running(now["metadata"]["name"], now["metadata"]["uid"], container_states(now))
+
+
+def container_states(pod: dict) -> dict[str, tuple[str, int, str]]:
+    """Each container of ``pod`` (a pod as read) as what makes it the same container later:
+    name -> (containerID, restartCount, running since; "" when it does not run)."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return {
+        c["name"]: (
+            c.get("containerID", ""),
+            c.get("restartCount", 0),
+            ((c.get("state") or {}).get("running") or {}).get("startedAt", ""),
+        )
+        for c in statuses
+    }
 
 
 def still_untouched(
@@ -375,7 +377,8 @@ def older_writes_hold(ctx: Context) -> None:
     deleted since, is accepted again if sent anew (a server-side dry run, under a generated
     name). What the older release stored and accepted, the newer must read and accept too: a
     field the newer one validates more strictly without ratcheting, or reads back otherwise,
-    fails here, naming the object and the phase that wrote it."""
+    fails here, naming the object and the phase that wrote it. A chain with nothing else to check
+    after the re-upgrade returns this from its after-downgrade phase, as its fourth."""
     b = ctx.builder
     for written in b.leftovers.written:
         if written.phase in OLDER_RELEASE_PHASES:
@@ -383,12 +386,6 @@ def older_writes_hold(ctx: Context) -> None:
             with ctx.step(f"{kind} {name} written {written.phase}"):
                 _still_reads_and_updates(b, written)
                 _accepted_again(b, written)
-
-
-def re_upgraded(ctx: Context) -> None:
-    """The fourth phase of a chain that has nothing else to check after the re-upgrade: its
-    after-downgrade phase returns this (see :func:`older_writes_hold`)."""
-    older_writes_hold(ctx)
 
 
 def _still_reads_and_updates(b: Builder, written: Written) -> None:

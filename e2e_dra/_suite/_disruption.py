@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from e2e_dra._suite._nets import Finding
 from e2e_dra.builder import SUBTEST_LABEL, KubeError, NotFound, Pods, label_selector
 from e2e_dra.kube import Kube, retrying
+from e2e_dra.subtest_kit import container_states
 from e2e_dra.waits import WaitTimeout, eventually
 
 DISRUPTION_ANNOTATION = "e2e-dra/disruption-expected"
@@ -55,18 +56,6 @@ class PodRecord:
     uid: str
     owner: str
     containers: dict[str, Container]
-
-
-def _containers(pod: dict) -> dict[str, tuple[str, int, str]]:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    return {
-        c["name"]: (
-            c.get("containerID", ""),
-            c.get("restartCount", 0),
-            ((c.get("state") or {}).get("running") or {}).get("startedAt", ""),
-        )
-        for c in statuses
-    }
 
 
 def _running(pod: dict) -> bool:
@@ -104,7 +93,7 @@ class DisruptionNet:
                 continue
             name = pod["metadata"]["name"]
             containers = {}
-            for container, (cid, restarts, started) in _containers(pod).items():
+            for container, (cid, restarts, started) in container_states(pod).items():
                 marker = _write_marker(pods, name, container)
                 containers[container] = Container(cid, restarts, started, marker)
             self._before.append(PodRecord(name, pod["metadata"]["uid"], owner, containers))
@@ -155,7 +144,7 @@ class DisruptionNet:
         if now["metadata"].get("deletionTimestamp"):
             return "it is being deleted"
         was = {c: (k.id, k.restarts, k.started) for c, k in record.containers.items()}
-        changed = {c: (w, _containers(now).get(c)) for c, w in was.items()}
+        changed = {c: (w, container_states(now).get(c)) for c, w in was.items()}
         changed = {c: pair for c, pair in changed.items() if pair[0] != pair[1]}
         if changed:
             return (

@@ -22,7 +22,13 @@ from e2e_dra.builder import (
     is_allocated,
 )
 from e2e_dra.subtest import Context, Phase, Subtest
-from e2e_dra.subtest_kit import Running, devices_per_node, re_upgraded, running, still_untouched
+from e2e_dra.subtest_kit import (
+    Running,
+    devices_per_node,
+    older_writes_hold,
+    running,
+    still_untouched,
+)
 from e2e_dra.waits import eventually
 
 CLAIMS_GONE_TIMEOUT = 180.0
@@ -58,7 +64,7 @@ def extended_resource_subtest(kind: str) -> Subtest:
                 for pod in pods:
                     ctx.builder.delete_pod_and_wait(pod)
                 wait_claims_gone(ctx, claims)
-                return re_upgraded
+                return older_writes_hold
 
             return after_downgrade
 

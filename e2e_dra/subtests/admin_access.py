@@ -63,7 +63,7 @@ from e2e_dra.builder import POD_DELETE_TIMEOUT, KubeError, NotFound, resource_of
 from e2e_dra.subtest import Context, Phase, Subtest
 from e2e_dra.subtest_kit import (
     devices_per_node,
-    re_upgraded,
+    older_writes_hold,
     running,
     scheduler_reported,
     still_untouched,
@@ -157,7 +157,7 @@ def initial(ctx: Context) -> Phase:
             _refused(ctx, plain_namespace(ctx.builder), "it never had the label")
             with ctx.step("delete pods, claims, templates and namespaces"):
                 _delete_all(ctx, in_use, waiting, admins)
-            return re_upgraded
+            return older_writes_hold
 
         return after_downgrade
 

@@ -27,7 +27,7 @@ in its container (``subtest_kit.still_untouched``).
 from __future__ import annotations
 
 from e2e_dra.subtest import Context, Phase, Subtest
-from e2e_dra.subtest_kit import Running, re_upgraded, running, still_untouched
+from e2e_dra.subtest_kit import Running, older_writes_hold, running, still_untouched
 from e2e_dra.subtests._binding_conditions import (
     ATTACHED,
     FAILED,
@@ -93,7 +93,7 @@ def initial(ctx: Context) -> Phase:
             for claim_name, pod in ((claim_x, pod_x), (claim_y, pod_y), (claim_z, pod_z)):
                 ctx.builder.delete_pod_and_wait(pod["metadata"]["name"])
                 ctx.builder.delete("resourceclaims", claim_name)
-            return re_upgraded
+            return older_writes_hold
 
         return after_downgrade
 

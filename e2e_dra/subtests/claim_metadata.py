@@ -81,7 +81,7 @@ from e2e_dra.subtest_kit import (
     RESOURCE_V1BETA2,
     Running,
     devices_per_node,
-    re_upgraded,
+    older_writes_hold,
     running,
     still_untouched,
 )
@@ -145,7 +145,7 @@ def initial(ctx: Context) -> Phase:
             claims.extend(new_claims)
             templates.extend(new_templates)
             _update_all(ctx, claims, templates)
-            return re_upgraded
+            return older_writes_hold
 
         return after_downgrade
 

@@ -53,7 +53,7 @@ from e2e_dra.subtest import Context, Phase, Subtest
 from e2e_dra.subtest_kit import (
     Running,
     claim_env,
-    re_upgraded,
+    older_writes_hold,
     running,
     scheduler_reported,
     still_untouched,
@@ -212,7 +212,7 @@ def initial(ctx: Context) -> Phase:
                 delete_pod_and_claim(ctx, pod_x2, claim_x2)
             for name in list(claims):
                 delete_pod_and_claim(ctx, pods.pop(name), claims.pop(name))
-            return re_upgraded
+            return older_writes_hold
 
         return after_downgrade
 

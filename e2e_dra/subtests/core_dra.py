@@ -23,7 +23,7 @@ from e2e_dra.subtest_kit import (
     CLAIMS_VERSIONS,
     claim_and_pod,
     devices_per_node,
-    re_upgraded,
+    older_writes_hold,
     running,
     still_untouched,
 )
@@ -65,7 +65,7 @@ def initial(ctx: Context) -> Phase:
             _delete_claim_and_pod(b, survivor_claims[0], survivor.name, retried=True)
             b.wait_pod_gone(new_pod["metadata"]["name"])
             b.wait_pod_gone(survivor.name)
-            return re_upgraded
+            return older_writes_hold
 
         return after_downgrade
 

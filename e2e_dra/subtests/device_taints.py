@@ -18,7 +18,7 @@ from e2e_dra.subtest import Context, KnownBug, Phase, Subtest
 from e2e_dra.subtest_kit import (
     TAINT_RULES_IGNORED,
     TAINT_RULES_IGNORED_SIGN,
-    re_upgraded,
+    older_writes_hold,
     running,
     still_untouched,
 )
@@ -99,7 +99,7 @@ def initial(ctx: Context) -> Phase:
             b.wait_unschedulable(pod["metadata"]["name"])
             # Our own slice: delete it now, before the tear-down sweeps the other objects.
             _delete_slice(b)
-            return re_upgraded
+            return older_writes_hold
 
         return after_downgrade
 

@@ -85,7 +85,7 @@ from e2e_dra.subtest_kit import (
     devices_per_node,
     kubelet_version,
     nudge,
-    re_upgraded,
+    older_writes_hold,
 )
 from e2e_dra.versions import matches
 from e2e_dra.waits import consistently, eventually
@@ -247,7 +247,7 @@ def initial(ctx: Context) -> Phase:
                 )
             with ctx.step("the claim leaves the checkpoint"):
                 _wait_out_of_checkpoint(ctx, uid)
-            return re_upgraded
+            return older_writes_hold
 
         return after_downgrade
 

@@ -18,7 +18,13 @@ from collections.abc import Sequence
 from e2e_dra.builder import request
 from e2e_dra.driver import Pool
 from e2e_dra.subtest import Context, Phase, Subtest
-from e2e_dra.subtest_kit import Running, re_upgraded, running, scheduler_reported, still_untouched
+from e2e_dra.subtest_kit import (
+    Running,
+    older_writes_hold,
+    running,
+    scheduler_reported,
+    still_untouched,
+)
 
 POOL = "partitionable-pool"
 COUNTER_SET = "memory-pool"
@@ -72,7 +78,7 @@ def initial(ctx: Context) -> Phase:
                 ctx.builder.delete_pod_and_wait(pod)
             for claim in (claim_2g, claim_4g, claim_4g_2):
                 _delete_claim(ctx, claim)
-            return re_upgraded
+            return older_writes_hold
 
         return after_downgrade
 

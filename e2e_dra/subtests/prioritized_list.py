@@ -62,7 +62,7 @@ from e2e_dra.subtest_kit import (
     Running,
     claim_and_pod,
     devices_per_node,
-    re_upgraded,
+    older_writes_hold,
     request_env,
     running,
     still_untouched,
@@ -242,7 +242,7 @@ def initial(ctx: Context) -> Phase:
             _delete(
                 ctx, [first, second, third], [configured_first, configured_second, configured_third]
             )
-            return re_upgraded
+            return older_writes_hold
 
         return after_downgrade
 

@@ -14,7 +14,7 @@ from e2e_dra.builder import RESOURCE_V1 as V1
 from e2e_dra.builder import Builder, NotFound
 from e2e_dra.subtest import Context, Phase, Subtest
 from e2e_dra.subtest_kit import RESOURCE_V1BETA2 as V1BETA2
-from e2e_dra.subtest_kit import re_upgraded
+from e2e_dra.subtest_kit import older_writes_hold
 
 CLAIM = "claim-with-device-status"
 FINALIZER = "test.example.com/my-test-finalizer"
@@ -102,7 +102,7 @@ def after_downgrade(ctx: Context) -> Phase:
     claim = _apply_status(ctx, version, "manager-2", None)
     _expect_devices(claim, [DEVICE_ONE, DEVICE_TWO_UPDATED], "after empty apply by manager-2")
     remove_claim(ctx.builder)
-    return re_upgraded
+    return older_writes_hold
 
 
 def _apply_status(ctx: Context, version: str, manager: str, devices: list[dict] | None) -> dict:

@@ -50,7 +50,7 @@ from e2e_dra.subtest import Context, Phase, Subtest
 from e2e_dra.subtest_kit import (
     devices_per_node,
     kubelet_version,
-    re_upgraded,
+    older_writes_hold,
     running,
     still_untouched,
 )
@@ -149,7 +149,7 @@ def initial(ctx: Context) -> Phase:
             ctx.builder.wait_running(pod_name)
             cycle(ctx, downgraded_since)
             ctx.builder.delete_pod_and_wait(pod_name)
-            return re_upgraded
+            return older_writes_hold
 
         return after_downgrade
 

@@ -19,7 +19,13 @@ from __future__ import annotations
 from e2e_dra.builder import SCHEDULING_V1BETA1 as SCHEDULING
 from e2e_dra.builder import retrying
 from e2e_dra.subtest import Context, Phase, Subtest
-from e2e_dra.subtest_kit import Running, devices_per_node, re_upgraded, running, still_untouched
+from e2e_dra.subtest_kit import (
+    Running,
+    devices_per_node,
+    older_writes_hold,
+    running,
+    still_untouched,
+)
 from e2e_dra.subtests._workload import (
     claim_state,
     claim_stays_throughout,
@@ -66,7 +72,7 @@ def initial(ctx: Context) -> Phase:
         def after_downgrade(ctx: Context) -> Phase:
             members_untouched(ctx, [persistent, joined])
             swap_member(ctx, leaving=pod_after_upgrade)
-            return re_upgraded
+            return older_writes_hold
 
         return after_downgrade
 

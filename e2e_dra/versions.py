@@ -312,14 +312,21 @@ def source_version(
 
 
 def _workspace_git_version(root: Path, script: Path, env: dict[str, str]) -> str:
-    proc = _run(["bash", str(script)], cwd=root, env=env, what=str(script))
-    status = dict(
-        line.split(" ", 1) for line in proc.splitlines() if " " in line
-    )  # "<key> <value>" lines
-    version = status.get("gitVersion", "").strip()
+    version = workspace_status(root, env, script=script).get("gitVersion", "")
     if not version:
         raise VersionError(f"{script} printed no gitVersion")
     return version
+
+
+def workspace_status(
+    root: Path, env: dict[str, str] | None = None, *, script: Path | None = None
+) -> dict[str, str]:
+    """What a checkout's ``hack/print-workspace-status.sh`` says of it (``gitVersion``,
+    ``gitCommit``, ``gitTreeState``, ``buildDate``...): the values upstream's build stamps."""
+    script = script or root / "hack" / "print-workspace-status.sh"
+    proc = _run(["bash", str(script)], cwd=root, env=env, what=str(script))
+    status = (line.split(" ", 1) for line in proc.splitlines() if " " in line)
+    return {key: value.strip() for key, value in status}
 
 
 def _version_file_git_version(path: Path) -> str:

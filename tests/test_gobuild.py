@@ -862,7 +862,7 @@ class _SourceWithLocalModules(GoBuildSource):
         self.modules = modules
         self.downloaded: list[str] = []
 
-    def _download(self, module_path: str, version: str, log: Path, toolchain: GoToolchain) -> Path:
+    def download(self, module_path: str, version: str, log: Path, toolchain: GoToolchain) -> Path:
         self.downloaded.append(f"{module_path}@{version}")
         return self.modules[module_path]
 

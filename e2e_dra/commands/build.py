@@ -6,6 +6,7 @@ The last stdout line is the binaries' directory, as with ``download``, so script
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from e2e_dra.commands._flags import PathFlag
@@ -45,6 +46,7 @@ def register(subparsers: Any) -> None:
         "(what a control-plane-first upgrade needs; for releases whose node side cannot be built)",
     )
     build.set_defaults(handler=_build)
+    register_source(subparsers)
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -61,4 +63,37 @@ def _build(args: argparse.Namespace) -> int:
     if args.source_dir:
         print(release.source_dir)
     print(release.bin_dir)
+    return 0
+
+
+def register_source(subparsers: Any) -> None:
+    source = subparsers.add_parser(
+        "source",
+        help="write a release's source as a Kubernetes checkout (one git commit) to change",
+        description="Write the buildable source tree of a Kubernetes release served by the Go "
+        "module proxy into DIR, laid out as a Kubernetes checkout: k8s.io/kubernetes at the root "
+        "and each staging module under staging/src/k8s.io/, as one git commit tagged with the "
+        "release. Change it, then run the suite with KUBERNETES_SOURCE_DIR=DIR: the commands the "
+        "change touches are built from DIR, the others are the release's own build. What the "
+        "proxy here refuses is replaced as the release's build replaces it, and listed in "
+        "DIR/.e2e-dra/README.md. The last line of stdout is DIR.",
+    )
+    source.add_argument(
+        "version",
+        metavar="VERSION|MAJOR.MINOR|stable|latest",
+        help="e.g. v1.38.0-beta.0, 1.37, stable or latest",
+    )
+    source.add_argument("dir", metavar="DIR", type=Path, help="a new (or empty) directory")
+    source.add_argument("--proxy", help="Go module proxy URL (default: the first entry of GOPROXY)")
+    source.set_defaults(handler=_source)
+
+
+def _source(args: argparse.Namespace) -> int:
+    from e2e_dra.releases import GoBuildSource, resolve_release, write_checkout
+
+    source = GoBuildSource(proxy_url=args.proxy)
+    checkout = write_checkout(source, resolve_release(args.version, source), args.dir)
+    for deviation in checkout.deviations:
+        print(f"deviation: {deviation}")
+    print(checkout.path)
     return 0

@@ -1,5 +1,6 @@
 """Where Kubernetes server binaries come from: a release download, or a build from source."""
 
+from e2e_dra.releases._checkout import Checkout, write_checkout
 from e2e_dra.releases._download import DownloadSource
 from e2e_dra.releases._gobuild import (
     BUILT_COMMANDS,
@@ -25,6 +26,7 @@ __all__ = [
     "NODE_COMMANDS",
     "SERVER_COMPONENTS",
     "Budget",
+    "Checkout",
     "DownloadSource",
     "GoBuildSource",
     "Release",
@@ -36,4 +38,5 @@ __all__ = [
     "release_source",
     "resolve_release",
     "versions_under_test",
+    "write_checkout",
 ]

@@ -18,6 +18,7 @@ import shutil
 import stat
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,23 @@ names the module if one of them is linked after all."""
 
 _SOURCE_SUFFIX = "-source"
 SOURCE_DIR_HINT = "KUBERNETES_SOURCE_DIR, see README: Testing your own Kubernetes checkout"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What a build of one release here is made of (:meth:`GoBuildSource.recipe`)."""
+
+    version: str
+    info: dict[str, Any]  # the proxy's .info of the release (its commit and time)
+    go_mod: str  # k8s.io/kubernetes' own go.mod
+    module_src: Path  # the release's module tree, in the (read-only) module cache
+    toolchain: GoToolchain
+    substitutes: tuple[Substitute, ...]  # refused versions built at an older served one
+    standins: dict[str, tuple[Substitute, Path]]  # refused modules, assembled: module -> dir
+
+    @property
+    def deviations(self) -> tuple[str, ...]:
+        return tuple(str(s) for s in (*self.substitutes, *(s for s, _ in self.standins.values())))
 
 
 class GoBuildSource:
@@ -173,36 +191,20 @@ class GoBuildSource:
 
     def _build(self, version: str, out: Path, commands: tuple[str, ...]) -> dict[str, Any]:
         started = time.monotonic()
-        info = self.proxy.info(version)  # a clear error when the proxy lacks the version
         log = self._log(version)
-        kubernetes_go_mod = self.proxy.go_mod(version)
-        go_mod_toolchain = toolchain_directive(kubernetes_go_mod)
-        module_src = self._download_kubernetes(version, log, self._toolchain(version))
-        upstream_go = _go_version_file(module_src)
-        toolchain = toolchain_for(go_directive(kubernetes_go_mod), upstream_go or go_mod_toolchain)
-        substitutes = self._substitutes(version, module_src, commands)
-        for substitute in substitutes:
-            logger.info(
-                f"deviation: {substitute}: the Go module proxy does not serve the pinned version"
-            )
-        into = out / "standins"
-        standins = {
-            **self._split_standins(version, kubernetes_go_mod, into, log, toolchain),
-            **self._move_standins(
-                version, kubernetes_go_mod, module_src, commands, into, log, toolchain
-            ),
-        }
-        substitutes += [substitute for substitute, _ in standins.values()]
+        recipe = self.recipe(version, out / "standins", log, commands)
         module_dir = out / "module"
         module_dir.mkdir()
         (module_dir / "go.mod").write_text(
             build_go_mod(
-                kubernetes_go_mod,
+                recipe.go_mod,
                 version,
-                tuple(s for s in substitutes if s.module not in standins),
-                {module: f"../standins/{module}" for module in standins},
+                recipe.substitutes,
+                {module: f"../standins/{module}" for module in recipe.standins},
             )
         )
+        module_src, toolchain, info = recipe.module_src, recipe.toolchain, recipe.info
+        upstream_go = _go_version_file(module_src)
         bin_dir = out / "bin"
         bin_dir.mkdir()
         ldflags = version_ldflags(version, info)
@@ -239,10 +241,48 @@ class GoBuildSource:
             "go_fetched": toolchain.fetched,
             "go_upstream": f"go{upstream_go}" if upstream_go else None,
             "commands": list(commands),
-            "substituted_modules": [str(s) for s in substitutes],
+            "substituted_modules": list(recipe.deviations),
             "build_seconds": timings,
             "total_seconds": round(time.monotonic() - started, 1),
         }
+
+    def recipe(
+        self,
+        version: str,
+        standins_dir: Path,
+        log: Path,
+        commands: tuple[str, ...] = BUILT_COMMANDS,
+    ) -> Recipe:
+        """What building ``version``'s ``commands`` here takes: the release's module tree, the Go
+        toolchain, and each module the proxy refuses with what is built instead (served older
+        versions; stand-ins assembled into ``standins_dir``), each said as a deviation."""
+        info = self.proxy.info(version)  # a clear error when the proxy lacks the version
+        kubernetes_go_mod = self.proxy.go_mod(version)
+        module_src = self._download_kubernetes(version, log, self._toolchain(version))
+        upstream_go = _go_version_file(module_src)
+        toolchain = toolchain_for(
+            go_directive(kubernetes_go_mod), upstream_go or toolchain_directive(kubernetes_go_mod)
+        )
+        substitutes = self._substitutes(version, module_src, commands)
+        for substitute in substitutes:
+            logger.info(
+                f"deviation: {substitute}: the Go module proxy does not serve the pinned version"
+            )
+        standins = {
+            **self._split_standins(version, kubernetes_go_mod, standins_dir, log, toolchain),
+            **self._move_standins(
+                version, kubernetes_go_mod, module_src, commands, standins_dir, log, toolchain
+            ),
+        }
+        return Recipe(
+            version=version,
+            info=info,
+            go_mod=kubernetes_go_mod,
+            module_src=module_src,
+            toolchain=toolchain,
+            substitutes=tuple(s for s in substitutes if s.module not in standins),
+            standins=standins,
+        )
 
     def _source_only(self, version: str, out: Path) -> dict[str, Any]:
         info = self.proxy.info(version)
@@ -255,7 +295,7 @@ class GoBuildSource:
         go_mod = self.proxy.go_mod(version)
         return toolchain_for(go_directive(go_mod), toolchain_directive(go_mod))
 
-    def _download(self, module_path: str, version: str, log: Path, toolchain: GoToolchain) -> Path:
+    def download(self, module_path: str, version: str, log: Path, toolchain: GoToolchain) -> Path:
         """Fetch ``module_path@version`` into the module cache; its directory there."""
         env = self._go_env()
         module = f"{module_path}@{version}"
@@ -279,7 +319,7 @@ class GoBuildSource:
         return Path(env["GOMODCACHE"]) / f"{escape_module_path(module_path)}@{version}"
 
     def _download_kubernetes(self, version: str, log: Path, toolchain: GoToolchain) -> Path:
-        module_src = self._download(KUBERNETES_MODULE, version, log, toolchain)
+        module_src = self.download(KUBERNETES_MODULE, version, log, toolchain)
         if not (module_src / "hack" / "local-up-cluster.sh").is_file():
             raise ReleaseError(f"{module_src} has no hack/local-up-cluster.sh")
         return module_src
@@ -384,7 +424,7 @@ class GoBuildSource:
         if not refused:
             return {}
         previous = self.resolve(str(previous_minor(version)))
-        kubernetes_dir = self._download(KUBERNETES_MODULE, previous, log, toolchain)
+        kubernetes_dir = self.download(KUBERNETES_MODULE, previous, log, toolchain)
         found: dict[str, tuple[Substitute, Path]] = {}
         for move in refused:
             dest = into / move.module
@@ -417,7 +457,7 @@ class GoBuildSource:
         found: dict[str, tuple[Substitute, Path]] = {}
         for module in refused:
             split = KNOWN_SPLITS[module]
-            origin_dir = self._download(split.origin, origin_version, log, toolchain)
+            origin_dir = self.download(split.origin, origin_version, log, toolchain)
             dest = into / module
             assemble(split, origin_dir, dest, go_directive(kubernetes_go_mod), smd)
             used = f"assembled from {split.origin} {origin_version}, the packages it was split from"
@@ -486,14 +526,21 @@ def _go_version_file(module_src: Path) -> str | None:
 def version_ldflags(version: str, info: dict[str, Any]) -> str:
     """What ``make`` would stamp, so ``--version`` and the node's kubelet version are right."""
     parsed = parse_version(version)
-    values = {
-        "gitVersion": version,
-        "gitMajor": str(parsed.major),
-        "gitMinor": str(parsed.minor),
-        "gitTreeState": "clean",
-        "gitCommit": str((info.get("Origin") or {}).get("Hash", "")),
-        "buildDate": str(info.get("Time", "")),  # the release's commit time: reproducible
-    }
+    return stamp_ldflags(
+        {
+            "gitVersion": version,
+            "gitMajor": str(parsed.major),
+            "gitMinor": str(parsed.minor),
+            "gitTreeState": "clean",
+            "gitCommit": str((info.get("Origin") or {}).get("Hash", "")),
+            "buildDate": str(info.get("Time", "")),  # the release's commit time: reproducible
+        }
+    )
+
+
+def stamp_ldflags(values: dict[str, str]) -> str:
+    """``-X`` flags setting ``values`` (``gitVersion``...) in both version packages, as ``make``
+    does; stripped of debug information as a release build is."""
     flags = ["-s", "-w"]
     for package in VERSION_PACKAGES:
         flags += [f"-X {package}.{name}={value}" for name, value in values.items() if value]
@@ -508,13 +555,7 @@ def copy_source_tree(
     With ``link_bin``, ``_output/local/bin/<os>/<arch>`` points at the entry's ``bin/`` (a sibling
     of ``dest``), which is where ``kube::util::find-binary`` looks for kubectl.
     """
-    shutil.copytree(module_src, dest, symlinks=True)
-    for root, dirs, files in os.walk(dest):
-        for name in dirs + files:
-            path = Path(root, name)
-            if not path.is_symlink():
-                path.chmod(path.stat().st_mode | stat.S_IWUSR)
-    dest.chmod(dest.stat().st_mode | stat.S_IWUSR)
+    copy_writable(module_src, dest)
     parsed = parse_version(version)
     commit = (info.get("Origin") or {}).get("Hash", "")
     (dest / VERSION_DEFS_FILE).write_text(
@@ -578,3 +619,14 @@ def _progress(total: int, title: str) -> Iterator[_Bar]:
 
         yield Live()
         progress.update(task, completed=total)
+
+
+def copy_writable(src: Path, dest: Path) -> None:
+    """A writable copy of a module cache directory (whose files are read-only)."""
+    shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
+    for root, dirs, files in os.walk(dest):
+        for name in dirs + files:
+            path = Path(root, name)
+            if not path.is_symlink():
+                path.chmod(path.stat().st_mode | stat.S_IWUSR)
+    dest.chmod(dest.stat().st_mode | stat.S_IWUSR)

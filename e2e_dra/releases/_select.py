@@ -17,9 +17,10 @@ from pathlib import Path
 
 import httpx
 
-from e2e_dra._platform import host_platform
 from e2e_dra.errors import E2EDRAError, InputError, ReleaseError, VersionError
 from e2e_dra.hostkit import redact
+from e2e_dra.releases._checkout import recorded_deviations
+from e2e_dra.releases._checkout_build import build_checkout, build_dir, builds_itself
 from e2e_dra.releases._download import DownloadSource
 from e2e_dra.releases._gobuild import BUILT_COMMANDS, GoBuildSource
 from e2e_dra.releases._http import deadline, new_client, url_under
@@ -321,8 +322,8 @@ def _local_dirs(
         )
     if binaries is None:
         assert source is not None
-        built = source.path / "_output" / "local" / "bin" / "linux" / host_platform()[1]
-        if not (built / "kube-apiserver").is_file():
+        built = build_dir(source.path)
+        if not (built / "kube-apiserver").is_file() and not builds_itself(source.path):
             bin_setting = "--bin-dir" if source.by_flag else BIN_DIR_ENV
             raise InputError(
                 f"{source.named} has no build in {built}: build it ({_MAKE_HINT}) or give the "
@@ -374,7 +375,17 @@ def _local_current(version: str) -> Release:
     assert bin_dir is not None
     if source_dir is None:
         source_dir = _module_source_tree(version)
-    return Release(version=version, bin_dir=bin_dir, source_dir=source_dir, origin="local")
+    deviations: tuple[str, ...] = ()
+    if bin_dir == build_dir(source_dir) and builds_itself(source_dir):
+        built = build_checkout(source_dir, base_release=lambda tag: release_source().fetch(tag))
+        deviations = (*recorded_deviations(source_dir), *built.deviations)
+    return Release(
+        version=version,
+        bin_dir=bin_dir,
+        source_dir=source_dir,
+        origin="local",
+        deviations=deviations,
+    )
 
 
 def _module_source_tree(version: str) -> Path:

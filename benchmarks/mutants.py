@@ -1,0 +1,191 @@
+"""What the suite catches in a Kubernetes developer's change: deliberate regressions of DRA code.
+
+Each ``benchmarks/mutants/<version>/NN-*.patch`` is one small regression a developer could write
+(a reversed check, a dropped field, a skipped step) in the kubelet, the scheduler and allocator,
+the controller manager or the API server, with a header saying what it breaks and which suite
+should see it (``Suite:``; upgrade-downgrade unless it says otherwise). The benchmark:
+
+1. writes ``<version>`` as a checkout once (``e2e-dra source``, into ``--root/tree``);
+2. runs each suite the mutants name on the unpatched checkout (the false-alarm check);
+3. for each mutant: applies it, builds what it touches (the checkout build: only the commands
+   whose packages the patch changes, the rest are the release's own build; ``rebuild`` is that
+   time), runs the suite as a developer would (``KUBERNETES_SOURCE_DIR=<tree> ./run.sh pytest -x
+   e2e_dra -k <suite>``, ``$ARTIFACTS`` its own folder), and puts the tree back.
+
+A mutant is **caught** when its run fails (the table shows the suite's first failure: which entry,
+and its message), **missed** when it passes, **not built** when it does not compile. The unpatched
+runs are **clean** or a **false alarm**. Figures, not assertions: a miss fails nothing here; a miss
+becomes a scenario of the suite. Writes ``mutants.json`` under ``--root``.
+
+Needs what the main job needs (root, the node runtime) and Go; the first build of a checkout
+compiles every package once (about 15 minutes on 2 cores, shared by every later checkout of that
+release through the Go build cache). Usage:
+``python benchmarks/mutants.py [--version v1.38.0-beta.0] [--root DIR] [--only 01 07 ...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from soak import run_job, summaries  # the same job runner and reading of summary.json
+
+from e2e_dra.errors import E2EDRAError
+from e2e_dra.releases import GoBuildSource, release_source, write_checkout
+from e2e_dra.releases._checkout_build import build_checkout, git
+
+REPO = Path(__file__).resolve().parents[1]
+MUTANTS = Path(__file__).resolve().parent / "mutants"
+SUITES = ("upgrade-downgrade", "kubelet-last", "control-plane-first", "feature-gate-cycle")
+DEFAULT_SUITE = "upgrade-downgrade"
+MESSAGE = 200  # characters of the suite's failure line in the table
+
+
+@dataclass(frozen=True)
+class Mutant:
+    number: str  # "07"
+    patch: Path
+    what: str
+    component: str
+    suite: str
+
+    @property
+    def name(self) -> str:
+        return self.patch.stem
+
+
+def load(version: str) -> list[Mutant]:
+    """The mutants of ``version``, in order; a patch without its header is refused by name."""
+    found = []
+    for patch in sorted((MUTANTS / version).glob("*.patch")):
+        header: dict[str, str] = {}
+        for line in patch.read_text().splitlines():
+            if not line.strip() or line.startswith(("---", "diff ")):
+                break
+            key, _, value = line.partition(":")
+            header[key.strip().lower()] = value.strip()
+        suite = header.get("suite", DEFAULT_SUITE).split()[0]
+        if "mutant" not in header or "component" not in header or suite not in SUITES:
+            raise SystemExit(f"{patch}: needs Mutant:, Component: and a Suite: of {SUITES}")
+        found.append(Mutant(patch.name[:2], patch, header["mutant"], header["component"], suite))
+    if not found:
+        raise SystemExit(f"no mutants for {version} in {MUTANTS / version}")
+    return found
+
+
+def prepare_tree(version: str, tree: Path) -> None:
+    """The checkout of ``version``, written once, put back to its release commit."""
+    if not tree.exists():
+        write_checkout(GoBuildSource(), version, tree)
+    restore(tree, version)
+    git(tree, "status", "--porcelain")  # a tree git cannot read fails here, not mid-run
+
+
+def restore(tree: Path, version: str) -> None:
+    git(tree, "checkout", "-q", "--force", version)
+    git(tree, "clean", "-fdq")  # _output (git-ignored) and its builds stay
+
+
+def build(tree: Path) -> tuple[float, list[str], str | None]:
+    """The checkout built as a run builds it: seconds, the commands built, or why it failed."""
+    started = time.monotonic()
+    try:
+        done = build_checkout(tree, base_release=lambda tag: release_source().fetch(tag))
+    except E2EDRAError as exc:
+        return time.monotonic() - started, [], str(exc)
+    return time.monotonic() - started, list(done.built), None
+
+
+def run_suite(suite: str, tree: Path, artifacts: Path) -> dict[str, Any]:
+    """``suite`` on the checkout; its exit status, wall time and first failure."""
+    artifacts.mkdir(parents=True, exist_ok=True)
+    argv = ["./run.sh", "pytest", "-x", "e2e_dra", "-p", "no:cacheprovider"]
+    argv += ["-k", suite.replace("-", "_")]
+    os.environ["KUBERNETES_SOURCE_DIR"] = str(tree)
+    print(f"  {suite}: {' '.join(argv)} (log: {artifacts / 'pytest.log'})", flush=True)
+    started = time.monotonic()
+    status = run_job(argv, artifacts)
+    failure = None
+    for summary in summaries(artifacts):
+        for result in summary.get("results", []):
+            if result.get("outcome") in ("failed", "error") and failure is None:
+                failure = f"{result['id']}: {result.get('message', '')}"
+    return {"status": status, "wall": round(time.monotonic() - started, 1), "failure": failure}
+
+
+def verdict(run: dict[str, Any], *, mutated: bool) -> str:
+    if run["status"] == 0:
+        return "missed" if mutated else "clean"
+    if run["status"] == 1:
+        return "caught" if mutated else "false alarm"
+    return f"error (exit {run['status']})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--version", default="v1.38.0-beta.0")
+    parser.add_argument("--root", type=Path, default=Path("/tmp/mutants"))
+    parser.add_argument("--only", nargs="*", help="mutant numbers (07) to run")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the unpatched runs")
+    args = parser.parse_args(argv)
+    mutants = [m for m in load(args.version) if not args.only or m.number in args.only]
+    root = args.root.absolute()
+    tree = root / "tree"
+    root.mkdir(parents=True, exist_ok=True)
+    prepare_tree(args.version, tree)
+    report: dict[str, Any] = {"version": args.version, "baseline": {}, "mutants": []}
+
+    def save() -> None:
+        (root / "mutants.json").write_text(json.dumps(report, indent=2) + "\n")
+
+    if not args.no_baseline:
+        for suite in sorted({m.suite for m in mutants}):
+            print(f"unpatched {args.version}: {suite}", flush=True)
+            build(tree)
+            run = run_suite(suite, tree, root / f"unpatched-{suite}")
+            report["baseline"][suite] = run | {"verdict": verdict(run, mutated=False)}
+            save()
+    for mutant in mutants:
+        print(f"{mutant.name}: {mutant.what}", flush=True)
+        row: dict[str, Any] = {"mutant": mutant.name, "component": mutant.component}
+        row |= {"suite": mutant.suite, "what": mutant.what}
+        try:
+            git(tree, "apply", str(mutant.patch))
+            seconds, built, failed = build(tree)
+            row |= {"rebuild": round(seconds, 1), "built": built}
+            if failed:
+                row |= {"verdict": "not built", "failure": failed}
+            else:
+                run = run_suite(mutant.suite, tree, root / mutant.name)
+                row |= run | {"verdict": verdict(run, mutated=True)}
+        finally:
+            restore(tree, args.version)
+        print(f"  {row['verdict']} (rebuild {row['rebuild']:.0f} s, built {built})", flush=True)
+        report["mutants"].append(row)
+        save()
+
+    print("\n| mutant | component | suite | rebuild | run | verdict | the suite said |")
+    print("|---|---|---|---|---|---|---|")
+    for row in report["mutants"]:
+        said = (row.get("failure") or "").replace("|", "/").replace("\n", " ")[:MESSAGE]
+        print(
+            f"| {row['mutant']} | {row['component']} | {row['suite']} | {row['rebuild']:.0f} s "
+            f"| {row.get('wall', 0):.0f} s | {row['verdict']} | {said} |"
+        )
+    rows = [r for r in report["mutants"] if r["verdict"] in ("caught", "missed")]
+    caught = sum(r["verdict"] == "caught" for r in rows)
+    print(f"\ncaught {caught} of {len(rows)} mutants that built ({len(report['mutants'])} in all)")
+    for suite, run in report["baseline"].items():
+        print(f"unpatched {suite}: {run['verdict']} in {run['wall']:.0f} s")
+    print(f"details: {root / 'mutants.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -577,8 +577,8 @@ def test_a_refused_module_the_release_imports_makes_it_unbuildable_at_once(
     assert str(raised.value) == (
         f"Kubernetes v1.38.0-beta.0 cannot be built from the Go module proxy {proxy_tree.url}: "
         "it serves no version of github.com/google/cel-go v0.29.2 (imported by pkg/kubelet). "
-        "Build a checkout (KUBERNETES_SOURCE_DIR, see README: Testing your own Kubernetes "
-        "checkout), or use a release mirror or a module proxy that serves it"
+        "Build a checkout (KUBERNETES_SOURCE_DIR, see README: Testing your Kubernetes change), "
+        "or use a release mirror or a module proxy that serves it"
     )
     # a control-plane build does not link the kubelet's own package
     assert source._substitutes("v1.38.0-beta.0", module_src, CONTROL_PLANE_COMMANDS) == []

@@ -94,7 +94,7 @@ this list: a build still checks every refused module's importers in the source i
 names the module if one of them is linked after all."""
 
 _SOURCE_SUFFIX = "-source"
-SOURCE_DIR_HINT = "KUBERNETES_SOURCE_DIR, see README: Testing your own Kubernetes checkout"
+SOURCE_DIR_HINT = "KUBERNETES_SOURCE_DIR, see README: Testing your Kubernetes change"
 
 
 @dataclass(frozen=True)

@@ -408,3 +408,26 @@ def _committer() -> dict[str, str]:
         "GIT_COMMITTER_NAME": "dev",
         "GIT_COMMITTER_EMAIL": "dev@localhost",
     }
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("", "DIR is empty; name a new directory"),
+        ("{used}", "exists and is not an empty directory; name a new directory"),
+        ("{tmp}/missing/tree", "missing is not a directory; create it or name another DIR"),
+    ],
+)
+def test_the_source_command_refuses_a_directory_it_must_not_write_in_one_line(
+    given: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from e2e_dra.commands._main import main
+
+    used = tmp_path / "used"
+    _write(used / "notes.txt", "mine\n")
+    status = main(["source", VERSION, given.format(used=used, tmp=tmp_path)])
+
+    assert status == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0]
+    assert (used / "notes.txt").read_text() == "mine\n"

@@ -83,16 +83,19 @@ def register_source(subparsers: Any) -> None:
         metavar="VERSION|MAJOR.MINOR|stable|latest",
         help="e.g. v1.38.0-beta.0, 1.37, stable or latest",
     )
-    source.add_argument("dir", metavar="DIR", type=Path, help="a new (or empty) directory")
+    source.add_argument("dir", metavar="DIR", help="a new (or empty) directory")
     source.add_argument("--proxy", help="Go module proxy URL (default: the first entry of GOPROXY)")
     source.set_defaults(handler=_source)
 
 
 def _source(args: argparse.Namespace) -> int:
+    from e2e_dra.errors import InputError
     from e2e_dra.releases import GoBuildSource, resolve_release, write_checkout
 
+    if not args.dir.strip():  # Path("") is ".": never write into wherever the command started
+        raise InputError("DIR is empty; name a new directory to write the checkout into")
     source = GoBuildSource(proxy_url=args.proxy)
-    checkout = write_checkout(source, resolve_release(args.version, source), args.dir)
+    checkout = write_checkout(source, resolve_release(args.version, source), Path(args.dir))
     for deviation in checkout.deviations:
         print(f"deviation: {deviation}")
     print(checkout.path)

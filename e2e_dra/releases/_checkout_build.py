@@ -48,6 +48,8 @@ STANDINS = OURS / "standins"
 MANIFEST = "e2e-dra-build.json"
 """Beside the binaries: what e2e-dra built there, and from what (its absence: ``make`` built
 them)."""
+_STAMPS = ("gitVersion", "gitMajor", "gitMinor", "gitCommit", "gitTreeState", "buildDate")
+"""What ``make`` stamps into the version packages, as the workspace status names them."""
 _MODULE_FILES = frozenset({"go.mod", "go.sum", "go.work", "go.work.sum"})
 _PACKAGE_ROOTS = ("staging/src/", f"{STANDINS}/", "vendor/")
 _LIST_MARK = "e2e-dra-deps"
@@ -114,10 +116,7 @@ def build_checkout(tree: Path, base_release: Callable[[str], Release]) -> Checko
             touched = set(BUILT_COMMANDS)
     built: dict[str, float] = {}
     env = go_env(**TREE_ENV)
-    ldflags = stamp_ldflags(
-        {k: status.get(k, "") for k in ("gitVersion", "gitMajor", "gitMinor", "gitCommit")}
-        | {"gitTreeState": status.get("gitTreeState", ""), "buildDate": status.get("buildDate", "")}
-    )
+    ldflags = stamp_ldflags({name: status.get(name, "") for name in _STAMPS})
     commands = [c for c in BUILT_COMMANDS if c in touched]
     for index, command in enumerate(commands, 1):
         begun = time.monotonic()

@@ -341,9 +341,9 @@ class SuitePlugin:
                 records = {suite: _summary_of(path) for suite, path in self.summaries.items()}
                 self.junit.write(root, records, {"e2e_dra_seed": str(self.seed)})
             summaries = [Path(p) for p in self.summaries.values() if Path(p).is_file()]
-            self.report_line = (
-                f"e2e-dra: report: {write_report(summaries, root, lenient=True).html}"
-            )
+            base = settings().report_link_base  # for a page Prow's Spyglass inlines
+            written = write_report(summaries, root, lenient=True, link_base=base)
+            self.report_line = f"e2e-dra: report: {written.html}"
             return
         except (E2EDRAError, OSError) as exc:
             self.report_line = f"e2e-dra: cannot write the run's report under {root}: {exc}"

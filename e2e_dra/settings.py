@@ -171,6 +171,30 @@ def module_proxy_url(text: str) -> str:
     return _http_url(text, "Go module proxy", "https://proxy.golang.org")
 
 
+REPORT_LINK_BASE_EXAMPLE = "https://gcsweb.k8s.io/gcs/<bucket>/logs/<job>/<build>/artifacts"
+MAX_LINK_BASE = 2048
+"""Characters of a report's link base: a folder's URL is a few hundred; the page repeats it in
+every link (thousands), so a longer one would multiply the page's size."""
+
+
+def report_link_base(text: str) -> str:
+    """The URL a report's folder is served at, which each of its links then starts with (see
+    :func:`_http_url`): no query either, since the path of an artifact follows the base, at most
+    :data:`MAX_LINK_BASE` characters, and without a trailing ``/`` (each link adds one)."""
+    if len(text) > MAX_LINK_BASE:
+        raise ValueError(
+            f"is {len(text)} characters long, more than {MAX_LINK_BASE}; give the URL the "
+            f"report's folder is served at (e.g. {REPORT_LINK_BASE_EXAMPLE})"
+        )
+    _http_url(text, "report's folder", REPORT_LINK_BASE_EXAMPLE)
+    if "?" in text:
+        raise ValueError(
+            "has a ?query, which would end up in the middle of every link; give the folder's "
+            f"URL alone (e.g. {REPORT_LINK_BASE_EXAMPLE})"
+        )
+    return text.rstrip("/")
+
+
 def _undecodable(text: str) -> bool:
     """Whether ``text`` came from bytes that are not UTF-8 (Python keeps them as surrogates)."""
     try:
@@ -409,6 +433,17 @@ class Settings:
             "everything else we build or cache (Kubernetes builds, Go caches, runtime)",
             directory,
             shown="`~/.cache/e2e-dra`",
+        ),
+    )
+    report_link_base: str | None = field(
+        default=None,
+        metadata=_about(
+            "E2E_DRA_REPORT_LINK_BASE",
+            "the http(s) URL the report's folder is served at: every link of `report.html` "
+            "becomes that URL and the artifact's path, for Prow's Spyglass, which breaks relative "
+            "links (`--link-base` of `e2e-dra report`)",
+            report_link_base,
+            shown="unset: relative links",
         ),
     )
     artifacts: Path = field(

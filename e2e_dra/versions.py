@@ -312,19 +312,28 @@ def source_version(
 
 
 def _workspace_git_version(root: Path, script: Path, env: dict[str, str]) -> str:
-    version = workspace_status(root, env, script=script).get("gitVersion", "")
+    version = workspace_status(root, env=env, script=script).get("gitVersion", "")
     if not version:
         raise VersionError(f"{script} printed no gitVersion")
     return version
 
 
 def workspace_status(
-    root: Path, env: dict[str, str] | None = None, *, script: Path | None = None
+    root: Path,
+    *,
+    env: dict[str, str] | None = None,
+    extra: dict[str, str] | None = None,
+    script: Path | None = None,
 ) -> dict[str, str]:
     """What a checkout's ``hack/print-workspace-status.sh`` says of it (``gitVersion``,
-    ``gitCommit``, ``gitTreeState``, ``buildDate``...): the values upstream's build stamps."""
+    ``gitCommit``, ``gitTreeState``, ``buildDate``...): the values upstream's build stamps.
+
+    ``env`` is the script's environment (by default ours without ``KUBE_GIT_VERSION_FILE``, so
+    that the checkout itself says its version), with ``extra`` added."""
+    if env is None:
+        env = {k: v for k, v in os.environ.items() if k != "KUBE_GIT_VERSION_FILE"}
     script = script or root / "hack" / "print-workspace-status.sh"
-    proc = _run(["bash", str(script)], cwd=root, env=env, what=str(script))
+    proc = _run(["bash", str(script)], cwd=root, env={**env, **(extra or {})}, what=str(script))
     status = (line.split(" ", 1) for line in proc.splitlines() if " " in line)
     return {key: value.strip() for key, value in status}
 

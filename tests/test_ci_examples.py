@@ -1,6 +1,9 @@
 """The CI examples in ``examples/ci``: the GitHub Actions workflow's matrix runs every suite the
 project has under both version pairs, the Prow jobs run the same commands one job per cell, and
-both merge steps, run as written, turn the cells' artifacts into one report.
+both merge steps, run as written, turn the cells' artifacts into one report. A Prow suite job's
+pod is a node (privileged, the node's state on emptyDir volumes, the host's kernel modules and
+cgroups, the machine's size, a timeout a cold run fits in); the Prow merge job installs e2e-dra
+alone and links its report under its build's artifacts URL (``--link-base``).
 
 Which suite a cell runs is not read from its name: its pytest command is collected by pytest
 (``--collect-only``), and it must select one suite module of ``e2e_dra/test_*.py``, whole.
@@ -18,6 +21,7 @@ from __future__ import annotations
 import fnmatch
 import importlib
 import itertools
+import json
 import os
 import re
 import shlex
@@ -25,6 +29,7 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator, Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +38,10 @@ import yaml
 from synthetic_run import synthetic_run
 
 from e2e_dra._suite import SUITES
+from e2e_dra.provision._containerd import ContainerdLayout, render_config
+from e2e_dra.provision._kubelet import KUBELET_ROOT
 from e2e_dra.report import find_summaries
-from e2e_dra.settings import Settings
+from e2e_dra.settings import Settings, report_link_base
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "ci"
@@ -286,10 +293,15 @@ def _workspace(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return workspace, {**env, "PATH": os.pathsep.join([str(stubs), env["PATH"]])}
 
 
-def _html_links_every_summary(html: str, page: Path, runs: list[Path]) -> None:
+def _html_links_every_summary(
+    html: str, page: Path, runs: list[Path], base: str | None = None
+) -> None:
+    """``html`` links the summary of every suite under ``runs``: relative to the page, or
+    under ``base`` (the URL the page's folder is served at)."""
     for run in runs:
         for summary in find_summaries(run):
-            assert f'href="{os.path.relpath(summary, page.parent)}"' in html, summary
+            relative = os.path.relpath(summary, page.parent)
+            assert f'href="{relative if base is None else f"{base}/{relative}"}"' in html, summary
 
 
 def test_the_workflow_merge_step_reports_every_cell_that_left_a_summary(tmp_path: Path) -> None:
@@ -380,11 +392,210 @@ def test_the_prow_suite_jobs_are_the_workflows_cells_one_job_each() -> None:
     assert jobs == cells
 
 
-def test_the_prow_report_job_merges_every_suite_jobs_latest_build(tmp_path: Path) -> None:
-    suite_jobs = [job["name"] for job in filter(_is_suite_job, _prow_jobs())]
+def _report_job() -> dict[str, Any]:
     (report,) = [job for job in _prow_jobs() if not _is_suite_job(job)]
+    return report
+
+
+def _duration(text: str) -> timedelta:
+    """A Go duration as Prow's decoration_config takes it: ``1h``, ``10m``, ``1h30m``."""
+    parts = re.findall(r"(\d+)(h|m|s)", text)
+    assert parts and "".join(n + u for n, u in parts) == text, text
+    unit = {"h": "hours", "m": "minutes", "s": "seconds"}
+    return sum((timedelta(**{unit[u]: int(n)}) for n, u in parts), timedelta())
+
+
+def _quantity(value: str | int) -> float:
+    """A Kubernetes resource quantity: ``2``, ``500m`` (cores), ``16Gi``, ``30G`` (bytes)."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([A-Za-z]*)", str(value))
+    assert match, value
+    number, suffix = match.groups()
+    scale = {"": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "Ki": 2**10, "Mi": 2**20}
+    scale |= {"Gi": 2**30, "Ti": 2**40}
+    return float(number) * scale[suffix]
+
+
+def _daily(cron: str) -> timedelta:
+    """The time of day a daily cron line (``M H * * *``) starts its job."""
+    minute, hour, *rest = cron.split()
+    assert rest == ["*", "*", "*"], cron
+    return timedelta(hours=int(hour), minutes=int(minute))
+
+
+def _mounts(job: Mapping[str, Any]) -> dict[Path, tuple[dict[str, Any], dict[str, Any]]]:
+    """The container's mounts by path: (its volume, the mount)."""
+    volumes = {v["name"]: v for v in job["spec"].get("volumes", [])}
+    return {
+        Path(m["mountPath"]): (volumes[m["name"]], m)
+        for m in _container(job).get("volumeMounts", [])
+    }
+
+
+def _volume_of(job: Mapping[str, Any], path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The volume and mount ``path`` is on: the deepest mount holding it."""
+    mounts = _mounts(job)
+    holding = [m for m in mounts if path == m or m in path.parents]
+    assert holding, f"{job['name']}: {path} is on the container's own file system"
+    return mounts[max(holding, key=lambda m: len(m.parts))]
+
+
+COLD = timedelta(minutes=35)
+"""One suite in a pod with empty caches: the releases' builds (about 27 min on 2 cores, README:
+Requirements), the node runtime, the suite."""
+
+
+def _node_state_dirs() -> list[Path]:
+    """Where the node keeps state that containerd's overlayfs snapshots and the kubelet's pod
+    volumes live on: containerd's root and state (its config, as provision writes it) and the
+    kubelet's root (nodefs)."""
+    layout = ContainerdLayout(Settings().node_dir / "containerd")
+    config = render_config(layout, sandbox_image="pause", restrict_oom_score_adj=False)
+    dirs = [Path(d) for d in re.findall(r"^(?:root|state) = '(.+)'$", config, re.MULTILINE)]
+    assert len(dirs) == 2, config
+    return [*dirs, KUBELET_ROOT]
+
+
+def test_every_prow_job_runs_on_a_named_build_cluster() -> None:
+    for job in _prow_jobs():
+        assert isinstance(job.get("cluster"), str) and job["cluster"], job["name"]
+
+
+def test_a_prow_suite_jobs_pod_is_a_node() -> None:
+    """Privileged, the node's state on emptyDir volumes (overlayfs on the container's overlayfs
+    root fails), the host's kernel modules and cgroups."""
+    for job in filter(_is_suite_job, _prow_jobs()):
+        assert _container(job)["securityContext"]["privileged"] is True, job["name"]
+        for path in _node_state_dirs():
+            volume, mount = _volume_of(job, path)
+            assert "emptyDir" in volume and not mount.get("readOnly"), (job["name"], path)
+        for host in ("/lib/modules", "/sys/fs/cgroup"):
+            volume, mount = _mounts(job)[Path(host)]
+            assert volume["hostPath"]["path"] == host, job["name"]
+            assert mount.get("readOnly", False) is (host == "/lib/modules"), (job["name"], host)
+        cache, _ = _volume_of(job, Path("/root/.cache/e2e-dra/releases"))
+        assert "emptyDir" in cache or "hostPath" in cache, job["name"]  # not the container's
+
+
+def test_a_prow_suite_jobs_pod_asks_for_the_machine_a_run_was_measured_on() -> None:
+    """2 cores and 16 GiB (of the README's 2-core, 24 GiB VM), requests equal to limits (the
+    last pod a node evicts), and disk for the caches (about 22 GB)."""
+    for job in filter(_is_suite_job, _prow_jobs()):
+        resources = _container(job)["resources"]
+        requests, limits = resources["requests"], resources["limits"]
+        for name in ("cpu", "memory"):
+            assert _quantity(requests[name]) == _quantity(limits[name]), (job["name"], name)
+        assert _quantity(requests["cpu"]) >= 2, job["name"]
+        assert 16 * 2**30 <= _quantity(requests["memory"]) < 24 * 2**30, job["name"]
+        assert _quantity(requests["ephemeral-storage"]) >= 22e9, job["name"]
+
+
+def test_the_prow_timeouts_fit_a_cold_run_and_the_report_starts_after_them() -> None:
+    ends = []
+    for job in filter(_is_suite_job, _prow_jobs()):
+        timeout = _duration(job["decoration_config"]["timeout"])
+        grace = _duration(job["decoration_config"]["grace_period"])
+        assert COLD * 1.25 <= timeout <= COLD * 2, job["name"]  # a hung run ends in time
+        assert grace >= timedelta(minutes=5), job["name"]  # the cluster stopped, summary written
+        ends.append(_daily(job["cron"]) + timeout + grace)
+    report = _report_job()
+    assert _daily(report["cron"]) >= max(ends)
+    assert _duration(report["decoration_config"]["timeout"]) <= timedelta(minutes=30)
+
+
+def _packages(script: str, tool: str) -> list[list[str]]:
+    """The arguments after ``<tool> install`` of each line of ``script`` installing with it,
+    options left out."""
+    found = []
+    for line in script.splitlines():
+        words = shlex.split(line.split("#")[0]) if f"{tool} install" in line else []
+        if words:
+            after = words[words.index("install") + 1 :]
+            found.append([w for w in after if not w.startswith("-")])
+    return found
+
+
+def test_the_prow_report_job_installs_e2e_dra_and_nothing_else() -> None:
+    """No lint or test tools to read summaries: only the checkout (``.``, no extras), into a
+    venv; not ./run.sh, which installs e2e-dra[test]; apt only Python's venv."""
+    report = _report_job()
+    script = _script(_container(report))
+    assert "./run.sh" not in script
+    assert _packages(script, "pip") == [["."]]
+    assert all(set(p) <= {"python3", "python3-venv"} for p in _packages(script, "apt-get"))
+    assert "privileged" not in str(_container(report).get("securityContext", {}))
+    assert "volumes" not in report["spec"]
+
+
+def test_the_prow_suite_jobs_link_their_report_into_their_own_build() -> None:
+    """The suite's own report.html (pytest writes it, E2E_DRA_REPORT_LINK_BASE) links under the
+    gcsweb URL of this job's build's artifacts."""
+    for job in filter(_is_suite_job, _prow_jobs()):
+        container = _container(job)
+        env = _container_env(container)
+        prow = {"JOB_NAME": job["name"], "BUILD_ID": "1234"}
+        (line,) = [x for x in _script(container).splitlines() if "E2E_DRA_REPORT_LINK_BASE=" in x]
+        done = subprocess.run(
+            ["bash", "-c", f'set -u\n{line}\nprintf %s "$E2E_DRA_REPORT_LINK_BASE"'],
+            env={"PATH": os.environ["PATH"], **env, **prow},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        base = f"{env['GCSWEB']}/{env['BUCKET']}/logs/{job['name']}/1234/artifacts"
+        assert done.stdout == base and base.startswith("https://gcsweb.")
+        assert report_link_base(done.stdout) == base  # what e2e-dra accepts
+
+
+def _link_base_flag() -> bool:
+    """Whether ``e2e-dra report`` has ``--link-base`` (added by the report's own change)."""
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "e2e-dra"), "report", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return "--link-base" in done.stdout
+
+
+def _python_stub(stubs: Path, record: Path) -> None:
+    """``python3`` whose ``-m venv DIR`` makes a venv of stubs: its ``pip`` records each call
+    (working directory, then arguments) as a JSON line of ``record`` and installs nothing, its
+    ``e2e-dra`` is this venv's; any other use runs this Python."""
+    python = sys.executable
+    e2e_dra = Path(python).parent / "e2e-dra"
+    pip = (
+        f"#!{python}\nimport json, os, sys\n"
+        f"with open({str(record)!r}, 'a') as out:\n"
+        "    out.write(json.dumps([os.getcwd(), *sys.argv[1:]]) + '\\n')\n"
+    )
+    stub = f"""#!{python}
+import os, sys
+from pathlib import Path
+if sys.argv[1:3] == ["-m", "venv"]:
+    bin = Path(sys.argv[-1]) / "bin"
+    bin.mkdir(parents=True, exist_ok=True)
+    (bin / "pip").write_text({pip!r})
+    (bin / "e2e-dra").write_text('#!/bin/bash\\nexec {e2e_dra} "$@"\\n')
+    for name in ("pip", "e2e-dra"):
+        (bin / name).chmod(0o755)
+    sys.exit(0)
+os.execv({python!r}, [{python!r}, *sys.argv[1:]])
+"""
+    (stubs / "python3").write_text(stub)
+    (stubs / "python3").chmod(0o755)
+
+
+def test_the_prow_report_job_merges_every_suite_jobs_latest_build(tmp_path: Path) -> None:
+    if not _link_base_flag():
+        pytest.skip(
+            "`e2e-dra report --help` has no --link-base yet, which the report job passes: "
+            "this runs once the report's change that adds it is in"
+        )
+    suite_jobs = [job["name"] for job in filter(_is_suite_job, _prow_jobs())]
+    report = _report_job()
     container = _container(report)
-    bucket = _container_env(container)["BUCKET"]
+    env_of_job = _container_env(container)
+    bucket = env_of_job["BUCKET"]
     gcs = tmp_path / "gcs"
     for number, name in enumerate(suite_jobs[1:], start=1000):  # the first one has never run
         logs = gcs / bucket / "logs" / name
@@ -392,7 +603,9 @@ def test_the_prow_report_job_merges_every_suite_jobs_latest_build(tmp_path: Path
         (logs / "latest-build.txt").write_text(f"{number}\n")
     workspace, env = _workspace(tmp_path)
     stubs = Path(env["PATH"].split(os.pathsep)[0])
-    _stub(stubs, "apt-get", "exit 0")
+    installed = tmp_path / "installed.jsonl"
+    _stub(stubs, "apt-get", f'echo "$*" >>{shlex.quote(str(tmp_path / "apt.txt"))}')
+    _python_stub(stubs, installed)
     # gsutil as the script uses it: cat and cp -r, gs://BUCKET/... read from the folder gcs/
     _stub(
         stubs,
@@ -404,16 +617,21 @@ def test_the_prow_report_job_merges_every_suite_jobs_latest_build(tmp_path: Path
         'exec cp -r "${src[@]}" "${args[2]}" ;; esac\nexit 1',
     )
     artifacts = tmp_path / "artifacts"  # what Prow's pod utilities upload
+    prow = {"ARTIFACTS": str(artifacts), "CI": "true", "JOB_NAME": report["name"], "BUILD_ID": "77"}
 
     done = _run(
-        [*container["command"], *container["args"]],
-        workspace,
-        {**env, **_container_env(container), "ARTIFACTS": str(artifacts), "CI": "true"},
+        [*container["command"], *container["args"]], workspace, {**env, **env_of_job, **prow}
     )
 
     assert done.returncode == 0, done.stdout + done.stderr
     page = Path(done.stdout.splitlines()[-1])
     assert page.parent == artifacts
     cells = [artifacts / "cells" / name for name in suite_jobs[1:]]
-    _html_links_every_summary(page.read_text(), page, cells)
+    base = f"{env_of_job['GCSWEB']}/{bucket}/logs/{report['name']}/77/artifacts"
+    _html_links_every_summary(page.read_text(), page, cells, base)
     assert f"{suite_jobs[0]}: no summary.json in its latest build" in done.stdout
+    # e2e-dra alone was installed, from the checkout the job runs in
+    calls = [json.loads(line) for line in installed.read_text().splitlines()]
+    assert [[c for c in call if not c.startswith("-")] for call in calls] == [
+        [str(workspace), "install", "."]
+    ]

@@ -39,6 +39,12 @@ def _hrefs(html: str) -> list[str]:
     return re.findall(r'href="([^"]+)"', html)
 
 
+def _there(folder: Path, href: str) -> bool:
+    """Whether ``href``, relative to ``folder``, is a file, or (ending in ``/``) a folder."""
+    target = (folder / href).resolve()
+    return target.is_dir() if href.endswith("/") else target.is_file()
+
+
 def test_the_page_links_a_failure_to_its_dump_grpc_calls_and_state_logs_that_exist(
     run: Path,
 ) -> None:
@@ -51,7 +57,7 @@ def test_the_page_links_a_failure_to_its_dump_grpc_calls_and_state_logs_that_exi
     assert f"upgrade-downgrade/kube-apiserver-{STATES[1]}.log" in hrefs
     assert f"upgrade-downgrade/kube-apiserver-{STATES[0]}.log" not in hrefs  # another state
     assert not any("driver-gone" in h for h in hrefs)  # named, never written: no dead link
-    assert all((run / h).is_file() for h in hrefs)
+    assert all(_there(run, h) for h in hrefs)
     assert "<script" not in html and "http://" not in html.replace(
         'xmlns="http://www.w3.org/2000/svg"', ""
     )
@@ -65,7 +71,7 @@ def test_links_are_relative_to_the_page_wherever_it_is_written(run: Path, tmp_pa
     into_the_artifacts = [h for h in hrefs if h != EVIDENCE_FILE]  # the page's own Markdown
     assert EVIDENCE_FILE in hrefs and (out / EVIDENCE_FILE).is_file()
     assert into_the_artifacts and all(h.startswith("../../artifacts/") for h in into_the_artifacts)
-    assert all((out / h).resolve().is_file() for h in hrefs)
+    assert all(_there(out, h) for h in hrefs)
 
 
 def test_the_page_shows_matrix_versions_and_timelines(run: Path) -> None:
@@ -357,7 +363,7 @@ def test_report_command_merges_runs_and_prints_the_page_last(
     assert lines[-1] == str(out / "report.html")
     html = (out / "report.html").read_text()
     assert html.count("<svg") == 3  # one upgrade-downgrade, and both suites of machine-2
-    assert all((out / h).resolve().is_file() for h in _hrefs(html))
+    assert all(_there(out, h) for h in _hrefs(html))
 
 
 @pytest.mark.parametrize(

@@ -17,12 +17,15 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from synthetic_run import synthetic_run
+from synthetic_run import CURRENT, PREVIOUS, STABLE, synthetic_run, upgrade_downgrade
 
 from e2e_dra.report import summaries_of, write_report
 
 WIDTH, HEIGHT = 1300, 1800
 FAILED_CELL = bytes((0xF9, 0xC9, 0xCF))  # td.failed in the page's CSS
+FAILED_ROW = bytes((0xC0, 0x39, 0x2B))  # th.subtest.failed: a subtest that failed in a run
+FAILED_RUN = bytes((0xF2, 0xA5, 0xAE))  # th.run.failed: a run's column header
+PASSED_RUN = bytes((0xBF, 0xE6, 0xB3))  # th.run.passed
 INSTALL = "apt-get install -y chromium"
 
 
@@ -55,31 +58,46 @@ def _browser(chromium: str, profile: Path, *args: str) -> subprocess.CompletedPr
 
 
 class _Text(HTMLParser):
-    """The DOM's visible text, its links, and the text of every failed matrix cell."""
+    """The DOM's visible text, its links, the number of failed matrix cells, and the text of
+    each header cell (``th``) by its classes."""
 
     def __init__(self) -> None:
         super().__init__()
         self.text: list[str] = []
         self.hrefs: list[str] = []
         self.failed_cells = 0
+        self.headers: list[tuple[frozenset[str], str]] = []
         self._skip = 0
+        self._header: tuple[frozenset[str], list[str]] | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         attributes = dict(attrs)
+        classes = frozenset((attributes.get("class") or "").split())
         if tag in ("style", "script"):
             self._skip += 1
         if tag == "a" and attributes.get("href"):
             self.hrefs.append(str(attributes["href"]))
-        if tag == "td" and "failed" in (attributes.get("class") or "").split():
+        if tag == "td" and "failed" in classes:
             self.failed_cells += 1
+        if tag == "th":
+            self._header = (classes, [])
 
     def handle_endtag(self, tag: str) -> None:
         if tag in ("style", "script"):
             self._skip -= 1
+        if tag == "th" and self._header is not None:
+            self.headers.append((self._header[0], " ".join(self._header[1])))
+            self._header = None
 
     def handle_data(self, data: str) -> None:
         if not self._skip and data.strip():
             self.text.append(data.strip())
+            if self._header is not None:
+                self._header[1].append(data.strip())
+
+
+def _there(path: Path, *, folder: bool) -> bool:
+    return path.is_dir() if folder else path.is_file()
 
 
 def _pixels(png: bytes) -> tuple[int, int, list[bytes]]:
@@ -144,9 +162,56 @@ def test_the_report_renders_with_its_matrix_failure_versions_and_live_links(
     assert "dropped feature gates: DRAFancyGate: unknown to v1.37.2" in text
     relative = [h for h in parsed.hrefs if "://" not in h]
     assert relative and relative == parsed.hrefs  # nothing points off the artifacts
-    missing = [h for h in relative if not (page.parent / h).is_file()]
+    missing = [h for h in relative if not _there(page.parent / h, folder=h.endswith("/"))]
     assert missing == []
     width, height, pixels = _pixels(shot.read_bytes())
     assert (width, height) == (WIDTH, HEIGHT)
     assert len(set(pixels)) > 20  # drawn, not blank
     assert FAILED_CELL in set(pixels)  # the failed cell shows in its colour
+
+
+def _rows_with(pixels: list[bytes], width: int, colors: tuple[bytes, ...]) -> list[int]:
+    """The pixel rows (y) holding every one of ``colors``."""
+    return [
+        y
+        for y in range(len(pixels) // width)
+        if all(c in set(pixels[y * width : (y + 1) * width]) for c in colors)
+    ]
+
+
+def test_a_merged_report_tells_its_runs_apart_and_shows_the_failed_row_red(
+    chromium: str, tmp_path: Path
+) -> None:
+    """Two runs of one suite on two pairs, from two machines' folders: the default pair fails,
+    the stable pair passes. Each has its own column group headed by its pair and verdict; the
+    failed subtest's row is red; the headline says FAILED and where."""
+    upgrade_downgrade(tmp_path / "default", setup=1020.0)
+    upgrade_downgrade(tmp_path / "stable", *STABLE, failing=False)
+    summaries = summaries_of([tmp_path / "default", tmp_path / "stable"])
+    page = write_report(summaries, tmp_path / "merged").html
+    shot = tmp_path / "merged.png"  # kept with the test's files, to look at
+
+    _browser(
+        chromium, tmp_path / "profile", f"--screenshot={shot}", f"--window-size={WIDTH},{HEIGHT}",
+        page.as_uri(),
+    )  # fmt: skip
+    dom = _browser(chromium, tmp_path / "profile", "--dump-dom", page.as_uri()).stdout.decode()
+
+    parsed = _Text()
+    parsed.feed(dom)
+    runs = [(classes, text) for classes, text in parsed.headers if "run" in classes]
+    failing, passing = f"{PREVIOUS} → {CURRENT}", f"{STABLE[0]} → {STABLE[1]}"
+    assert [("failed" in c, "passed" in c) for c, _ in runs] == [(True, False), (False, True)]
+    assert runs[0][1].startswith(f"upgrade-downgrade {failing} failed: 9 passed, 1 failed")
+    assert runs[1][1].startswith(f"upgrade-downgrade {passing} passed: 11 passed")
+    red = [text for classes, text in parsed.headers if {"subtest", "failed"} <= classes]
+    assert red == ["device-taints"]
+    assert parsed.failed_cells == 1
+    text = " ".join(parsed.text)
+    assert "FAILED" in text and f"{failing}; {passing}" in text
+    assert "failing step : the pod keeps running" in text
+    assert "setup 17m00s" in text  # the releases' 17 minutes: one collapsed bar
+    width, _, pixels = _pixels(shot.read_bytes())
+    assert _rows_with(pixels, width, (FAILED_RUN, PASSED_RUN))  # the two headers, side by side
+    assert _rows_with(pixels, width, (FAILED_ROW, FAILED_CELL))  # the red row holds the failure
+    assert not _rows_with(pixels, width, (FAILED_ROW, PASSED_RUN))

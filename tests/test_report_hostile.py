@@ -140,6 +140,22 @@ def test_a_matrix_of_two_summaries_is_bounded_across_them(tmp_path: Path) -> Non
     assert "401 subtests x 701 phases" in str(caught.value)
 
 
+def test_a_second_run_of_a_suite_adds_columns_of_its_own_to_the_bound(tmp_path: Path) -> None:
+    """The page keys its columns by run: two runs of one suite through the same 331 phases are
+    662 columns, and the bound counts them so (401 x 662 cells, where one run is 401 x 331)."""
+    results = [_phase(f"t{i}", "p0") for i in range(400)]
+    results += [_phase("t", f"p{i}") for i in range(331)]
+    first = _summary(tmp_path / "default", results=results)
+    second = _summary(tmp_path / "stable", results=results)
+    write_report([first], tmp_path / "alone")
+
+    with pytest.raises(SummaryError) as caught:
+        write_report([first, second], tmp_path / "out")
+
+    assert str(caught.value).startswith(f"{second}: results[].subtest and .phase make a matrix")
+    assert "401 subtests x 662 phases" in str(caught.value)
+
+
 def test_a_runs_own_report_leaves_out_the_summary_over_the_budget_and_says_so(
     tmp_path: Path,
 ) -> None:
@@ -235,7 +251,7 @@ def test_lone_surrogates_in_a_summary_are_shown_as_escapes(tmp_path: Path) -> No
 
     html = write_report([path], tmp_path).html.read_text(encoding="utf-8")
 
-    assert "<h2>s\\xff</h2>" in html and "<th>x\\ud800</th>" in html and "boom \\udfff" in html
+    assert "<h2>s\\xff</h2>" in html and ">x\\ud800</th>" in html and "boom \\udfff" in html
 
 
 def test_names_from_an_old_summary_are_matched_as_text_not_as_glob_patterns(

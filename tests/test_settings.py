@@ -28,6 +28,7 @@ READS_ALLOWED = {
     "e2e_dra/pytest_plugin.py": "the edge of a pytest run: hands the environment to the reader",
     "e2e_dra/_gotool.py": "the go command's environment: ours, passed on",
     "e2e_dra/versions.py": "the workspace script's environment: ours, passed on",
+    "e2e_dra/releases/_checkout_build.py": "git's environment: ours, passed on",
     "e2e_dra/provision/_apt.py": "apt-get's environment: ours, passed on",
     "e2e_dra/provision/_containerd.py": "containerd's environment: ours, passed on",
     "e2e_dra/provision/_kubelet.py": "local-up-cluster.sh's PATH and KUBELET_FLAGS, added to",

@@ -3,7 +3,8 @@
 Several machines may each run part of the matrix (a suite each, or a ``-k`` slice); merging their
 ``$ARTIFACTS`` folders here gives one page. The folders are read, never written; the report's
 links are relative to the output folder, so keep the artifacts where they were (or copy the
-output along with them).
+output along with them); or, with ``--link-base``, they start with the URL the output folder is
+served at, for a page read where relative links break (Prow's Spyglass).
 """
 
 from __future__ import annotations
@@ -33,12 +34,24 @@ def register(subparsers: Any) -> None:
         metavar="OUT",
         help="where to write (default: the first DIR)",
     )
+    report.add_argument(
+        "--link-base",
+        default=None,
+        metavar="URL",
+        help="the http(s) URL at which OUT is served: every link of the page becomes URL/<path "
+        "relative to OUT>, so the links work where relative ones break (Prow's Spyglass inlines "
+        "report.html into its own page); default: $E2E_DRA_REPORT_LINK_BASE, else relative links",
+    )
     report.set_defaults(handler=_report)
 
 
 def _report(args: argparse.Namespace) -> int:
     from e2e_dra.report import summaries_of, write_report
+    from e2e_dra.settings import parsed, report_link_base, settings
 
+    base = settings().report_link_base
+    if args.link_base is not None:
+        base = parsed(report_link_base, args.link_base, "--link-base")
     dirs = [_path(text, "DIR") for text in args.dirs]
     out = dirs[0] if args.output is None else _path(args.output, "-o/--output")
     if out.exists() and not out.is_dir():
@@ -46,7 +59,7 @@ def _report(args: argparse.Namespace) -> int:
 
         raise InputError(f"-o/--output {out}: not a directory; give a folder to write into")
     summaries = summaries_of(dirs)
-    written = write_report(summaries, out)
+    written = write_report(summaries, out, link_base=base)
     print(written.trace)
     print(written.evidence)
     print(written.html)

@@ -220,8 +220,7 @@ def _stamps(tree: Path) -> dict[str, str]:
     """The checkout's version stamps, dated by its HEAD commit: the same tree stamps the same
     binary, so an unchanged command is not linked again."""
     epoch = git(tree, "log", "-1", "--format=%ct", "HEAD").strip()
-    env = {k: v for k, v in os.environ.items() if k != "KUBE_GIT_VERSION_FILE"}
-    status = workspace_status(tree, env | {"SOURCE_DATE_EPOCH": epoch})
+    status = workspace_status(tree, extra={"SOURCE_DATE_EPOCH": epoch})
     if not status.get("gitVersion"):
         raise ReleaseError(f"{tree}/hack/print-workspace-status.sh printed no gitVersion")
     return status

@@ -4,7 +4,8 @@ failures with their logs, production-readiness evidence per KEP, versions, timel
 
 It reads ``summary.json`` files and nothing of a cluster, so it runs anywhere the artifacts are:
 at the end of each suite, at the end of the run, and as ``e2e-dra report`` over the artifact
-folders of several machines. What the summary promises its readers is in ``_schema``.
+folders of several machines. What the summary promises its readers is in ``_schema``, and as a
+JSON Schema in ``summary.schema.json`` (:func:`summary_schema`) for readers that are not e2e-dra.
 """
 
 from e2e_dra.report._evidence import EVIDENCE_FILE, Evidence
@@ -31,6 +32,7 @@ from e2e_dra.report._schema import (
     KEPS_BY_SUBTEST,
     NOTHING_TO_PROVE,
     PROVED,
+    SCHEMA_FILE,
     SCHEMA_VERSION,
     STEP_FAILED,
     STEP_INTERRUPTED,
@@ -40,6 +42,7 @@ from e2e_dra.report._schema import (
     artifact_logs,
     dump_file_name,
     safe_name,
+    summary_schema,
 )
 from e2e_dra.report._trace import trace_events
 from e2e_dra.report._write import REPORT_FILE, TRACE_FILE, Written, summaries_of, write_report
@@ -52,6 +55,7 @@ __all__ = [
     "NOTHING_TO_PROVE",
     "PROVED",
     "REPORT_FILE",
+    "SCHEMA_FILE",
     "SCHEMA_VERSION",
     "STEP_FAILED",
     "STEP_INTERRUPTED",
@@ -79,6 +83,7 @@ __all__ = [
     "load_summary",
     "safe_name",
     "summaries_of",
+    "summary_schema",
     "trace_events",
     "write_report",
 ]

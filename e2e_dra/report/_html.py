@@ -1,15 +1,18 @@
 """``report.html``: one self-contained page (inline CSS and SVG, no script, nothing fetched) of
-one or more runs: the matrix of subtests by suite and phase, each failure with links to what
-explains it, the production-readiness evidence of the KEPs the subtests exercise, a version strip
-and a timeline per suite.
+one or more runs: a headline (verdict, pairs, seeds, wall time, the first failure with its files,
+the environment), the matrix of subtests by run and phase (the gate cycle's in a table of its
+own), each failure with links to what explains it, the production-readiness evidence of the KEPs
+the subtests exercise, and per run a version strip and a timeline.
 
-Links are relative to the page, so the artifacts folder can be copied or served as it is; each
-follows the rule of :func:`~._links.href` (inside the artifacts, no scheme), but the one to the
-evidence's Markdown, written next to the page. A KEP's tracking issue is shown as its address, not
-linked: nothing on the page leads off the artifacts. Every name and
-message is HTML-escaped where it is put, and the page as a whole holds only text UTF-8 can
-encode: a lone surrogate (a file name's byte that is not UTF-8, or a ``\\udXXX`` escape in a
-summary) is shown as its escape (:func:`printable`), so a strange name never fails the writer.
+Links are relative to the page, so the artifacts folder can be copied or served as it is, or,
+given a base (``--link-base``), that base followed by the same path, for a page that is read
+where relative links break (Prow's Spyglass). Each follows the rule of :class:`~._links.LinkRule`
+(inside the artifacts, no scheme from the input), but the one to the evidence's Markdown,
+written next to the page. A KEP's tracking issue is shown as its address, not linked: nothing on
+the page leads off the artifacts. Every name and message is HTML-escaped where it is put, and
+the page as a whole holds only text UTF-8 can encode: a lone surrogate (a file name's byte that
+is not UTF-8, or a ``\\udXXX`` escape in a summary) is shown as its escape (:func:`printable`),
+so a strange name never fails the writer.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections import Counter
 from html import escape
 from pathlib import Path
 
@@ -34,12 +36,14 @@ from e2e_dra.report._evidence import (
     RunEvidence,
     left_out_said,
 )
-from e2e_dra.report._links import MAX_LINKS, Explainer, href
+from e2e_dra.report._headline import Headline, headline_html
+from e2e_dra.report._links import MAX_LINKS, Explainer, Link, LinkRule
 from e2e_dra.report._load import Result, SuiteRecord
-from e2e_dra.report._timeline import COLORS, Timeline
+from e2e_dra.report._matrix import EXPLAINED, MARK, Matrix
+from e2e_dra.report._runs import Run, runs_of
+from e2e_dra.report._timeline import COLORS, Timeline, clock
 
 PALETTE = ("#cfe3ff", "#ffe0b3", "#d9f2d0", "#f3d1f0", "#fff3a6", "#d6d6f5")
-MARK = {"passed": "✓", "failed": "✗", "xfailed": "\u2298", "skipped": "\u2013", "interrupted": "!"}
 
 CSS = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
@@ -52,8 +56,25 @@ table.matrix tr > th:first-child { white-space: nowrap; }
 td.passed { background: #d9f2d0; } td.failed { background: #f9c9cf; }
 td.skipped { background: #ececec; color: #666; } td.interrupted { background: #ffe3a6; }
 td.xfailed { background: #f3dcc0; }
-td.none { background: #fff; }
+td.none { background: #fff; } td.verdict-passed { background: #d9f2d0; }
+td.verdict-failed { background: #f2a5ae; } td.verdict-interrupted { background: #ffe3a6; }
+th.run { text-align: center; }
+th.run .verdict { display: block; font-weight: 400; font-size: 12px; }
+th.run.passed { background: #bfe6b3; } th.run.failed { background: #f2a5ae; }
+th.run.interrupted { background: #ffd27a; } th.column { font-weight: 400; font-size: 12px; }
+th.subtest.failed { background: #c0392b; color: #fff; }
+.headline { border-left: 8px solid #999; padding: .4em .9em; margin: .6em 0 1em; }
+.headline.passed { border-color: #2e9e4f; background: #eef8ea; }
+.headline.failed { border-color: #d7263d; background: #fdeef0; }
+.headline.interrupted { border-color: #f0a202; background: #fff6e0; }
+.headline .verdict { font-size: 1.6em; font-weight: 700; margin: 0; }
+.headline .facts span { margin-right: 1.4em; } .headline ul { margin: .2em 0; }
+.headline pre.message { white-space: pre-wrap; background: #fff; padding: .3em .5em;
+  border: 1px solid #e3c2c6; font-size: 12px; max-height: 12em; overflow: auto; }
+table.environment caption { text-align: left; font-weight: 600; }
+table.environment th, table.environment td { font-size: 12px; }
 .links a { display: block; font-size: 11px; } .mark { font-weight: 700; }
+.first .links a { display: inline-block; margin-right: 1em; font-size: 12px; }
 .step { display: block; font-size: 11px; max-width: 14em; margin: 0 auto; color: #555; }
 .summary span { margin-right: 1.2em; } .muted { color: #777; }
 .timeline text { font: 11px system-ui, sans-serif; } .timeline .barlabel { fill: #fff; }
@@ -68,7 +89,8 @@ EVIDENCE_CLASS = {KNOWN_BUG: "xfailed", NOT_RUN: "skipped", NOTHING_PROVED: "ski
 
 
 class Page:
-    """The page for ``records`` (each one suite's summary), written into ``out``'s folder."""
+    """The page for ``records`` (each one suite's summary), written into ``out``'s folder; its
+    links under ``link_base`` when one is given (checked by the caller)."""
 
     def __init__(
         self,
@@ -76,11 +98,14 @@ class Page:
         out: Path,
         problems: list[str],
         evidence: Evidence | None = None,
+        link_base: str | None = None,
     ) -> None:
         self.records = records
+        self.runs = runs_of(records)
         self.base = out.parent
         self.problems = problems
         self.evidence = Evidence.of(records, self.base) if evidence is None else evidence
+        self.rule = LinkRule(self.base, link_base)
         self._versions: dict[str, str] = {}
         self._explainers: dict[int, Explainer] = {}
         self._links_left = MAX_LINKS
@@ -88,10 +113,10 @@ class Page:
     def relative(self, path: Path) -> str:
         return Path(os.path.relpath(path, self.base)).as_posix()
 
-    def anchor(self, path: Path, record: SuiteRecord, text: str) -> str:
-        """A link to ``path`` (a file of ``record``'s suite run) showing ``text`` (HTML already);
-        only the text when the file must not be linked (:func:`~._links.href`)."""
-        url = href(path, record.directory, self.base)
+    def anchor(self, link: Link, record: SuiteRecord, text: str) -> str:
+        """A link to ``link`` (a file of ``record``'s suite run) showing ``text`` (HTML
+        already); only the text when it must not be linked (:func:`~._links.href`)."""
+        url = self.rule.artifact(link, record.directory)
         return text if url is None else f'<a href="{escape(url, quote=True)}">{text}</a>'
 
     def explainer(self, record: SuiteRecord) -> Explainer:
@@ -101,19 +126,32 @@ class Page:
 
     def html(self) -> str:
         when = time.strftime("%Y-%m-%d %H:%M:%S %z")
+        upgrades = [run for run in self.runs if not run.gate_cycle]
+        cycles = [run for run in self.runs if run.gate_cycle]
         body = [
             "<h1>e2e-dra report</h1>",
             f'<p class="muted">written {escape(when)}; {len(self.records)} suite run(s)</p>',
             self._problems(),
+            headline_html(Headline.of(self.runs), self._headline_links),
+            "<h2>Runs</h2>",
             self._runs(),
             "<h2>Matrix</h2>",
             self._legend(),
-            self._matrix(),
-            self._failures(),
-            self._evidence(),
         ]
-        for record in self.records:
-            body.append(f"<h2>{escape(record.suite)}</h2>")
+        if upgrades or not cycles:
+            body.append(Matrix(upgrades, self._cell_links).html())
+        if cycles:
+            body.append("<h2>Feature-gate cycle</h2>")
+            body.append(
+                '<p class="muted">Each subtest brings up a cluster of its own and switches its '
+                "feature gates off and on again: its columns are its own cluster steps and "
+                "phases.</p>"
+            )
+            body.append(Matrix(cycles, self._cell_links).html())
+        body += [self._failures(), self._evidence(), "<h2>Timelines</h2>", _timeline_legend()]
+        for run in self.runs:
+            record = run.record
+            body.append(f"<h2>{escape(run.label)}</h2>")
             body.append(f'<p class="muted">{escape(self._where(record))}</p>')
             body.append(self._versions_strip(record))
             body.append("<h3>Timeline</h3>")
@@ -141,18 +179,16 @@ class Page:
 
     def _runs(self) -> str:
         rows = []
-        for record in self.records:
-            counts: dict[str, int] = {}
-            for r in record.results:
-                counts[r.outcome] = counts.get(r.outcome, 0) + 1
-            said = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
-            link = self.anchor(record.path, record, "summary.json")
+        for run in self.runs:
+            record = run.record
+            link = self.anchor(Link("summary", record.path), record, "summary.json")
             rows.append(
-                f"<tr><td>{escape(record.suite)}</td><td>{escape(self._where(record))}</td>"
-                f"<td>{escape(said)}</td><td>{link}</td></tr>"
+                f"<tr><td>{escape(run.label)}</td>"
+                f'<td class="verdict-{run.css}">{escape(run.said)}</td>'
+                f"<td>{escape(self._where(record))}</td><td>{link}</td></tr>"
             )
         return (
-            "<table class=summary><tr><th>suite</th><th>run</th><th>results</th><th></th></tr>"
+            "<table class=summary><tr><th>run</th><th>verdict</th><th>summary</th><th></th></tr>"
             + "".join(rows)
             + "</table>"
         )
@@ -164,54 +200,16 @@ class Page:
                 f'<span><i style="background:{COLORS[o]}"></i>{MARK[o]} {o}</span>'
                 for o in ("passed", "failed", "xfailed", "skipped", "interrupted")
             )
+            + '<span><i style="background:#c0392b"></i>a subtest that failed in a run</span>'
             + "</p>"
         )
 
-    def _columns(self) -> list[tuple[str, str]]:
-        columns: dict[tuple[str, str], None] = {}
-        for record in self.records:
-            for phase in record.phases():
-                columns[(record.suite, phase)] = None
-        return list(columns)
+    def _cell_links(self, run: Run, result: Result) -> str:
+        """A matrix cell's: the step its failure ended, and short links."""
+        return _step_named(result) + self._links(run.record, result, short=True)
 
-    def _matrix(self) -> str:
-        columns = self._columns()
-        cells: dict[tuple[str, str, str], list[tuple[SuiteRecord, Result]]] = {}
-        for record in self.records:
-            for r in record.results:
-                if r.phase is not None and r.subtest is not None:
-                    cells.setdefault((r.subtest, record.suite, r.phase), []).append((record, r))
-        subtests = sorted({key[0] for key in cells})
-        if not subtests:
-            return "<p>No subtest ran.</p>"
-        spans = Counter(suite for suite, _ in columns)  # in the order the suites come
-        head = "<tr><th rowspan=2>subtest</th>" + "".join(
-            f"<th colspan={span}>{escape(suite)}</th>" for suite, span in spans.items()
-        )
-        head += "</tr><tr>" + "".join(f"<th>{escape(p)}</th>" for _, p in columns) + "</tr>"
-        rows = []
-        for subtest in subtests:
-            tds = [self._cell(cells.get((subtest, suite, phase), [])) for suite, phase in columns]
-            rows.append(f"<tr><th>{escape(subtest)}</th>{''.join(tds)}</tr>")
-        return f'<table class="matrix">{head}{"".join(rows)}</table>'
-
-    def _cell(self, entries: list[tuple[SuiteRecord, Result]]) -> str:
-        if not entries:
-            return '<td class="cell none"></td>'
-        worst = _worst([r.outcome for _, r in entries])
-        marks = " ".join(MARK[r.outcome] for _, r in entries)
-        tip = "\n".join(
-            f"{r.outcome} after {r.seconds:.1f}s" + (f": {r.message}" if r.message else "")
-            for _, r in entries
-        )
-        links = ""
-        for record, r in entries:
-            if r.outcome in ("failed", "xfailed", "interrupted"):
-                links += _step_named(r) + self._links(record, r, short=True)
-        return (
-            f'<td class="cell {worst}" title="{escape(tip, quote=True)}">'
-            f'<span class="mark">{marks}</span>{links}</td>'
-        )
+    def _headline_links(self, run: Run, result: Result) -> str:
+        return self._links(run.record, result, short=False)
 
     def _links(self, record: SuiteRecord, result: Result, *, short: bool) -> str:
         """Links to what explains ``result``: short names in a matrix cell, file names below."""
@@ -220,21 +218,25 @@ class Page:
         found = self.explainer(record).links(result)[: self._links_left]
         self._links_left -= len(found)
         anchors = "".join(
-            self.anchor(path, record, escape(_short(label) if short else f"{label}: {path.name}"))
-            for label, path in found
+            self.anchor(
+                link,
+                record,
+                escape(_short(link.label) if short else f"{link.label}: {_name(link)}"),
+            )
+            for link in found
         )
         return f'<span class="links">{anchors}</span>' if anchors else ""
 
     def _failures(self) -> str:
         items = []
-        for record in self.records:
-            for r in record.results:
-                if r.outcome not in ("failed", "xfailed", "interrupted"):
+        for run in self.runs:
+            for r in run.record.results:
+                if r.outcome not in EXPLAINED:
                     continue
                 items.append(
-                    f"<li><b>{escape(record.suite)}</b> <code>{escape(r.id)}</code> {r.outcome}"
-                    f" after {r.seconds:.1f}s: {escape(r.message)}"
-                    f"{self._links(record, r, short=False)}</li>"
+                    f"<li><b>{escape(run.label)}</b> <code>{escape(r.id)}</code> {r.outcome}"
+                    f" after {clock(r.seconds)}: {escape(r.message)}"
+                    f"{self._links(run.record, r, short=False)}</li>"
                 )
         if not items:
             return "<h2>Failures</h2><p>None.</p>"
@@ -244,10 +246,11 @@ class Page:
         """Per KEP, what each run shows of it (:mod:`._evidence`), and the link to the same as
         Markdown."""
         evidence = self.evidence
+        markdown = self.rule.own(EVIDENCE_FILE)
         parts = [
             "<h2>Production-readiness evidence</h2>",
-            f'<p>As Markdown, to paste into a KEP: <a href="{EVIDENCE_FILE}">{EVIDENCE_FILE}</a>. '
-            f"{escape(PREAMBLE)}</p>",
+            f'<p>As Markdown, to paste into a KEP: <a href="{escape(markdown, quote=True)}">'
+            f"{EVIDENCE_FILE}</a>. {escape(PREAMBLE)}</p>",
         ]
         if not evidence.keps and not evidence.left_out:
             parts.append(f"<p>{escape(NO_KEPS)}</p>")
@@ -363,13 +366,6 @@ def _step_named(result: Result) -> str:
     return f'<span class="step">in step “{escape(shown)}”</span>'
 
 
-def _worst(outcomes: list[str]) -> str:
-    for outcome in ("failed", "interrupted", "xfailed", "passed", "skipped"):
-        if outcome in outcomes:
-            return outcome
-    return "none"
-
-
 def _short(label: str) -> str:
     """A link's text inside a matrix cell: "kube-apiserver log" stays, the dump's long label
     ("DRA objects, pods and events") becomes "dump"."""
@@ -378,7 +374,32 @@ def _short(label: str) -> str:
         return "dump"
     if "grpc" in lowered:
         return "gRPC calls"
+    if lowered.endswith(("logs", "dump")):  # "pod logs", "final dump": as they are
+        return label
     return label.removesuffix(" log") + " log" if "log" in lowered else label
+
+
+def _name(link: Link) -> str:
+    """A link's file name as the failures list shows it; a folder's ends in ``/``."""
+    return f"{link.path.name}/" if link.folder else link.path.name
+
+
+def _timeline_legend() -> str:
+    """What the timelines' colours and marks mean, once for all of them."""
+    items = (
+        ("ready", "a component's start until it was ready"),
+        ("retried", "one that needed restarts (↻n: how many)"),
+        ("restart", "| a component restarted into a later state"),
+        ("setup", "what ran before the bring-up (releases, node runtime), collapsed"),
+    )
+    return (
+        '<p class="legend">'
+        + "".join(
+            f'<span><i style="background:{COLORS[c]}"></i>{escape(t)}</span>' for c, t in items
+        )
+        + " Times count from the cluster's bring-up (from the suite's start when nothing ran "
+        "before it).</p>"
+    )
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

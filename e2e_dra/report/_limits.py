@@ -45,7 +45,8 @@ MAX_MESSAGE = 8192
 """Characters of one result's message that the report keeps; the rest is cut (a traceback's
 long line), the logs the result names hold it all."""
 MAX_MATRIX_CELLS = 250_000
-"""Subtests x (suite, phase) columns of the matrix, all summaries together."""
+"""Subtests x columns of the matrix, all summaries together: a column is one run's phase (or, in
+the gate cycle, one of its subtests' own cluster steps), so two runs of a suite count twice."""
 MAX_VERSION_CELLS = 20_000
 """States x components of the version strips, all summaries together."""
 MAX_SECONDS = 7 * 24 * 3600
@@ -85,7 +86,7 @@ class Tally:
     entries: int = 0
     text: int = 0
     subtests: set[str] = field(default_factory=set)
-    columns: set[tuple[str, str]] = field(default_factory=set)
+    columns: set[tuple[str, str]] = field(default_factory=set)  # (its summary, phase or step)
     version_cells: int = 0
 
 

@@ -46,6 +46,23 @@ from e2e_dra.report._schema import (
     SUMMARY_FILE,
 )
 
+GATE_CYCLE = "gate-cycle"
+"""The suite name of the feature-gate cycle (``e2e_dra._suite.GATE_CYCLE``; a test keeps the two
+in step, since this layer may not import that one). Its subtests each bring up a cluster of their
+own, in a folder of their own, so the report shows them apart from the upgrade suites."""
+GATE_CYCLE_PHASES = ("phase-0-gate-on", "phase-1-gate-off", "phase-2-gate-on-again")
+"""The gate cycle's phases (``e2e_dra.subtest.GATE_CYCLE_PHASES``): a summary whose phases are
+these is a gate cycle whatever its suite is called."""
+ENVIRONMENT = (
+    ("release source", ("release_source",)),
+    ("binaries of the version under test", ("current", "origin")),
+    ("version chosen", ("current", "chosen")),
+    ("binaries of the previous release", ("previous", "origin")),
+    ("node runtime", ("node_runtime",)),
+)
+"""(what the page calls it, where the summary keeps it) of each fact about the machine and the
+build that a summary records today; each one missing from a summary is left out of the page."""
+
 __all__ = ["MAX_SUMMARY_BYTES", "SummaryError"]  # re-exported: where readers found them before
 
 OUTCOMES = ("passed", "failed", "xfailed", "skipped", "interrupted")
@@ -116,10 +133,20 @@ class SuiteRecord:
     deviations: tuple[tuple[str, str], ...] = ()  # (version, how its build deviates)
     nothing_to_prove: tuple[tuple[str, str, str], ...] = ()  # (subtest, phase, why)
     keps: dict[str, tuple[int, ...]] = field(default_factory=dict)  # subtest -> KEP numbers
+    previous: str | None = None  # the release upgraded from (``previous.version``)
+    kubelet: str | None = None  # the kubelet's first release when it differs (kubelet-last)
+    seed: str | None = None
+    environment: tuple[tuple[str, str], ...] = ()  # (what, value) of :data:`ENVIRONMENT`
 
     @property
     def directory(self) -> Path:
         return self.path.parent
+
+    @property
+    def gate_cycle(self) -> bool:
+        """Whether this is a run of the feature-gate cycle: each subtest its own cluster, in
+        ``<suite folder>/<subtest>/``, its states named after its phases."""
+        return self.suite == GATE_CYCLE or bool(set(self.phases()) & set(GATE_CYCLE_PHASES))
 
     def phases(self) -> list[str]:
         """The phases of this suite, in the order they first ran."""
@@ -295,9 +322,9 @@ class _Checker:
             raise self.fail("results", "is missing or not a list")
         results = self.results(raw_results)
         for r in results:
-            if r.phase is not None and r.subtest is not None:
+            if r.subtest is not None:  # a column of this run's own (a gate cycle's steps too)
                 self.tally.subtests.add(r.subtest)
-                self.tally.columns.add((suite, r.phase))
+                self.tally.columns.add((str(self.path), r.phase or r.step or r.id))
         binaries = self.binaries(doc.get("binaries", {}))
         return SuiteRecord(
             path=self.path,
@@ -314,6 +341,10 @@ class _Checker:
             deviations=self.deviations(doc),
             nothing_to_prove=self.nothing_to_prove(doc.get("facts")),
             keps=self.keps(doc.get(KEPS_BY_SUBTEST)),
+            previous=self.previous(doc),
+            kubelet=self.fact(doc, ("kubelet", "version")),
+            seed=self.seed(doc.get("seed")),
+            environment=self.environment(doc),
         )
 
     # --- numbers: finite, and in their field's range ------------------------------------------
@@ -507,6 +538,36 @@ class _Checker:
     def current(self, doc: dict[str, Any]) -> str:
         version = self.version(doc, "current")
         return self.said(version or "unknown", "current.version")
+
+    def previous(self, doc: dict[str, Any]) -> str | None:
+        version = self.version(doc, "previous")
+        return None if version is None else self.said(version, "previous.version")
+
+    def fact(self, doc: dict[str, Any], keys: tuple[str, ...]) -> str | None:
+        """The text at ``keys`` (``("current", "origin")``: ``doc["current"]["origin"]``),
+        cut as a message is; None when it is missing or not a string (a fact only shown, never
+        relied on: another shape is not refused, just not shown)."""
+        value: Any = doc
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        if not isinstance(value, str) or not value:
+            return None
+        return self.said(value, ".".join(keys))
+
+    def seed(self, value: Any) -> str | None:
+        """The run's seed as text: a whole number (a JSON integer of more than 20 digits reads
+        as infinite and is not shown)."""
+        if isinstance(value, bool) or not isinstance(value, int):
+            return None
+        return str(value)
+
+    def environment(self, doc: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+        found = []
+        for what, keys in ENVIRONMENT:
+            value = self.fact(doc, keys)
+            if value is not None:
+                found.append((what, value))
+        return tuple(found)
 
     def dropped(self, doc: dict[str, Any]) -> dict[str, dict[str, str]]:
         """The gates and runtime config a state dropped; another shape is not shown."""

@@ -8,8 +8,11 @@ the fact a phase with nothing to prove leaves.
 
 from __future__ import annotations
 
+import json
 import re
+from importlib import resources
 from pathlib import Path
+from typing import Any
 
 SCHEMA_VERSION = 3
 """1: results carry ``start`` (seconds since the suite started) and a failure's ``logs``; the
@@ -27,6 +30,11 @@ STEP_OUTCOMES = (STEP_PASSED, STEP_FAILED, STEP_INTERRUPTED)
 Ctrl-C or SIGTERM."""
 
 SUMMARY_FILE = "summary.json"
+SCHEMA_FILE = "summary.schema.json"
+"""The JSON Schema (draft 2020-12) of :data:`SUMMARY_FILE`, shipped beside this module: for
+readers that are not e2e-dra (a dashboard, a script). e2e-dra's own reader does not use it: its
+hand-written checker bounds hostile input and names what is wrong in one line, and the tests
+hold the two in agreement."""
 KEPS_BY_SUBTEST = "keps_by_subtest"
 """The summary's key holding, per subtest of the run, the numbers of the KEPs it exercises
 (``{"core-dra": [4381]}``): what the report's production-readiness evidence is sorted by. Not
@@ -40,6 +48,13 @@ NOTHING_TO_PROVE = "nothing_to_prove"
 did not exercise what the subtest exists for."""
 
 _PATH = re.compile(r"(?<![\w.])(/[^\s'\"<>]+)")
+
+
+def summary_schema() -> dict[str, Any]:
+    """The JSON Schema of ``summary.json`` (:data:`SCHEMA_FILE`), as shipped in the package."""
+    text = resources.files("e2e_dra.report").joinpath(SCHEMA_FILE).read_text("utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
 
 
 def safe_name(text: str) -> str:

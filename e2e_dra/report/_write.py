@@ -18,6 +18,7 @@ from e2e_dra.report._html import Page, printable
 from e2e_dra.report._limits import FEWER, MAX_SUMMARIES, Budget, SummaryError
 from e2e_dra.report._load import SuiteRecord, find_summaries, load_summary
 from e2e_dra.report._trace import trace_events
+from e2e_dra.settings import parsed, report_link_base
 
 REPORT_FILE = "report.html"
 TRACE_FILE = "trace.json"
@@ -48,12 +49,23 @@ def summaries_of(directories: Iterable[Path]) -> list[Path]:
     return found
 
 
-def write_report(summaries: Iterable[Path], out: Path, *, lenient: bool = False) -> Written:
+def write_report(
+    summaries: Iterable[Path],
+    out: Path,
+    *,
+    lenient: bool = False,
+    link_base: str | None = None,
+) -> Written:
     """``out/report.html``, ``out/trace.json`` and ``out/prr-evidence.md`` (the production-
     readiness evidence of the KEPs the subtests exercise, as Markdown) of ``summaries``. A
     summary that cannot be read, or that would take the report over its budget (:mod:`._limits`,
     all summaries together), fails the whole report, or with ``lenient`` (a run's own report,
-    where a half-written summary must not cost the others) is left out and said on the page."""
+    where a half-written summary must not cost the others) is left out and said on the page.
+    ``link_base``: the http(s) URL ``out`` is served at, which every link of the page then
+    starts with (:func:`e2e_dra.settings.report_link_base`; one it refuses is an InputError
+    naming it, before anything is read)."""
+    if link_base is not None:
+        link_base = parsed(report_link_base, link_base, "the report's link base")
     records: list[SuiteRecord] = []
     left_out: list[str] = []
     budget = Budget()
@@ -67,7 +79,7 @@ def write_report(summaries: Iterable[Path], out: Path, *, lenient: bool = False)
     records.sort(key=lambda r: (r.started.timestamp() if r.started else 0.0, r.suite))
     html, trace, markdown = out / REPORT_FILE, out / TRACE_FILE, out / EVIDENCE_FILE
     evidence = Evidence.of(records, out)
-    page = Page(records, html, left_out, evidence).html()
+    page = Page(records, html, left_out, evidence, link_base).html()
     prr = printable(evidence.markdown(time.strftime("%Y-%m-%d %H:%M:%S %z")))
     events = json.dumps(trace_events(records)) + "\n"
     try:

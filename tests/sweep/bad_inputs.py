@@ -2282,7 +2282,7 @@ def _old_report_intact(ctx: Ctx) -> str | None:
 
 def _safe_links(folder: str = "run") -> Callable[[Ctx], str | None]:
     """Every href of ``{tmp}/<folder>/report.html`` relative, without a scheme, and to a file
-    inside ``{tmp}/run``; the page valid UTF-8."""
+    (or, ending in ``/``, a folder) inside ``{tmp}/run``; the page valid UTF-8."""
 
     def check(ctx: Ctx) -> str | None:
         import re
@@ -2300,7 +2300,8 @@ def _safe_links(folder: str = "run") -> Callable[[Ctx], str | None]:
             if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", link) or link.startswith(("/", "\\")):
                 return f"a link with a scheme or an absolute path: {link[:80]!r}"
             target = (page.parent / os.fsdecode(unquote_to_bytes(link))).resolve()
-            if not target.is_relative_to(root) or not target.is_file():
+            there = target.is_dir() if link.endswith("/") else target.is_file()  # pods-<state>/
+            if not target.is_relative_to(root) or not there:
                 return f"a link out of the artifacts or to nothing: {link[:80]!r}"
         return None
 
@@ -2900,15 +2901,99 @@ def _output_cases() -> None:
     )
 
 
+LINK_BASE = "https://gcsweb.example.org/gcs/b/logs/j/1/artifacts"
+
+
+def _links_under(base: str) -> Callable[[Ctx], str | None]:
+    """Every href of ``{tmp}/run/report.html`` is ``base/`` and a percent-encoded path to a file
+    (a folder, ending in ``/``) inside ``{tmp}/run``; the page has no script."""
+
+    def check(ctx: Ctx) -> str | None:
+        import re
+        from urllib.parse import unquote_to_bytes
+
+        html = (ctx.tmp / "run" / "report.html").read_text(encoding="utf-8")
+        if "<script" in html.lower():
+            return "a <script> on the page"
+        root = (ctx.tmp / "run").resolve()
+        for link in re.findall(r'href="([^"]*)"', html):
+            if not link.startswith(base + "/"):
+                return f"a link not under the base: {link[:80]!r}"
+            path = os.fsdecode(unquote_to_bytes(link.removeprefix(base + "/")))
+            target = (ctx.tmp / "run" / path).resolve()
+            there = target.is_dir() if link.endswith("/") else target.is_file()
+            if not target.is_relative_to(root) or not there:
+                return f"a link out of the artifacts or to nothing: {link[:80]!r}"
+        return None
+
+    return check
+
+
+def _link_base_cases() -> None:
+    """``--link-base`` and ``E2E_DRA_REPORT_LINK_BASE``: only an http(s) URL of a folder, one
+    line naming the input otherwise; with one, every link under it, still only into the tree."""
+    doc = _summary_doc(results=[_phase_doc("x", "p")])
+    for name, value in [
+        ("ftp", "ftp://example.org/x"),
+        ("javascript", "javascript:alert(1)"),
+        ("data", "data:text/html,<script>alert(1)</script>"),
+        ("file", "file:///etc"),
+        ("scheme-relative", "//example.org/x"),
+        ("relative", "artifacts"),
+        ("empty", ""),
+        ("query", "https://example.org/x?token=s3cr3t"),
+        ("fragment", "https://example.org/x#top"),
+        ("quote", 'https://example.org/x"><script>'),
+        ("newline", "https://example.org/x\ny"),
+        ("non-utf8", b"https://example.org/\xff"),
+        ("huge", "https://example.org/" + "a" * HUGE),
+    ]:
+        case(
+            f"report/link-base/flag-{name}",
+            "report-link-base",
+            [*_report(), "--link-base", value],
+            3,
+            ("--link-base",),
+            setup=_summaries(("s", doc)),
+        )
+    case(
+        "report/link-base/setting-vbscript",
+        "report-link-base",
+        _report(),
+        3,
+        ("E2E_DRA_REPORT_LINK_BASE",),
+        env={"E2E_DRA_REPORT_LINK_BASE": "VBScript:msgbox"},
+        setup=_summaries(("s", doc)),
+    )
+    for name, suite in [
+        ("javascript-folder", "javascript:alert(1)"),
+        ("html-in-folder-name", '"><script>alert(1)<'),
+        ("hash-and-query", "a#b?c=d"),
+    ]:
+        CASES.append(
+            Case(
+                f"report/link-base/names-{name}",
+                "report-link-base",
+                [
+                    Step(["report", "{tmp}/run", "--link-base", LINK_BASE + "/"], 0),
+                    _then(_links_under(LINK_BASE)),
+                ],
+                setup=_summaries((suite, doc)),
+            )
+        )
+
+
 def report_cases() -> None:
     """Hostile artifact folders and summaries given to ``e2e-dra report``: numbers out of range
     (report-numbers), sizes and counts over the report's budget alone or together
     (report-size), names that are schemes, HTML, not UTF-8 or lead out of the artifacts, and
-    summaries that are not ones (report-names), and where the report goes (report-output)."""
+    summaries that are not ones (report-names), where the report goes (report-output), and the
+    base its links are under (report-link-base)."""
     _numbers_cases()
     _size_cases()
     _names_cases()
     _output_cases()
+    _link_base_cases()
 
 
 # --- slow mirrors, held locks, planted files, secrets (transfer_cases) ----------------------------

@@ -1,0 +1,180 @@
+"""The top of the page: what a reader opening the report asks first, answered before the matrix.
+Did it pass? Which releases? With which seed (to run it again)? How long did it take? And, when
+it failed, where it failed first (suite run, subtest, phase, the step that broke, the message)
+with the files that explain it; below it, what the summaries record of where it ran.
+
+Only what the summaries hold is shown: a fact no summary records (the machine, the Go and the
+e2e-dra versions are not recorded today) is left out, never guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from html import escape
+
+from e2e_dra.report._load import Result
+from e2e_dra.report._runs import VERDICT_CLASS, Run, overall
+from e2e_dra.report._timeline import clock
+
+MESSAGE_SHOWN = 600
+"""Characters of the first failure's message the headline shows; the failures list has it all."""
+
+
+@dataclass(frozen=True)
+class FirstFailure:
+    """The entry that failed (or was interrupted) first, and its run."""
+
+    run: Run
+    result: Result
+
+    @property
+    def where(self) -> tuple[tuple[str, str], ...]:
+        """(what, value) naming it: the run, the subtest, the phase or cluster step, the step."""
+        r = self.result
+        found = [("run", self.run.label)]
+        if r.subtest:
+            found.append(("subtest", r.subtest))
+        if r.phase:
+            found.append(("phase", r.phase))
+        else:
+            found.append(("cluster step", r.step or r.id))
+        if r.failed_step:
+            found.append(("failing step", r.failed_step))
+        return tuple(found)
+
+    @property
+    def message(self) -> str:
+        text = self.result.message
+        return text if len(text) <= MESSAGE_SHOWN else text[: MESSAGE_SHOWN - 1] + "…"
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The report's verdict, pairs, seeds, wall time, first failure and environment."""
+
+    verdict: str
+    pairs: tuple[str, ...]
+    seeds: tuple[str, ...]
+    wall_seconds: float
+    spanned: bool  # the wall time runs from the first run's start to the last one's end
+    first: FirstFailure | None
+    environment: tuple[tuple[str, str], ...]  # (what, the values the runs recorded)
+    runs: int
+
+    @classmethod
+    def of(cls, runs: list[Run]) -> Headline:
+        wall, spanned = _wall(runs)
+        return cls(
+            verdict=overall(runs),
+            pairs=_pairs(runs),
+            seeds=_distinct(run.record.seed for run in runs if run.record.seed is not None),
+            wall_seconds=wall,
+            spanned=spanned,
+            first=_first_failure(runs),
+            environment=_environment(runs),
+            runs=len(runs),
+        )
+
+
+def _distinct(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(values))
+
+
+def _pairs(runs: list[Run]) -> tuple[str, ...]:
+    """The pairs of the upgrade suites, each once; a gate cycle's release only when no upgrade
+    suite ran it (it is the current release of their pair otherwise)."""
+    pairs = _distinct(run.releases for run in runs if run.releases and not run.gate_cycle)
+    currents = {run.record.current for run in runs if not run.gate_cycle}
+    alone = _distinct(
+        run.releases for run in runs if run.gate_cycle and run.record.current not in currents
+    )
+    return (*pairs, *alone)
+
+
+def _wall(runs: list[Run]) -> tuple[float, bool]:
+    """From the first run's start to the last one's end when every run says when it started
+    (runs of several machines overlap: their sum would overstate it); else their sum."""
+    spans = []
+    for run in runs:
+        started = run.record.started
+        if started is None:
+            return sum(r.record.wall_seconds for r in runs), False
+        spans.append((started.timestamp(), started.timestamp() + run.record.wall_seconds))
+    if not spans:
+        return 0.0, False
+    return max(end for _, end in spans) - min(start for start, _ in spans), True
+
+
+def _first_failure(runs: list[Run]) -> FirstFailure | None:
+    """The failing entry that ended first, on the runs' own clocks (a run without a start time
+    counts as starting with the earliest)."""
+    found: list[tuple[float, int, FirstFailure]] = []
+    for position, run in enumerate(runs):
+        started = run.record.started.timestamp() if run.record.started else float("-inf")
+        for result in run.failures()[:1]:
+            ended = started + result.start + result.seconds
+            found.append((ended, position, FirstFailure(run, result)))
+    return min(found, key=lambda f: (f[0], f[1]))[2] if found else None
+
+
+def _environment(runs: list[Run]) -> tuple[tuple[str, str], ...]:
+    """(what, the values the runs recorded, each once) of every fact some summary records."""
+    values: dict[str, dict[str, None]] = {}
+    for run in runs:
+        for what, value in run.record.environment:
+            values.setdefault(what, {})[value] = None
+    return tuple((what, ", ".join(found)) for what, found in values.items())
+
+
+Links = Callable[[Run, Result], str]
+"""The links (HTML) to what explains a failing entry, with their file names."""
+
+
+def headline_html(headline: Headline, links: Links) -> str:
+    """The headline as HTML, every text from a summary escaped."""
+    css = VERDICT_CLASS[headline.verdict]
+    wall = clock(headline.wall_seconds)
+    wall += " (first start to last end)" if headline.spanned and headline.runs > 1 else ""
+    facts = [f"<span><b>{headline.runs}</b> run(s)</span>", f"<span>wall time <b>{wall}</b></span>"]
+    if headline.pairs:
+        said = "; ".join(escape(p) for p in headline.pairs)
+        facts.append(
+            f"<span>{'pair' if len(headline.pairs) == 1 else 'pairs'} <b>{said}</b></span>"
+        )
+    if headline.seeds:
+        said = ", ".join(escape(s) for s in headline.seeds)
+        facts.append(
+            f"<span>{'seed' if len(headline.seeds) == 1 else 'seeds'} <b>{said}</b></span>"
+        )
+    parts = [
+        f'<div class="headline {css}"><p class="verdict">{_verdict_said(headline)}</p>',
+        f'<p class="facts">{"".join(facts)}</p>',
+    ]
+    if headline.first is not None:
+        parts.append(_first_failure_html(headline.first, links))
+    parts.append("</div>")
+    if headline.environment:
+        rows = "".join(
+            f"<tr><th>{escape(what)}</th><td>{escape(value)}</td></tr>"
+            for what, value in headline.environment
+        )
+        parts.append(f'<table class="environment"><caption>Environment</caption>{rows}</table>')
+    return "\n".join(parts)
+
+
+def _verdict_said(headline: Headline) -> str:
+    """The verdict in capitals, the first thing a reader sees."""
+    return escape(headline.verdict.upper())
+
+
+def _first_failure_html(first: FirstFailure, links: Links) -> str:
+    named = "".join(
+        f"<li><b>{escape(what)}</b>: {escape(value)}</li>" for what, value in first.where
+    )
+    message = f'<pre class="message">{escape(first.message)}</pre>' if first.message else ""
+    kind = "failure" if first.result.outcome == "failed" else f"{first.result.outcome} entry"
+    return (
+        f'<div class="first"><p><b>First {escape(kind)}</b>, after {clock(first.result.seconds)}:'
+        f"</p><ul>{named}</ul>{message}{links(first.run, first.result)}</div>"
+    )

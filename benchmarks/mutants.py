@@ -120,11 +120,16 @@ def run_suite(suite: str, tree: Path, artifacts: Path) -> dict[str, Any]:
 
 
 def verdict(run: dict[str, Any], *, mutated: bool) -> str:
+    """From what the suite reported: an entry that failed is a catch (or, unpatched, a false
+    alarm) whatever the exit status (a run stopped after its failure still caught it)."""
+    if run["failure"]:
+        return "caught" if mutated else "false alarm"
     if run["status"] == 0:
         return "missed" if mutated else "clean"
-    if run["status"] == 1:
-        return "caught" if mutated else "false alarm"
     return f"error (exit {run['status']})"
+
+
+DONE = ("caught", "missed", "not built", "clean", "false alarm")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,6 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=Path("/tmp/mutants"))
     parser.add_argument("--only", nargs="*", help="mutant numbers (07) to run")
     parser.add_argument("--no-baseline", action="store_true", help="skip the unpatched runs")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the verdicts in ROOT/mutants.json and run only what has none",
+    )
     args = parser.parse_args(argv)
     mutants = [m for m in load(args.version) if not args.only or m.number in args.only]
     root = args.root.absolute()
@@ -140,18 +150,25 @@ def main(argv: list[str] | None = None) -> int:
     root.mkdir(parents=True, exist_ok=True)
     prepare_tree(args.version, tree)
     report: dict[str, Any] = {"version": args.version, "baseline": {}, "mutants": []}
+    if args.resume and (root / "mutants.json").is_file():
+        report = json.loads((root / "mutants.json").read_text())
+        report["baseline"] = {
+            k: v for k, v in report["baseline"].items() if v.get("verdict") in DONE
+        }
+        report["mutants"] = [r for r in report["mutants"] if r.get("verdict") in DONE]
+    done = {row["mutant"] for row in report["mutants"]}
 
     def save() -> None:
         (root / "mutants.json").write_text(json.dumps(report, indent=2) + "\n")
 
     if not args.no_baseline:
-        for suite in sorted({m.suite for m in mutants}):
+        for suite in sorted({m.suite for m in mutants} - set(report["baseline"])):
             print(f"unpatched {args.version}: {suite}", flush=True)
             build(tree)
             run = run_suite(suite, tree, root / f"unpatched-{suite}")
             report["baseline"][suite] = run | {"verdict": verdict(run, mutated=False)}
             save()
-    for mutant in mutants:
+    for mutant in (m for m in mutants if m.name not in done):
         print(f"{mutant.name}: {mutant.what}", flush=True)
         row: dict[str, Any] = {"mutant": mutant.name, "component": mutant.component}
         row |= {"suite": mutant.suite, "what": mutant.what}
@@ -170,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         report["mutants"].append(row)
         save()
 
+    report["mutants"].sort(key=lambda row: row["mutant"])
     print("\n| mutant | component | suite | rebuild | run | verdict | the suite said |")
     print("|---|---|---|---|---|---|---|")
     for row in report["mutants"]:

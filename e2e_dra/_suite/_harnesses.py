@@ -20,7 +20,7 @@ from typing import Any
 
 from e2e_dra._suite._artifacts import write_json
 from e2e_dra._suite._nets import Finding
-from e2e_dra.builder import SubtestObjects, driver_name
+from e2e_dra.builder import SubtestObjects, driver_name, wait_torn_down
 from e2e_dra.driver import RESYNC_GRACE, ClaimRef, Driver
 from e2e_dra.hostkit import Attempts
 from e2e_dra.kube import Kube
@@ -142,25 +142,31 @@ class Harnesses:
     def close(
         self, attempts: Attempts, kube: Kube | None, *, tear_down: bool
     ) -> tuple[dict[str, str], list[Finding]]:
-        """Per subtest: its objects torn down through ``kube`` (when ``tear_down``: the cluster
-        still answers),
-        its driver stopped at once, its gRPC calls saved. Returns the stopped drivers (driver ->
-        subtest) and what went wrong with their slices that nobody took yet (taken before each
-        driver stops: a stopped driver has nothing left to say).
+        """Every subtest's objects torn down through ``kube`` (when ``tear_down``: the cluster
+        still answers), then its drivers stopped and their gRPC calls saved. Returns the stopped
+        drivers (driver -> subtest) and what went wrong with their slices that nobody took yet
+        (taken before each driver stops: a stopped driver has nothing left to say).
 
-        Each driver stops as soon as its objects are gone, so the kubelet's wiping delay (30 s
-        after a plugin unregisters) runs for all of them at once.
+        The sweeps wait out one deadline together (a release that never unprepares costs one
+        timeout, not one per subtest), and the drivers stop together after it, so the kubelet's
+        wiping delay (30 s after a plugin unregisters) runs for all of them at once.
         """
         stopped: dict[str, str] = {}
         findings: list[Finding] = []
         # A server that is gone (an interrupt stopped it) gives no fresh try a chance.
         grace = RESYNC_GRACE if tear_down else 0.0
-        for name in sorted(self._harnesses, reverse=True):
-            harness = self._harnesses.pop(name)
-            if tear_down and kube is not None:
-                attempts(
-                    f"tear down objects of {name}", functools.partial(_tear_down, harness, kube)
-                )
+        closing = [
+            (name, self._harnesses.pop(name)) for name in sorted(self._harnesses, reverse=True)
+        ]
+        sweeps = []
+        if tear_down and kube is not None:
+            for _, harness in closing:
+                sweeper = harness.objects.builder(kube)
+                sweeps.append((sweeper, sweeper.begin_tear_down(attempts, harness.prepared_claims)))
+            attempts("wait for the tear-down", lambda: wait_torn_down([p for _, p in sweeps]))
+            for sweeper, _ in sweeps:
+                sweeper.end_tear_down(attempts)
+        for name, harness in closing:
             for driver in harness.drivers:
                 findings += [Finding(name, t) for t in _slice_findings(driver, grace)]
                 attempts(f"stop driver {driver.name}", driver.stop)
@@ -256,8 +262,3 @@ def _message(message: Any) -> Any:
     from google.protobuf.message import Message
 
     return MessageToDict(message) if isinstance(message, Message) else str(message)
-
-
-def _tear_down(harness: Harness, kube: Kube) -> None:
-    """Remove what the subtest left, waiting until its driver has nothing prepared."""
-    harness.objects.builder(kube).tear_down(harness.prepared_claims)

@@ -61,9 +61,11 @@ from e2e_dra.builder._teardown import (
     TEARDOWN_TIMEOUT,
     UNLABELLED,
     Leftovers,
+    Pending,
     Sweeper,
     Written,
     made_for,
+    wait_torn_down,
 )
 from e2e_dra.kube import KubeError, NotFound, retrying
 
@@ -90,6 +92,7 @@ __all__ = [
     "NotServed",
     "ObjectClient",
     "ObjectFactory",
+    "Pending",
     "PodFailed",
     "Pods",
     "Request",
@@ -109,4 +112,5 @@ __all__ = [
     "resource_path",
     "retrying",
     "served_version",
+    "wait_torn_down",
 ]

@@ -123,64 +123,58 @@ class Sweeper(ObjectClient):
         unprepared them all, then the classes it created. Tries every step; raises the first
         error at the end."""
         attempts = Attempts("tear-down", self.log)
+        pending = self.begin_tear_down(attempts, prepared_claims)
+        attempts("wait for the tear-down", lambda: wait_torn_down([pending]))
+        self.end_tear_down(attempts)
+        attempts.raise_first()
+
+    def begin_tear_down(
+        self, attempts: Attempts, prepared_claims: Callable[[], list] | None = None
+    ) -> Pending:
+        """Everything of :meth:`tear_down` that does not wait: the deferred cleanups run, the
+        deletions sent. The returned :class:`Pending` says what is still there, so that the
+        sweeps of many subtests wait out one deadline together rather than one each."""
         owners: set[str] = set()  # UIDs of the subtest's pods and pod groups
-
-        def attempt(step: str, fn: Callable[[], object]) -> None:
-            attempts(step, retrying(fn))
-
-        deferred, classes = self.leftovers.deferred, self.leftovers.classes
+        resources = ["pods"]
+        if retrying(self.kube.served)(SCHEDULING_V1BETA1):
+            resources.append("podgroups")
+        deferred = self.leftovers.deferred
         while deferred:
             cleanup = deferred.pop()
-            attempt("deferred cleanup", functools.partial(cleanup, self))
-        attempt("delete test pods", lambda: self._delete_owners("pods", owners))
-        if retrying(self.kube.served)(SCHEDULING_V1BETA1):
-            attempt("delete pod groups", lambda: self._delete_owners("podgroups", owners))
-        attempt("delete claims", lambda: self._delete("resourceclaims", self._claims(owners)))
-        if prepared_claims is not None:
-            attempt(
-                "wait for unprepare",
-                lambda: eventually(
-                    prepared_claims,
-                    what=f"the drivers of {self._subtest} to unprepare all claims",
-                    timeout=TEARDOWN_TIMEOUT,
-                    until=lambda prepared: not prepared,
-                ),
+            attempts("deferred cleanup", retrying(functools.partial(cleanup, self)))
+        for resource in resources:
+            attempts(
+                f"delete {resource}", retrying(lambda r=resource: self._delete_owners(r, owners))
             )
-        attempt(
-            "wait for claims",
-            lambda: eventually(
-                lambda: self._claims(owners),
-                what=f"the ResourceClaims of {self._subtest} in {self.namespace} to be deleted",
-                timeout=TEARDOWN_TIMEOUT,
-                until=lambda items: not items,
-            ),
+        attempts(
+            "delete claims", retrying(lambda: self._delete("resourceclaims", self._claims(owners)))
         )
+        return Pending(self, tuple(resources), owners, prepared_claims)
+
+    def end_tear_down(self, attempts: Attempts) -> None:
+        """The DeviceClasses the subtest created, deleted once its claims are gone."""
+        classes = self.leftovers.classes
         for name in reversed(classes):
-            attempt(
+            attempts(
                 f"delete DeviceClass {name}",
-                functools.partial(
-                    self.kube.delete, self.url("deviceclasses", name), missing_ok=True
+                retrying(
+                    functools.partial(
+                        self.kube.delete, self.url("deviceclasses", name), missing_ok=True
+                    )
                 ),
             )
         classes.clear()
-        attempts.raise_first()
 
     @property
-    def _subtest(self) -> str:
+    def subtest_name(self) -> str:
         return self.labels.get(SUBTEST_LABEL, "the subtest")
 
     def _delete_owners(self, resource: str, owners: set[str]) -> None:
-        """Delete the subtest's ``resource`` (pods, pod groups) and wait until they are gone;
-        their UIDs go into ``owners`` first, for the claims made for them."""
+        """Delete the subtest's ``resource`` (pods, pod groups); their UIDs go into ``owners``
+        first, for the claims made for them."""
         items = self.list(resource, mine=True)
         owners.update(item["metadata"]["uid"] for item in items if item["metadata"].get("uid"))
         self._delete(resource, items)
-        eventually(
-            lambda: self.list(resource, mine=True),
-            what=f"the {resource} of {self._subtest} in {self.namespace} to be deleted",
-            timeout=TEARDOWN_TIMEOUT,
-            until=lambda items: not items,
-        )
 
     def _claims(self, owners: Collection[str]) -> list[dict]:
         """The subtest's claims: those with its labels, and those without labels that the
@@ -196,3 +190,47 @@ class Sweeper(ObjectClient):
         for item in items:
             if not item["metadata"].get("deletionTimestamp"):
                 self.delete(resource, item["metadata"]["name"], missing_ok=True)
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A sweep under way: what of one subtest must still go before its drivers may stop."""
+
+    sweeper: Sweeper
+    resources: tuple[str, ...]  # pods, and pod groups where the server serves them
+    owners: set[str]
+    prepared_claims: Callable[[], list] | None
+
+    def left(self) -> str:
+        """What is still there ("pods a, b; claims c; prepared by its drivers: d"), "" when
+        nothing is."""
+        sweeper = self.sweeper
+        parts = [
+            f"{resource} {', '.join(names)}"
+            for resource in (*self.resources, "resourceclaims")
+            if (names := _names(self._listed(resource)))
+        ]
+        if self.prepared_claims is not None and (prepared := self.prepared_claims()):
+            parts.append(f"prepared by its drivers: {', '.join(map(str, prepared))}")
+        return f"{sweeper.subtest_name}: {'; '.join(parts)}" if parts else ""
+
+    def _listed(self, resource: str) -> list[dict]:
+        if resource == "resourceclaims":
+            return retrying(self.sweeper._claims)(self.owners)
+        return retrying(lambda: self.sweeper.list(resource, mine=True))()
+
+
+def wait_torn_down(pending: Collection[Pending], timeout: float = TEARDOWN_TIMEOUT) -> None:
+    """Until none of the sweeps ``pending`` has anything left, within one ``timeout`` for all of
+    them: a release that never lets a pod or claim go (an unprepare that never comes) costs one
+    timeout per run, not one per subtest; the error names what each subtest left."""
+    eventually(
+        lambda: [text for p in pending if (text := p.left())],
+        what="the torn-down subtests' pods and claims to be gone, and unprepared",
+        timeout=timeout,
+        until=lambda left: not left,
+    )
+
+
+def _names(items: list[dict]) -> list[str]:
+    return [item["metadata"]["name"] for item in items]

@@ -182,6 +182,9 @@ class Subtest:
     other_drivers: tuple[OtherDriver, ...] = ()
     # Use the admin client for the driver (cluster-wide slices are refused to a node identity).
     privileged_client: bool = False
+    # The DRAResourceHealth versions the driver offers the kubelet, newest first; None: every
+    # one it can serve (v1, v1beta1, v1alpha1). Fewer: a driver built on an older library.
+    driver_health: tuple[str, ...] | None = None
     # Let the driver's ResourceSlice controller reconcile only this pool.
     reconcile_pool: str | None = None
     # API group/versions the cluster must serve, e.g. "scheduling.k8s.io/v1beta1": added to

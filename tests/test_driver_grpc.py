@@ -592,6 +592,38 @@ def test_an_unprepare_its_kubelet_left_still_unprepares_and_the_retry_is_seen(dr
 # --- health -----------------------------------------------------------------------------------
 
 
+def test_a_driver_offers_only_the_health_versions_it_is_given(root: Path, claims: Claims):
+    """As one built on an older kubelet-plugin library: v1alpha1 health alone, said at
+    registration and served, the newer versions unknown to its socket."""
+    with Driver(
+        DRIVER,
+        NODE,
+        None,
+        get_claim=claims.get_claim,
+        kubelet_root=root / "kubelet",
+        cdi_dir=root / "cdi",
+        health=("v1alpha1",),
+    ) as older:
+        info = registration(older).GetInfo(pluginregistration_v1_pb2.InfoRequest(), timeout=5)
+        assert list(info.supported_versions) == [
+            "v1.DRAPlugin",
+            "v1beta1.DRAPlugin",
+            "v1alpha1.DRAResourceHealth",
+        ]
+        older.set_health(NODE, "device-01", "Healthy")
+        request = health_v1alpha1_pb2.NodeWatchResourcesRequest()
+        served = _rpc.stub(channel(older.dra_socket), health_v1alpha1_pb2, "DRAResourceHealth")
+        assert next(iter(served.NodeWatchResources(request, timeout=10))).devices
+        newer = _rpc.stub(channel(older.dra_socket), health_v1_pb2, "DRAResourceHealth")
+        with pytest.raises(grpc.RpcError) as refused:
+            next(
+                iter(newer.NodeWatchResources(health_v1_pb2.NodeWatchResourcesRequest(), timeout=5))
+            )
+        assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    with pytest.raises(DriverError, match="no DRAResourceHealth"):
+        Driver(DRIVER, NODE, None, get_claim=claims.get_claim, health=("v2",))
+
+
 @pytest.mark.parametrize("pb", [health_v1_pb2, health_v1alpha1_pb2], ids=["v1", "v1alpha1"])
 def test_health_stream_sends_changes_at_once(driver, pb):
     driver.set_health(NODE, "device-01", "Healthy")

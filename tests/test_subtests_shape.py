@@ -51,6 +51,7 @@ from e2e_dra.subtests import (
 from e2e_dra.subtests import _binding_conditions as binding_conditions
 from e2e_dra.subtests import _consumable_capacity as consumable_capacity
 from e2e_dra.subtests import _extended_resource as extended_resource
+from e2e_dra.subtests import _health as health
 from e2e_dra.subtests import consumable_capacity as consumable_capacity_subtest
 
 # Upstream's eight scenarios: the port must keep every one of them. Subtests of our own need no
@@ -1458,13 +1459,13 @@ def test_resource_health_declares_its_gate_and_releases() -> None:
     assert unsupported_release(subtest.releases, "v1.35.8") == "v1.35.8"
     # One device per node, named as the subtest sets its health.
     (pool,) = subtest.resources(["node-a"])
-    assert (pool.name, pool.slices[0]["devices"]) == ("node-a", [{"name": resource_health.DEVICE}])
+    assert (pool.name, pool.slices[0]["devices"]) == ("node-a", [{"name": health.DEVICE}])
 
 
 def test_resource_health_reads_the_claims_devices_from_pod_status() -> None:
     pod = valid(builder().pod_external("external-claim"))
     container = pod["spec"]["containers"][0]["name"]
-    assert pod["spec"]["resourceClaims"][0]["name"] == resource_health.POD_CLAIM
+    assert pod["spec"]["resourceClaims"][0]["name"] == health.POD_CLAIM
     pod["status"] = {
         "containerStatuses": [
             {
@@ -1475,7 +1476,7 @@ def test_resource_health_reads_the_claims_devices_from_pod_status() -> None:
                 "restartCount": 0,
                 "allocatedResourcesStatus": [
                     {
-                        "name": f"claim:{resource_health.POD_CLAIM}",
+                        "name": f"claim:{health.POD_CLAIM}",
                         "resources": [
                             {
                                 "resourceID": "k8s.io/claim=uid-request",
@@ -1493,8 +1494,8 @@ def test_resource_health_reads_the_claims_devices_from_pod_status() -> None:
         ]
     }
     models.V1Pod.model_validate(pod)
-    assert resource_health._claim_health(pod) == [("Unhealthy", "broken")]
-    assert resource_health._claim_health({"status": {}}) == []
+    assert health._claim_health(pod) == [("Unhealthy", "broken")]
+    assert health._claim_health({"status": {}}) == []
 
 
 def test_resource_health_unknown_window_tells_the_kubelets_timeout_apart() -> None:

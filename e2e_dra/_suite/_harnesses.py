@@ -21,7 +21,7 @@ from typing import Any
 from e2e_dra._suite._artifacts import write_json
 from e2e_dra._suite._nets import Finding
 from e2e_dra.builder import SubtestObjects, driver_name, wait_torn_down
-from e2e_dra.driver import RESYNC_GRACE, ClaimRef, Driver
+from e2e_dra.driver import HEALTH_VERSIONS, RESYNC_GRACE, ClaimRef, Driver
 from e2e_dra.hostkit import Attempts
 from e2e_dra.kube import Kube
 
@@ -231,6 +231,7 @@ class Harnesses:
             reconcile_pool=subtest.reconcile_pool,
             namespace=self.namespace,
             log_dir=self.log_dir,
+            health=subtest.driver_health or HEALTH_VERSIONS,
         )
 
 

@@ -10,12 +10,13 @@ The gRPC stubs in ``_pb`` come from ``proto/``: ``python e2e_dra/driver/proto/ge
 
 from e2e_dra.driver._calls import CLIENT_GONE, FAULTABLE_METHODS, CallLog, GRPCCall
 from e2e_dra.driver._node_service import ClaimRef, claim_env_name
-from e2e_dra.driver._plugin import Driver, DriverError
+from e2e_dra.driver._plugin import HEALTH_VERSIONS, Driver, DriverError
 from e2e_dra.driver._slices import RESYNC_GRACE, DroppedFieldsError, Pool, node_devices
 
 __all__ = [
     "CLIENT_GONE",
     "FAULTABLE_METHODS",
+    "HEALTH_VERSIONS",
     "RESYNC_GRACE",
     "CallLog",
     "ClaimRef",

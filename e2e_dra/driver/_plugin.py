@@ -12,6 +12,7 @@ import contextlib
 import functools
 import logging
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import grpc
@@ -42,7 +43,13 @@ REGISTRATION_METHOD = "/pluginregistration.Registration/NotifyRegistrationStatus
 
 # The versions served, newest first; registration advertises them by their short names.
 _NODE_SERVICES = (dra_v1_pb2, dra_v1beta1_pb2)
-_HEALTH_SERVICES = (health_v1_pb2, health_v1beta1_pb2, health_v1alpha1_pb2)
+_HEALTH_SERVICES = {
+    "v1": health_v1_pb2,
+    "v1beta1": health_v1beta1_pb2,
+    "v1alpha1": health_v1alpha1_pb2,
+}
+HEALTH_VERSIONS = tuple(_HEALTH_SERVICES)
+"""The ``DRAResourceHealth`` versions this driver can serve, newest first."""
 
 
 class DriverError(E2EDRAError):
@@ -66,7 +73,7 @@ class Driver:
         namespace: str = "default",
         log_dir: Path | None = None,
         get_claim: ClaimGetter | None = None,
-        health: bool = True,
+        health: Sequence[str] = HEALTH_VERSIONS,
         registry_dir: Path | None = None,
         plugin_dir: Path | None = None,
     ) -> None:
@@ -84,7 +91,11 @@ class Driver:
         self.cdi_dir = cdi_dir
         self.calls = CallLog()
         self.health = HealthState()
-        self._health_enabled = health
+        unknown = [v for v in health if v not in _HEALTH_SERVICES]
+        if unknown:
+            raise DriverError(f"driver {name}: no DRAResourceHealth {unknown}: {HEALTH_VERSIONS}")
+        # Offered and served: all by default; fewer, as a driver built on an older library.
+        self._health = tuple(_HEALTH_SERVICES[v] for v in health)
         self._admin = kube
         self._identity: PluginIdentity | None = None
         self._api = kube
@@ -93,8 +104,7 @@ class Driver:
         self._get_claim = get_claim
         self._node = NodeService(name, cdi_dir, self._fetch_claim)
         services = [short_name(pb, "DRAPlugin") for pb in _NODE_SERVICES]
-        if health:
-            services += [short_name(pb, "DRAResourceHealth") for pb in _HEALTH_SERVICES]
+        services += [short_name(pb, "DRAResourceHealth") for pb in self._health]
         self._registration = RegistrationServicer(name, str(self.dra_socket), services)
         self._publisher: SlicePublisher | None = None
         self._servers: list[tuple[grpc.Server, Path]] = []
@@ -112,11 +122,10 @@ class Driver:
             dra_services = [
                 handler(pb, "DRAPlugin", DRAServicer(self._node, pb)) for pb in _NODE_SERVICES
             ]
-            if self._health_enabled:
-                dra_services += [
-                    handler(pb, "DRAResourceHealth", HealthServicer(self.health, pb))
-                    for pb in _HEALTH_SERVICES
-                ]
+            dra_services += [
+                handler(pb, "DRAResourceHealth", HealthServicer(self.health, pb))
+                for pb in self._health
+            ]
             # The DRA service first: once the kubelet sees the registration socket, it calls it.
             self._servers.append(
                 (

@@ -9,6 +9,11 @@ The pod that tolerates the slice's taint runs across the upgrade untouched (chec
 after it: the same pod, its container neither restarted nor replaced, its claim still reserved
 for it, its device still in its environment) until the NoExecute rule evicts it on purpose. So
 only the upgrade has a pod to check: after the downgrade the pod is made anew and must wait.
+
+Every phase also sends a claim that tolerates every taint (``operator: Exists`` with no key:
+what tools that must reach any device write), which each release must accept; where the device
+is free (after the eviction, and after the downgrade) its pod must get the tainted device and
+run. The one the older release stored is read, updated and sent again on the re-upgrade.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from e2e_dra.subtest_kit import (
     TAINT_RULES_IGNORED,
     TAINT_RULES_IGNORED_SIGN,
     older_writes_hold,
+    remove,
     running,
     still_untouched,
 )
@@ -32,6 +38,7 @@ RULE = "device-taint-rule"
 RULE_VERSION = "resource.k8s.io/v1alpha3"  # upstream creates the rule through v1alpha3
 FROM_SLICE = {"key": TAINT_KEY, "value": "from-slice", "effect": "NoSchedule"}
 FROM_RULE = {"key": TAINT_KEY, "value": "from-rule", "effect": "NoExecute"}
+TOLERATE_ALL = {"operator": "Exists"}  # no key, no effect: every taint
 EVICTION_TIMEOUT = 300.0
 SELECT_TAINTED = 'device.attributes["example.com"].?type.orValue("") == "devicetaints"'
 
@@ -73,6 +80,7 @@ def initial(ctx: Context) -> Phase:
     b.create(claim)
     b.test_pod(pod)
     tolerating = running(b, pod["metadata"]["name"])
+    _tolerating_everything(ctx, runs=False)  # the device is held
 
     def after_upgrade(ctx: Context) -> Phase:
         b = ctx.builder
@@ -92,11 +100,14 @@ def initial(ctx: Context) -> Phase:
         b.create(rule)
         b.defer(lambda b: b.delete("devicetaintrules", RULE, version=version, missing_ok=True))
         b.wait_pod_gone(pod["metadata"]["name"], EVICTION_TIMEOUT)
+        _tolerating_everything(ctx, runs=True)
 
         def after_downgrade(ctx: Context) -> Phase:
             b = ctx.builder
             b.create(pod)
             b.wait_unschedulable(pod["metadata"]["name"])
+            b.delete_pod_and_wait(pod["metadata"]["name"])  # it would take the device later
+            _tolerating_everything(ctx, runs=True)
             # Our own slice: delete it now, before the tear-down sweeps the other objects.
             _delete_slice(b)
             return older_writes_hold
@@ -104,6 +115,23 @@ def initial(ctx: Context) -> Phase:
         return after_downgrade
 
     return after_upgrade
+
+
+def _tolerating_everything(ctx: Context, *, runs: bool) -> None:
+    """A claim whose request tolerates every taint is accepted; with ``runs`` (the device is free
+    now) its pod is given the tainted device, runs, and is removed again."""
+    b = ctx.builder
+    what = "a claim tolerating every taint (operator Exists, no key) is accepted"
+    with ctx.step(what + (", and its pod runs on the tainted device" if runs else "")):
+        claim = b.external_claim(
+            requests=[request(selectors=[SELECT_TAINTED], tolerations=[TOLERATE_ALL])]
+        )
+        b.create(claim)
+        if runs:
+            pod = b.pod_external(claim["metadata"]["name"])
+            b.create(pod)
+            b.test_pod(pod)
+            remove(b, [pod], [claim])
 
 
 def _delete_slice(b: Builder, *, missing_ok: bool = False) -> None:

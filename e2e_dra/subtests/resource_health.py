@@ -54,14 +54,16 @@ from e2e_dra.subtest_kit import (
     running,
     still_untouched,
 )
+from e2e_dra.subtests._health import (
+    DEVICE,
+    UNHEALTHY_MESSAGE,
+    health_stream,
+    streams,
+    wait_health,
+)
 from e2e_dra.versions import matches
 from e2e_dra.waits import eventually
 
-HEALTH_TIMEOUT = 60.0
-WATCH_METHOD = "/NodeWatchResources"
-POD_CLAIM = "resource-claim"  # Builder.pod_external's name for the claim in the pod spec
-DEVICE = "device-00"  # devices_per_node(1): one pool per node, named after it
-UNHEALTHY_MESSAGE = "e2e-dra: flipped by resource-health"
 # The health check timeout the driver sends with the device's last report before it falls
 # silent about it, and how soon the kubelet must mark it Unknown: less than the kubelet's own
 # DefaultHealthTimeout, so that a kubelet ignoring the device's timeout fails.
@@ -101,7 +103,7 @@ def initial(ctx: Context) -> Phase:
         kubelet = kubelet_version(ctx.builder, ctx.nodes[0])
         (want,) = [name for spec, name in HEALTH_SERVICES.items() if matches(spec, kubelet)]
         with ctx.step(f"the kubelet ({kubelet}) watches device health through {want} only"):
-            stream, service = _health_stream(ctx)
+            stream, service = health_stream(ctx)
             opened = _streams_opened(ctx, since)
             ctx.log(f"{ctx.phase}: the kubelet watches device health through {service}")
             ctx.facts[f"health_service/{ctx.phase}"] = service
@@ -110,13 +112,13 @@ def initial(ctx: Context) -> Phase:
                 f"streams opened this phase: {opened}"
             )
         with ctx.step("pod status shows the device Healthy"):
-            _wait_health(ctx, pod_name, "Healthy")
+            wait_health(ctx, pod_name, "Healthy")
         with ctx.step("pod status follows the device to Unhealthy"):
             ctx.driver.set_health(pool, device, "Unhealthy", UNHEALTHY_MESSAGE)
-            _wait_health(ctx, pod_name, "Unhealthy", UNHEALTHY_MESSAGE)
+            wait_health(ctx, pod_name, "Unhealthy", UNHEALTHY_MESSAGE)
         with ctx.step("pod status follows the device back to Healthy"):
             ctx.driver.set_health(pool, device, "Healthy")
-            _wait_health(ctx, pod_name, "Healthy")
+            wait_health(ctx, pod_name, "Healthy")
         if stream < since:
             why = "the kubelet kept its health stream from the phase before, which proved it"
             ctx.log(f"{ctx.phase}: Unknown after silence not checked again: {why}")
@@ -130,7 +132,7 @@ def initial(ctx: Context) -> Phase:
                 ctx.facts[f"health_unknown_after/{ctx.phase}"] = round(elapsed, 1)
             with ctx.step("pod status shows the device Healthy once the driver reports it again"):
                 ctx.driver.set_health(pool, device, "Healthy")
-                _wait_health(ctx, pod_name, "Healthy")
+                wait_health(ctx, pod_name, "Healthy")
         return len(ctx.driver.calls.records)
 
     upgraded_since = cycle(ctx, 0)
@@ -156,30 +158,12 @@ def initial(ctx: Context) -> Phase:
     return after_upgrade
 
 
-def _health_stream(ctx: Context) -> tuple[int, str]:
-    """The one stream the current kubelet keeps open: where it is in the driver's calls, and
-    its health service.
-
-    Not "the stream after the newest registration": a 1.37 kubelet opens its stream between
-    GetInfo and NotifyRegistrationStatus. A restarted kubelet's old stream ends with its
-    connection (the driver notices within one resend period), so one open stream is left.
-    """
-
-    streams = eventually(
-        lambda: [(index, service) for index, service, done in _streams(ctx) if not done],
-        what="the kubelet to watch device health through one stream",
-        timeout=HEALTH_TIMEOUT,
-        until=lambda streams: len(streams) == 1,
-    )
-    return streams[0]
-
-
 def _unknown_when_silent(ctx: Context, pod_name: str, pool: str, device: str) -> float:
     """The driver falls silent about the device (its stream goes on); seconds until the pod
     shows it Unknown, which must take the device's timeout and not much more."""
     started = time.monotonic()
     ctx.driver.silence_health(pool, device, SILENT_TIMEOUT)
-    _wait_health(
+    wait_health(
         ctx,
         pod_name,
         "Unknown",
@@ -202,48 +186,7 @@ def _unknown_when_silent(ctx: Context, pod_name: str, pool: str, device: str) ->
 
 def _streams_opened(ctx: Context, since: int) -> list[str]:
     """The health service of every stream the kubelet opened from call ``since`` on."""
-    return [service for index, service, _ in _streams(ctx) if index >= since]
-
-
-def _streams(ctx: Context) -> list[tuple[int, str, bool]]:
-    """Every health stream in the driver's calls: where it is, its service, whether it ended."""
-    return [
-        (index, call.method.removesuffix(WATCH_METHOD).lstrip("/"), call.done)
-        for index, call in enumerate(ctx.driver.calls.records)
-        if call.method.endswith(WATCH_METHOD)
-    ]
-
-
-def _wait_health(
-    ctx: Context,
-    pod_name: str,
-    health: str,
-    message: str | None = None,
-    *,
-    timeout: float = HEALTH_TIMEOUT,
-    detail: str = "",
-) -> None:
-    """Until the pod's container reports the claim's one device with ``health`` (and
-    ``message``, None: none); ``detail`` is added to what a timeout says it waited for."""
-    want = [(health, message)]
-    eventually(
-        lambda: _claim_health(ctx.builder.read_pod(pod_name)),
-        what=f"pod {pod_name} to report its device {health}{detail}",
-        timeout=timeout,
-        poll=1.0,
-        until=lambda seen: seen == want,
-    )
-
-
-def _claim_health(pod: dict) -> list[tuple[str, str | None]]:
-    """(health, message) of every device of the claim in the pod's container status."""
-    return [
-        (resource.get("health"), resource.get("message"))
-        for status in pod.get("status", {}).get("containerStatuses") or []
-        for entry in status.get("allocatedResourcesStatus") or []
-        if entry.get("name") == f"claim:{POD_CLAIM}"
-        for resource in entry.get("resources") or []
-    ]
+    return [service for index, service, _ in streams(ctx) if index >= since]
 
 
 SUBTEST = Subtest(

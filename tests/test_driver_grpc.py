@@ -505,6 +505,44 @@ def test_blocked_prepare_waits_until_released(driver, claims):
     assert [c.name for c in driver.prepared_claims()] == ["slow"]
 
 
+def test_a_call_waiting_on_a_block_ends_when_the_driver_stops(root: Path, claims: Claims):
+    """A subtest stopped halfway never lifts its block; the handler thread must not wait on, or
+    the process cannot exit (the gRPC pool's threads are joined at exit)."""
+    claim = claims.add(allocated_claim("stuck", "uid-stuck"))
+    driver = Driver(
+        DRIVER,
+        NODE,
+        None,
+        get_claim=claims.get_claim,
+        kubelet_root=root / "kubelet",
+        cdi_dir=root / "cdi",
+    )
+    driver.start()
+    blocked = driver.block_prepare()
+    blocked.__enter__()  # never left: as a run stopped by SIGTERM leaves it
+    request = dra_v1_pb2.NodePrepareResourcesRequest(claims=refs(dra_v1_pb2, claim))
+    errors: list[grpc.StatusCode] = []
+
+    def call() -> None:
+        try:
+            node_stub(driver).NodePrepareResources(request, timeout=30)
+        except grpc.RpcError as exc:
+            errors.append(exc.code())
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    try:
+        poll(lambda: driver.calls.count("/NodePrepareResources") == 1, timeout=10, interval=0.05)
+    finally:
+        started = time.monotonic()
+        driver.stop()
+    poll(lambda: driver.calls.records[-1].done, timeout=5, interval=0.05)
+    assert time.monotonic() - started < 5
+    assert "stopped while NodePrepareResources waited" in str(driver.calls.records[-1].error)
+    caller.join(timeout=5)
+    assert errors and errors[0] != grpc.StatusCode.DEADLINE_EXCEEDED
+
+
 def test_an_answer_nobody_waits_for_any_more_is_recorded_as_not_seen(driver, claims):
     """A kubelet whose deadline passed (or that restarted) never saw the prepare succeed."""
     from e2e_dra.driver._calls import CLIENT_GONE

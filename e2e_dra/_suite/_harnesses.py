@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -103,8 +104,10 @@ class Harnesses:
 
         A driver whose slices do not come back fails its subtest's next phase, not the others;
         slices that are back clear what an earlier wait recorded (a component that crashed in it
-        was started again since).
+        was started again since). The drivers publish at the same time, so they share one
+        deadline: a release that refuses every driver's slices costs one timeout, not one each.
         """
+        deadline = time.monotonic() + SLICES_TIMEOUT
         for name, harness in sorted(self._harnesses.items()):
             if name in self._dropped or not harness.publishing:
                 continue
@@ -112,7 +115,7 @@ class Harnesses:
                 for driver in harness.publishing:
                     logger.info(f"waiting for ResourceSlices of {driver.name} ({why})")
                     try:
-                        driver.wait_for_slices(SLICES_TIMEOUT)
+                        driver.wait_for_slices(max(deadline - time.monotonic(), 1.0))
                     except Exception as exc:
                         raise AssertionError(
                             f"{name}: ResourceSlices of {driver.name} did not come back {why}: "

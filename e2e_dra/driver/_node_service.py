@@ -84,6 +84,24 @@ class NodeService:
         self._state = threading.Lock()
         self._prepared: dict[str, _Prepared] = {}
         self._failing: set[str] = set()  # claim names that fail_prepare() answers with an error
+        self._stopped = threading.Event()
+
+    def stop(self) -> None:
+        """Calls waiting on a block (or on the call before them) end now, with an error: a
+        subtest stopped halfway never lifts its block, and a gRPC handler thread waiting
+        forever keeps the whole process from exiting (its pool's threads are joined at exit)."""
+        self._stopped.set()
+
+    @contextlib.contextmanager
+    def _holding(self, lock: threading.Lock, what: str) -> Iterator[None]:
+        """``lock``, unless the driver stops while the call waits for it."""
+        while not lock.acquire(timeout=0.2):
+            if self._stopped.is_set():
+                raise RuntimeError(f"driver {self.driver_name} stopped while {what} waited")
+        try:
+            yield
+        finally:
+            lock.release()
 
     def prepared_claims(self) -> list[ClaimRef]:
         with self._state:
@@ -136,7 +154,7 @@ class NodeService:
         # Fetch before serialising, as upstream: API latency should not hold up other calls.
         claims = {ref.uid: self._fetch(ref) for ref in refs}
         results: dict[str, ClaimResult] = {}
-        with self._serial:
+        with self._holding(self._serial, "NodePrepareResources"):
             for ref in refs:
                 claim = claims[ref.uid]
                 if isinstance(claim, ClaimResult):
@@ -172,7 +190,7 @@ class NodeService:
         return claim
 
     def _prepare_one(self, ref: ClaimRef, claim: dict) -> list[PreparedDevice]:
-        with self._prepare_block, self._state:
+        with self._holding(self._prepare_block, "NodePrepareResources"), self._state:
             known = self._prepared.get(ref.uid)
             if known is not None:
                 return known.devices
@@ -242,13 +260,13 @@ class NodeService:
 
     def unprepare(self, refs: list[ClaimRef]) -> dict[str, ClaimResult]:
         results: dict[str, ClaimResult] = {}
-        with self._serial:
+        with self._holding(self._serial, "NodeUnprepareResources"):
             for ref in refs:
                 results[ref.uid] = self._unprepare_one(ref)
         return results
 
     def _unprepare_one(self, ref: ClaimRef) -> ClaimResult:
-        with self._unprepare_block, self._state:
+        with self._holding(self._unprepare_block, "NodeUnprepareResources"), self._state:
             entry = self._prepared.get(ref.uid)
             if entry is None:  # never prepared, or already unprepared
                 return ClaimResult()

@@ -164,6 +164,7 @@ class Driver:
         strand the RBAC objects or the log handler); the first error is raised at the end.
         """
         attempts = Attempts(f"driver {self.name}: stopping", log.warning)
+        attempts("end the calls that wait on a block", self._node.stop)
         attempts("close the health service", self.health.close)
         while self._servers:
             server, socket = self._servers.pop()

@@ -11,9 +11,9 @@ for it, its device still in its environment) until the NoExecute rule evicts it 
 only the upgrade has a pod to check: after the downgrade the pod is made anew and must wait.
 
 Every phase also sends a claim that tolerates every taint (``operator: Exists`` with no key:
-what tools that must reach any device write), which each release must accept; where the device
-is free (after the eviction, and after the downgrade) its pod must get the tainted device and
-run. The one the older release stored is read, updated and sent again on the re-upgrade.
+what tools that must reach any device write), which each release must accept; after the
+eviction, where the device is free, its pod must get the tainted device and run. The one the
+older release stored is read, updated and sent again on the re-upgrade.
 """
 
 from __future__ import annotations
@@ -106,8 +106,7 @@ def initial(ctx: Context) -> Phase:
             b = ctx.builder
             b.create(pod)
             b.wait_unschedulable(pod["metadata"]["name"])
-            b.delete_pod_and_wait(pod["metadata"]["name"])  # it would take the device later
-            _tolerating_everything(ctx, runs=True)
+            _tolerating_everything(ctx, runs=False)
             # Our own slice: delete it now, before the tear-down sweeps the other objects.
             _delete_slice(b)
             return older_writes_hold

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -95,16 +96,22 @@ def claims() -> Claims:
     return Claims()
 
 
-@pytest.fixture
-def driver(root: Path, claims: Claims) -> Iterator[Driver]:
-    with Driver(
+def new_driver(root: Path, claims: Claims, **options: Any) -> Driver:
+    """The test driver, unstarted, its sockets and CDI specs under ``root``."""
+    return Driver(
         DRIVER,
         NODE,
         None,
         get_claim=claims.get_claim,
         kubelet_root=root / "kubelet",
         cdi_dir=root / "cdi",
-    ) as running:
+        **options,
+    )
+
+
+@pytest.fixture
+def driver(root: Path, claims: Claims) -> Iterator[Driver]:
+    with new_driver(root, claims) as running:
         yield running
 
 
@@ -509,14 +516,7 @@ def test_a_call_waiting_on_a_block_ends_when_the_driver_stops(root: Path, claims
     """A subtest stopped halfway never lifts its block; the handler thread must not wait on, or
     the process cannot exit (the gRPC pool's threads are joined at exit)."""
     claim = claims.add(allocated_claim("stuck", "uid-stuck"))
-    driver = Driver(
-        DRIVER,
-        NODE,
-        None,
-        get_claim=claims.get_claim,
-        kubelet_root=root / "kubelet",
-        cdi_dir=root / "cdi",
-    )
+    driver = new_driver(root, claims)
     driver.start()
     blocked = driver.block_prepare()
     blocked.__enter__()  # never left: as a run stopped by SIGTERM leaves it
@@ -633,15 +633,7 @@ def test_an_unprepare_its_kubelet_left_still_unprepares_and_the_retry_is_seen(dr
 def test_a_driver_offers_only_the_health_versions_it_is_given(root: Path, claims: Claims):
     """As one built on an older kubelet-plugin library: v1alpha1 health alone, said at
     registration and served, the newer versions unknown to its socket."""
-    with Driver(
-        DRIVER,
-        NODE,
-        None,
-        get_claim=claims.get_claim,
-        kubelet_root=root / "kubelet",
-        cdi_dir=root / "cdi",
-        health=("v1alpha1",),
-    ) as older:
+    with new_driver(root, claims, health=("v1alpha1",)) as older:
         info = registration(older).GetInfo(pluginregistration_v1_pb2.InfoRequest(), timeout=5)
         assert list(info.supported_versions) == [
             "v1.DRAPlugin",
@@ -659,7 +651,7 @@ def test_a_driver_offers_only_the_health_versions_it_is_given(root: Path, claims
             )
         assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED
     with pytest.raises(DriverError, match="no DRAResourceHealth"):
-        Driver(DRIVER, NODE, None, get_claim=claims.get_claim, health=("v2",))
+        new_driver(root, claims, health=("v2",))
 
 
 @pytest.mark.parametrize("pb", [health_v1_pb2, health_v1alpha1_pb2], ids=["v1", "v1alpha1"])

@@ -25,7 +25,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from e2e_dra.errors import InputError, ReleaseError, UnbuildableRelease
+from e2e_dra.errors import InputError, UnbuildableRelease
 from e2e_dra.releases._checkout_build import OURS, STANDINS, TREE_ENV, git
 from e2e_dra.releases._gobuild import (
     BUILT_COMMANDS,
@@ -36,7 +36,6 @@ from e2e_dra.releases._gobuild import (
 )
 from e2e_dra.releases._gomodule import go_directive, local_replaced, staging_version
 from e2e_dra.releases._goproxy import served_substitutes
-from e2e_dra.versions import parse_version
 
 logger = logging.getLogger(__name__)
 
@@ -191,8 +190,6 @@ def _commit(tree: Path, recipe: Recipe, deviations: list[str]) -> str:
     git(tree, "init", "-q", "-b", "master")
     git(tree, "add", "-A")
     git(tree, "commit", "-q", "--no-verify", "-m", message, env=env)
-    if not parse_version(recipe.version).is_release:
-        raise ReleaseError(f"{recipe.version} is not a release tag")
     git(tree, "tag", recipe.version)
     return git(tree, "rev-parse", "HEAD").strip()
 

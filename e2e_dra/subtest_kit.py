@@ -23,6 +23,7 @@ from e2e_dra.builder import (
     NotFound,
     PodFailed,
     Written,
+    event_time,
     is_unschedulable,
     object_path,
     request,
@@ -295,10 +296,10 @@ def scheduler_reported(
     b = b or ctx.builder
     if SCHEDULER not in ctx.started:
         raise AssertionError(f"{ctx.phase}: when the {SCHEDULER} started is not known")
-    since = datetime.fromtimestamp(ctx.started[SCHEDULER], UTC).replace(tzinfo=None)
+    since = datetime.fromtimestamp(ctx.started[SCHEDULER], UTC)
     selector = f"involvedObject.name={pod_name},reason={reason}"
     found = eventually(
-        lambda: [e for e in b.list("events", fieldSelector=selector) if _seen(e) >= since],
+        lambda: [e for e in b.list("events", fieldSelector=selector) if event_time(e) >= since],
         what=(
             f"the {SCHEDULER} started at {since:%H:%M:%S.%f} (UTC) to report {reason} about "
             f"pod {pod_name}"
@@ -306,24 +307,6 @@ def scheduler_reported(
         timeout=timeout,
     )
     return found[-1]
-
-
-def _seen(event: dict) -> datetime:
-    """When ``event`` was last reported (a repeated one keeps its object, with a series)."""
-    times = [
-        _time(event.get("eventTime")),
-        _time((event.get("series") or {}).get("lastObservedTime")),
-        _time(event.get("lastTimestamp")),
-        _time(event.get("firstTimestamp")),
-    ]
-    return max((t for t in times if t is not None), default=datetime.min)
-
-
-def _time(text: object) -> datetime | None:
-    """An API timestamp (``2026-12-02T00:25:01.123456Z``, also without fraction), in UTC."""
-    if not isinstance(text, str) or not text:
-        return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).replace(tzinfo=None)
 
 
 def nudge(b: Builder, pod_name: str, mark: str) -> None:

@@ -8,6 +8,8 @@ the tear-down's selectors and owner rule here, the tear-down itself against a re
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from kubernetes.client import models
 
@@ -21,6 +23,7 @@ from e2e_dra.builder import (
     Pods,
     SubtestObjects,
     Sweeper,
+    event_time,
     label_selector,
     made_for,
     request,
@@ -234,3 +237,17 @@ def test_a_claim_is_made_for_a_pod_that_owns_it() -> None:
     assert made_for(claim("elsewhere", "pod-2"), {"pod-1", "pod-2"})
     assert not made_for(claim("elsewhere"), {"pod-1"})
     assert not made_for({"metadata": {"name": "c"}}, {"pod-1"})
+
+
+def test_an_event_counts_as_seen_when_it_was_last_reported() -> None:
+    repeated = {
+        "eventTime": "2026-12-02T00:25:01.500000Z",
+        "series": {"count": 3, "lastObservedTime": "2026-12-02T00:27:09.250000Z"},
+        "lastTimestamp": None,
+    }
+    legacy = {"eventTime": None, "firstTimestamp": "2026-12-02T00:20:00Z",
+              "lastTimestamp": "2026-12-02T00:21:00Z"}  # fmt: skip
+
+    assert event_time(repeated) == datetime(2026, 12, 2, 0, 27, 9, 250000, tzinfo=UTC)
+    assert event_time(legacy) == datetime(2026, 12, 2, 0, 21, tzinfo=UTC)
+    assert event_time({}) == datetime.min.replace(tzinfo=UTC)

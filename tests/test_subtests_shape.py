@@ -223,6 +223,7 @@ def test_resources_are_valid_slices(subtest: Subtest, nodes: list[str]) -> None:
 def test_subtests_without_resources_publish_nothing() -> None:
     assert {s.name for s in discover() if s.resources is None} == {
         "device-taints",
+        "device-tolerations",
         "resource-claim-device-status",
     }
 
@@ -1596,6 +1597,31 @@ def test_prepare_retry_tells_a_device_held_twice_by_the_known_bugs_sign(tmp_path
     assert bug.seen_in(str(missing.value)) is None
 
 
+def test_device_tolerations_tells_the_evicted_every_taint_pod_by_the_known_bugs_sign(
+    tmp_path: Path,
+) -> None:
+    """kubernetes#143376's sign: an eviction of the pod whose claim tolerates every taint, on the
+    controller-managers before the fix; the same eviction of the other pod is another bug."""
+    from e2e_dra.subtests import device_tolerations as m
+    from e2e_dra.versions import matches
+
+    ctx = _checkpoint_context(tmp_path, [])
+    evicted = (
+        "pod default/p is gone while we waited for it to run; its last events: Scheduled: "
+        "Successfully assigned default/p to 127.0.0.1; DeviceTaintManagerEviction: Marking for "
+        "deletion"
+    )
+    seen = {}
+    for device, (_, what) in m.TOLERATIONS.items():
+        with pytest.raises(AssertionError) as failed, ctx.step(m.stays_step(what)):
+            raise AssertionError(evicted)
+        bug = m.SUBTEST.known_bugs[0]
+        seen[device] = bug.seen_in("\n".join([str(failed.value), *failed.value.__notes__]))
+    assert seen["every-taint"] is not None and seen["by-key"] is None
+    assert [v for v in ("v1.36.5", "v1.37.2", "v1.38.0-alpha.0", "v1.38.0-beta.0")
+            if matches(bug.releases, v)] == ["v1.36.5", "v1.37.2", "v1.38.0-alpha.0"]  # fmt: skip
+
+
 def test_kubelet_restart_reads_which_pods_a_checkpointed_claim_serves(tmp_path: Path) -> None:
     """A kubelet unprepares a claim for a pod it knows from the checkpoint's PodUIDs, a set
     written as ``{"<pod uid>": {}}``; a claim that left the checkpoint is waited out at once."""
@@ -2049,22 +2075,6 @@ def test_kubelet_restart_pins_the_duplicated_checkpoint_to_kubelets_without_the_
         if matches(kubelet_restart.DUPLICATING_KUBELETS, v)
     ]
     assert buggy == ["v1.35.8"]  # 1.36 resets a claim's devices before it adds them again
-
-
-def test_an_event_counts_as_seen_when_it_was_last_reported() -> None:
-    from e2e_dra.subtest_kit import _seen
-
-    repeated = {
-        "eventTime": "2026-12-02T00:25:01.500000Z",
-        "series": {"count": 3, "lastObservedTime": "2026-12-02T00:27:09.250000Z"},
-        "lastTimestamp": None,
-    }
-    legacy = {"eventTime": None, "firstTimestamp": "2026-12-02T00:20:00Z",
-              "lastTimestamp": "2026-12-02T00:21:00Z"}  # fmt: skip
-
-    assert _seen(repeated) == datetime(2026, 12, 2, 0, 27, 9, 250000)
-    assert _seen(legacy) == datetime(2026, 12, 2, 0, 21)
-    assert _seen({}) == datetime.min
 
 
 def test_resource_health_expects_v1_from_1_37_and_v1alpha1_before() -> None:

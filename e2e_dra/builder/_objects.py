@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from e2e_dra.builder._requests import Request, request
@@ -318,3 +319,17 @@ def is_unschedulable(pod: dict) -> bool:
 
 def is_allocated(claim: dict) -> bool:
     return bool(claim.get("status", {}).get("allocation"))
+
+
+def event_time(event: dict) -> datetime:
+    """When ``event`` was last reported, in UTC (a repeated one keeps its object, with a
+    series); the earliest time there is when it says none."""
+    series = event.get("series") or {}
+    times = [
+        event.get("eventTime"),
+        series.get("lastObservedTime"),
+        event.get("lastTimestamp"),
+        event.get("firstTimestamp"),
+    ]
+    parsed = [datetime.fromisoformat(t) for t in times if isinstance(t, str) and t]
+    return max(parsed, default=datetime.min.replace(tzinfo=UTC))

@@ -14,13 +14,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from e2e_dra.builder._api import ObjectClient
-from e2e_dra.builder._objects import DEFAULT_ENV, is_unschedulable
+from e2e_dra.builder._objects import DEFAULT_ENV, event_time, is_unschedulable
 from e2e_dra.errors import E2EDRAError, ExecError
 from e2e_dra.kube import KubeError, NotFound, retrying
 from e2e_dra.waits import eventually
 
 POD_START_TIMEOUT = 300.0  # upstream's framework.PodStartTimeout
 POD_DELETE_TIMEOUT = 300.0
+LAST_EVENTS = 4  # the events a failure quotes
+EVENT_MESSAGE_CHARS = 200
 
 
 class PodFailed(E2EDRAError):
@@ -35,10 +37,17 @@ class Pods(ObjectClient):
         return self.get("pods", name)
 
     def wait_running(self, name: str, timeout: float = POD_START_TIMEOUT) -> dict:
-        """Until the pod runs; fails early if it ended instead."""
+        """Until the pod runs; fails early if it ended instead, or is gone (deleted: evicted by a
+        taint, preempted), saying why from the pod's last events."""
 
         def probe() -> dict:
-            pod = self.read_pod(name)
+            try:
+                pod = self.read_pod(name)
+            except NotFound as exc:
+                raise PodFailed(
+                    f"pod {self.namespace}/{name} is gone while we waited for it to run"
+                    f"{self.last_events(name)}"
+                ) from exc
             phase = pod.get("status", {}).get("phase")
             if phase in ("Succeeded", "Failed"):
                 raise PodFailed(f"pod {self.namespace}/{name} ended with phase {phase}")
@@ -81,6 +90,21 @@ class Pods(ObjectClient):
             timeout=timeout,
             until=is_unschedulable,
         )
+
+    def last_events(self, name: str, count: int = LAST_EVENTS) -> str:
+        """``"; its last events: Scheduled: ...; DeviceTaintManagerEviction: ..."``: what
+        happened to pod ``name`` lately, oldest first (why a pod vanished); empty when none."""
+        selector = f"involvedObject.kind=Pod,involvedObject.name={name}"
+        try:
+            events = self.list("events", fieldSelector=selector)
+        except KubeError:
+            return ""
+        events.sort(key=event_time)
+        said = [
+            f"{e.get('reason')}: {(e.get('message') or '').strip()[:EVENT_MESSAGE_CHARS]}"
+            for e in events[-count:]
+        ]
+        return f"; its last events: {'; '.join(said)}" if said else ""
 
     def _given(self, pod: dict) -> str:
         """``", given claim c: pool/device"`` for each claim of ``pod`` (what was allocated)."""

@@ -151,6 +151,21 @@ def initial(ctx):
 SUBTEST = Subtest(name="runs-anyway", initial=initial, resources=one_device)
 """
 
+# wait_running: a pod deleted while it starts (as an eviction does) fails at once, saying so.
+DELETED_WHILE_STARTING = """
+from brokennets._common import *
+
+
+def initial(ctx):
+    _, pod, _ = running_pod_with_claim(ctx)
+    ctx.builder.delete("pods", pod)
+    ctx.builder.wait_running(pod)
+    return done
+
+
+SUBTEST = Subtest(name="deleted-while-starting", initial=initial, resources=one_device)
+"""
+
 # Slice removal: a driver publishes for a node whose kubelet does not exist, so nobody wipes it.
 LEAK_SLICE = """
 from brokennets._common import *
@@ -247,25 +262,26 @@ def cluster_ready(versions: VersionsUnderTest, node_env: dict[str, str]) -> None
 def test_first_phase_nets_fail_their_phase(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cluster_ready: None
 ) -> None:
-    """One cluster, first phase only: five nets fail the first phase of their subtest, and the
-    sixth (slice removal) fails the cleanup that ends the run."""
+    """One cluster, first phase only: six nets fail the first phase of their subtest, and the
+    seventh (slice removal) fails the cleanup that ends the run."""
     broken = {
         "strip_finalizer": STRIP_FINALIZER,
         "dropped_field": DROPPED_FIELD,
         "refused_slice": REFUSED_SLICE,
         "foreign_slice": FOREIGN_SLICE,
         "runs_anyway": RUNS_ANYWAY,
+        "deleted_while_starting": DELETED_WHILE_STARTING,
         "leak_slice": LEAK_SLICE,
     }
     _suite(pytester, broken)
     names = [re.findall(r'Subtest\(\s*name="([^"]+)"', text)[0] for text in broken.values()]
     seed = _seed_with_first(names, "leak-slice")  # its driver must be up when the run stops
-    # Five failures stop the run before the upgrade; the normal slices go within ~30 s.
+    # Six failures stop the run before the upgrade; the normal slices go within ~30 s.
     output, summary = _run(
         pytester,
         monkeypatch,
         f"--e2e-dra-seed={seed}",
-        "--maxfail=5",
+        "--maxfail=6",
         E2E_DRA_SLICE_REMOVAL_TIMEOUT="60",
     )
     first = "after-cluster-creation"
@@ -301,6 +317,10 @@ def test_first_phase_nets_fail_their_phase(
         r"should be Pending and unschedulable, but it is \w+, scheduled to 127\.0\.0\.1", line
     )
     assert _result(summary, f"runs-anyway/{first}")["seconds"] < 120  # not the 300 s timeout
+
+    line = _failed_line(output, f"deleted-while-starting/{first}")
+    assert "PodFailed: pod default/testerdeleted-while-starting-1 is gone while we waited" in line
+    assert _result(summary, f"deleted-while-starting/{first}")["seconds"] < 120
 
     assert _result(summary, f"leak-slice/{first}")["outcome"] == "passed"
     assert "ERROR test_suite.py::" in output

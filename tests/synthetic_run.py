@@ -83,9 +83,15 @@ def upgrade_downgrade(
             "origin": "download",
             "chosen": "latest" if failing else "stable",
             "deviations": ["sigs.k8s.io/structured-merge-diff/v7 v7.0.1 (not served) => v7.0.0"],
+            "go": "go1.27.3",
         },
-        "previous": {"version": previous, "origin": "download", "deviations": []},
+        "previous": {"version": previous, "origin": "download", "deviations": [], "go": "go1.26.8"},
         "release_source": "download",
+        "environment": {
+            "machine": f"x86_64, {2 if failing else 8} CPUs, 24 GiB, Linux 6.1.0, cgroup v1",
+            "python": "3.11.7",
+            "e2e_dra": "0.1.0 (git 7405df1a2b3c)",
+        },
         "feature_gates_dropped": {"DRAFancyGate": f"unknown to {previous}"},
         "runtime_config_dropped": {},
         "binaries": {

@@ -19,9 +19,12 @@ from module_proxy import KUBERNETES_GO_MOD, ProxyTree
 
 from e2e_dra._cache import CacheEntry
 from e2e_dra._gotool import (
+    BUILDINFO_MAGIC,
     BuildProgress,
     GoToolchain,
+    binary_go_version,
     duration,
+    go_binary,
     go_build,
     go_env,
     go_version,
@@ -1038,3 +1041,43 @@ def test_whether_a_release_can_be_built_is_asked_of_the_proxy_before_any_downloa
 
     assert source.downloaded == ["k8s.io/kubernetes@v1.37.2"]
     assert why is not None and "github.com/google/cel-go v0.29.2 (imported by pkg/kubelet)" in why
+
+
+# --- the Go that built a binary ---------------------------------------------------------------
+
+
+def _buildinfo(version: bytes, flags: int = 2) -> bytes:
+    """A build-info header as Go >= 1.18 links it: magic, pointer size, flags, padding to 32
+    bytes, then the version as a varint-prefixed string."""
+    header = BUILDINFO_MAGIC + bytes([8, flags])
+    return header.ljust(32, b"\0") + bytes([len(version)]) + version + b"\x00modinfo"
+
+
+def test_the_go_of_a_binary_is_read_from_its_build_info(tmp_path: Path) -> None:
+    binary = tmp_path / "kube-apiserver"
+    binary.write_bytes(b"\x7fELF" + b"\0" * 5000 + _buildinfo(b"go1.27.3") + b"\0" * 100)
+    assert binary_go_version(binary) == "go1.27.3"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",  # empty: nothing to map
+        b"#!/bin/sh\nexit 0\n",  # no build info
+        b"\0" * 64 + _buildinfo(b"go1.17", flags=0),  # the old layout: version behind a pointer
+        b"\0" * 64 + _buildinfo(b"not a go version"),
+        b"\0" * 64 + BUILDINFO_MAGIC + bytes([8, 2]),  # cut short
+    ],
+    ids=["empty", "script", "pre-1.18", "garbage", "truncated"],
+)
+def test_a_binary_without_readable_build_info_has_no_go(tmp_path: Path, content: bytes) -> None:
+    binary = tmp_path / "binary"
+    binary.write_bytes(content)
+    assert binary_go_version(binary) is None
+    assert binary_go_version(tmp_path) is None  # a directory
+    assert binary_go_version(tmp_path / "missing") is None
+
+
+def test_the_installed_go_says_what_it_was_built_with() -> None:
+    """A real Go binary: the go command itself, built by its own release."""
+    assert binary_go_version(Path(go_binary()).resolve()) == go_version()

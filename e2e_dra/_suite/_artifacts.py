@@ -10,14 +10,19 @@ subtest exercises.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
+import platform
 import shutil
+import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import e2e_dra
+from e2e_dra._platform import describe_machine
 from e2e_dra._suite._steps import Entry
 from e2e_dra.hostkit import atomic_write_text
 from e2e_dra.kube import Kube, KubeError, path
@@ -34,6 +39,37 @@ from e2e_dra.subtest import StepTime
 MAX_STEPS = 200
 """Named steps of one phase kept in its result: a step in a loop must not grow the summary
 without bound; beyond this only the steps that did not pass are kept, the rest counted."""
+
+
+GIT_TIMEOUT = 5.0
+
+
+@functools.cache
+def run_environment() -> dict[str, str]:
+    """Where a run ran, for its summary's ``environment``: the machine (cores, memory, kernel,
+    cgroup version), Python, and e2e-dra's version (with the commit, from a git checkout)."""
+    return {
+        "machine": describe_machine(),
+        "python": platform.python_version(),
+        "e2e_dra": _e2e_dra_version(),
+    }
+
+
+def _e2e_dra_version() -> str:
+    """``0.1.0``, or ``0.1.0 (git 7405df1a2b3c-dirty)`` when the package is a git checkout's."""
+    package = Path(e2e_dra.__file__).resolve().parent
+    try:
+        described = subprocess.run(
+            ["git", "-C", str(package), "describe", "--always", "--dirty", "--abbrev=12"],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return e2e_dra.__version__
+    commit = described.stdout.strip()[:64] if described.returncode == 0 else ""
+    return f"{e2e_dra.__version__} (git {commit})" if commit else e2e_dra.__version__
 
 
 def write_json(path: Path, data: Any) -> Path:
@@ -192,6 +228,7 @@ class Summary:
             "plan": self.plan,
             **described,
             # after the description: a backend's key of the same name cannot replace it
+            "environment": run_environment(),
             KEPS_BY_SUBTEST: self._keps,
             "seconds_per_phase": {k: round(v, 3) for k, v in per_phase.items()},
             "seconds_per_subtest": {k: round(v, 3) for k, v in per_subtest.items()},

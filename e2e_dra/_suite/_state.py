@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from e2e_dra._gotool import binary_go_version
 from e2e_dra.releases import Release, VersionsUnderTest
 
 
@@ -56,12 +57,14 @@ class RunState:
                     "source_dir": str(current.source_dir),
                     "deviations": list(current.deviations),
                     "chosen": versions.choice,
+                    **_built_with(current.bin_dir),
                 },
                 previous={
                     "version": previous.version,
                     "origin": previous.origin,
                     "bin_dir": str(previous.bin_dir),
                     "deviations": list(previous.deviations),
+                    **_built_with(previous.bin_dir),
                 },
                 previous_minor=versions.previous_minor,
                 release_source=versions.source,
@@ -77,3 +80,10 @@ class RunState:
         if self.facts:
             info["facts"] = self.facts
         return info
+
+
+def _built_with(bin_dir: Path) -> dict[str, str]:
+    """``{"go": "go1.27.3"}``: the Go that built the release's API server, as its binary says;
+    empty when it cannot be told."""
+    go = binary_go_version(bin_dir / "kube-apiserver")
+    return {"go": go} if go else {}

@@ -3,8 +3,9 @@ Did it pass? Which releases? With which seed (to run it again)? How long did it 
 it failed, where it failed first (suite run, subtest, phase, the step that broke, the message)
 with the files that explain it; below it, what the summaries record of where it ran.
 
-Only what the summaries hold is shown: a fact no summary records (the machine, the Go and the
-e2e-dra versions are not recorded today) is left out, never guessed.
+Only what the summaries hold is shown: the machine, e2e-dra's and Python's versions and the Go
+that built each release since summaries record them, and a fact no summary records (one written
+by an older e2e-dra) is left out, never guessed.
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def _environment(runs: list[Run]) -> tuple[tuple[str, str], ...]:
     for run in runs:
         for what, value in run.record.environment:
             values.setdefault(what, {})[value] = None
-    return tuple((what, ", ".join(found)) for what, found in values.items())
+    return tuple((what, "; ".join(found)) for what, found in values.items())
 
 
 Links = Callable[[Run, Result], str]

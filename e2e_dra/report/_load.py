@@ -54,10 +54,15 @@ GATE_CYCLE_PHASES = ("phase-0-gate-on", "phase-1-gate-off", "phase-2-gate-on-aga
 """The gate cycle's phases (``e2e_dra.subtest.GATE_CYCLE_PHASES``): a summary whose phases are
 these is a gate cycle whatever its suite is called."""
 ENVIRONMENT = (
+    ("machine", ("environment", "machine")),
+    ("e2e-dra", ("environment", "e2e_dra")),
+    ("Python", ("environment", "python")),
     ("release source", ("release_source",)),
     ("binaries of the version under test", ("current", "origin")),
+    ("Go of the version under test", ("current", "go")),
     ("version chosen", ("current", "chosen")),
     ("binaries of the previous release", ("previous", "origin")),
+    ("Go of the previous release", ("previous", "go")),
     ("node runtime", ("node_runtime",)),
 )
 """(what the page calls it, where the summary keeps it) of each fact about the machine and the

@@ -328,6 +328,9 @@ class Context:
     # When the process of each running component started (time.time()), so that a check can
     # tell what a component said since it restarted from what the one before it said.
     started: Mapping[str, float] = field(default_factory=dict)
+    # The log file of each running component (its current process writes there), for a check
+    # that needs what a component decided and logged only (``scheduler_found_no_fit``).
+    logs: Mapping[str, Path] = field(default_factory=dict)
     # Every step of this phase as it ended (``step``), in the order they ended; the suite puts
     # them into the phase's result in summary.json.
     steps: list[StepTime] = field(default_factory=list)

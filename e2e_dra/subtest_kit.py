@@ -9,9 +9,12 @@ own, as upstream's do.
 from __future__ import annotations
 
 import json
+import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from e2e_dra.builder import (
@@ -59,6 +62,7 @@ __all__ = [
     "remove",
     "request_env",
     "running",
+    "scheduler_found_no_fit",
     "scheduler_reported",
     "still_untouched",
 ]
@@ -84,6 +88,12 @@ CHECKPOINT = "dra_manager_state"
 MAX_CHECKPOINT_BYTES = 16 << 20
 CLAIM_GONE_TIMEOUT = 60.0
 SCHEDULER_EVENT_TIMEOUT = 60.0
+NO_FIT = '"Unable to schedule pod; no fit; waiting"'
+"""What every kube-scheduler from 1.34 on logs (at -v=2; local-up-cluster runs it at 3) when it
+tried a pod and found no node and devices for it, with ``pod="<namespace>/<name>"``."""
+LOG_TAIL = 32 << 20
+"""Bytes of the end of a component's log read for its decisions (a phase's worth is far less)."""
+KLOG_TIME = re.compile(r"^[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{6})")
 
 RESOURCE_V1BETA1 = "resource.k8s.io/v1beta1"
 RESOURCE_V1BETA2 = "resource.k8s.io/v1beta2"
@@ -307,6 +317,65 @@ def scheduler_reported(
         timeout=timeout,
     )
     return found[-1]
+
+
+def scheduler_found_no_fit(
+    ctx: Context,
+    pod_name: str,
+    namespace: str | None = None,
+    timeout: float = SCHEDULER_EVENT_TIMEOUT,
+) -> str:
+    """Until the scheduler that runs now has tried pod ``pod_name`` (in ``namespace``; the
+    phase's by default) with the devices as the drivers publish them now, and found no fit; the
+    line it logged. Proof that the verdict is this scheduler's own, on today's devices: the
+    pod's status may still be what the scheduler before it wrote, and a FailedScheduling event
+    may come from the moments a restarted kubelet had wiped the devices (the scheduler tries
+    again once they are back, but a repeated event only counts up a series in its memory). So
+    the scheduler's log is read: a decision counts when it was logged after the scheduler
+    started and after the drivers' last write of their ResourceSlices returned.
+    """
+    log = ctx.logs.get(SCHEDULER)
+    if SCHEDULER not in ctx.started or log is None:
+        raise AssertionError(
+            f"{ctx.phase}: the running {SCHEDULER} (its start, its log) is not known"
+        )
+    drivers = [d for d in (ctx.driver, *ctx.others.values()) if d is not None]
+    since = max([ctx.started[SCHEDULER], *(d.slices_written_at for d in drivers)])
+    needle = f'pod="{namespace or ctx.builder.namespace}/{pod_name}"'
+
+    def decided() -> str:
+        found = [line for line, at in _logged(log, NO_FIT, needle) if at >= since]
+        return found[-1] if found else ""
+
+    return eventually(
+        decided,
+        what=(
+            f"the {SCHEDULER} to try pod {pod_name} after "
+            f"{datetime.fromtimestamp(since, UTC):%H:%M:%S.%f} (UTC; its start, or the drivers' "
+            f"last slice write) and find no fit, in {log.name}"
+        ),
+        timeout=timeout,
+    )
+
+
+def _logged(log: Path, *needles: str) -> list[tuple[str, float]]:
+    """The klog lines of ``log`` (its last :data:`LOG_TAIL` bytes) that hold every one of
+    ``needles``, each with when it was logged (``time.time()``; klog writes local time)."""
+    with log.open("rb") as f:
+        f.seek(max(0, f.seek(0, 2) - LOG_TAIL))
+        text = f.read(LOG_TAIL).decode("utf-8", "replace")
+    year = time.localtime().tm_year
+    found = []
+    for line in text.splitlines():
+        if not all(n in line for n in needles):
+            continue
+        stamp = KLOG_TIME.match(line)
+        if stamp is None:
+            continue
+        month, day, hour, minute, second, micro = (int(v) for v in stamp.groups())
+        local = (year, month, day, hour, minute, second, 0, 0, -1)
+        found.append((line.strip()[:600], time.mktime(local) + micro / 1e6))
+    return found
 
 
 def nudge(b: Builder, pod_name: str, mark: str) -> None:

@@ -12,6 +12,7 @@ import json
 import math
 import pkgutil
 import re
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -53,6 +54,7 @@ from e2e_dra.subtests import _consumable_capacity as consumable_capacity
 from e2e_dra.subtests import _extended_resource as extended_resource
 from e2e_dra.subtests import _health as health
 from e2e_dra.subtests import consumable_capacity as consumable_capacity_subtest
+from e2e_dra.waits import WaitTimeout
 
 # Upstream's eight scenarios: the port must keep every one of them. Subtests of our own need no
 # entry anywhere: the checks below cover whatever ``discover()`` finds.
@@ -2103,6 +2105,51 @@ def test_the_schedulers_word_needs_to_know_when_it_started() -> None:
     )
     with pytest.raises(AssertionError, match="after-cluster-upgrade: when the kube-scheduler"):
         scheduler_reported(ctx, "pod", "FailedScheduling")
+
+
+def _klog(at: float, message: str) -> str:
+    """A klog line as the scheduler writes it, at ``at`` (local time, microseconds)."""
+    t = time.localtime(at)
+    micro = int((at - int(at)) * 1e6)
+    stamp = f"{t.tm_mon:02d}{t.tm_mday:02d} {t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}"
+    return f"I{stamp}.{micro:06d}    4242 schedule_one.go:797] {message}\n"
+
+
+def test_only_a_no_fit_decided_after_the_slices_were_back_is_the_schedulers_verdict(
+    tmp_path: Path,
+) -> None:
+    """The scheduler tried the pod while the restarted kubelet had wiped the devices: that "no
+    fit" is stale; only one logged after the driver's last slice write counts."""
+    from types import SimpleNamespace
+
+    from e2e_dra.subtest_kit import NO_FIT, SCHEDULER, scheduler_found_no_fit
+
+    started = time.time() - 30
+    back = started + 10  # the driver's slices were written again
+    log = tmp_path / "kube-scheduler-1.log"
+    no_fit = NO_FIT + ' pod="default/waiting" err="0/1 nodes are available"'
+    log.write_text(
+        _klog(started - 5, no_fit)  # the scheduler before this one
+        + _klog(started + 2, no_fit)  # this one, with the devices wiped
+        + _klog(back + 1, NO_FIT + ' pod="default/other" err="..."')
+    )
+    ctx = Context(
+        kube=None,  # type: ignore[arg-type]
+        driver=SimpleNamespace(slices_written_at=back),  # type: ignore[arg-type]
+        builder=None,  # type: ignore[arg-type]
+        nodes=["127.0.0.1"],
+        phase="after-cluster-upgrade",
+        artifacts=tmp_path,
+        started={SCHEDULER: started},
+        logs={SCHEDULER: log},
+    )
+    with pytest.raises(WaitTimeout, match=r"to try pod waiting after .* and find no fit"):
+        scheduler_found_no_fit(ctx, "waiting", "default", timeout=1)
+    with log.open("a") as f:
+        f.write(_klog(back + 2, no_fit))
+    assert 'pod="default/waiting"' in scheduler_found_no_fit(ctx, "waiting", "default", timeout=1)
+    with pytest.raises(WaitTimeout):
+        scheduler_found_no_fit(ctx, "waiting", "elsewhere", timeout=1)
 
 
 def test_every_phase_runs_its_check_in_each_phase_and_ends_the_chain() -> None:

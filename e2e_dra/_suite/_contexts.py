@@ -16,7 +16,7 @@ from typing import Any
 from e2e_dra._suite._harnesses import Harness
 from e2e_dra._suite._steps import SubtestPhase
 from e2e_dra.kube import Kube
-from e2e_dra.localupcluster import Cluster
+from e2e_dra.localupcluster import COMPONENTS, Cluster
 from e2e_dra.subtest import Context
 
 logger = logging.getLogger(__name__)
@@ -50,6 +50,7 @@ def phase_context(
             log=logger.info,
             facts=facts,
             started=started(cluster),
+            logs=component_logs(cluster),
         )
     finally:
         kube.close()
@@ -61,3 +62,10 @@ def started(cluster: Cluster | None) -> dict[str, float]:
     if cluster is None:
         return {}
     return {t.component: t.at - t.seconds for t in cluster.ready_times}
+
+
+def component_logs(cluster: Cluster | None) -> dict[str, Path]:
+    """The log file of each component running now."""
+    if cluster is None:
+        return {}
+    return {c: path for c in COMPONENTS if (path := cluster.log_path(c)) is not None}

@@ -254,6 +254,12 @@ class Driver:
         filtered here because the server rejects that field (False); None: not listed yet."""
         return self._publisher.pool_selector if self._publisher else None
 
+    @property
+    def slices_written_at(self) -> float:
+        """When a write of the driver's ResourceSlices last returned (``time.time()``; 0.0:
+        none yet): a scheduler's verdict from before it was made on other devices."""
+        return self._publisher.written_at if self._publisher else 0.0
+
     def expected_slice_count(self) -> int:
         return self._publisher.expected_slice_count() if self._publisher else 0
 

@@ -111,6 +111,9 @@ class SlicePublisher:
         self._pool_selector: bool | None = None
         self._known_restarts = kube.restarts
         self._thread: threading.Thread | None = None
+        # When a write of one of our slices last returned (time.time()); 0.0: none yet. What
+        # the scheduler decided before it, it decided without the devices as they are now.
+        self.written_at = 0.0
 
     # --- public -------------------------------------------------------------------------------
 
@@ -345,6 +348,7 @@ class SlicePublisher:
                 stored = self._kube.update(
                     kube_api.path(self.api_version, "resourceslices", name), manifest
                 )
+        self.written_at = time.time()
         if _contains(stored.get("spec") or {}, want):
             self._written.pop(name, None)
         else:

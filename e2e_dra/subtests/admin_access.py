@@ -65,6 +65,7 @@ from e2e_dra.subtest_kit import (
     devices_per_node,
     older_writes_hold,
     running,
+    scheduler_found_no_fit,
     scheduler_reported,
     still_untouched,
 )
@@ -283,7 +284,7 @@ def _still_in_use(
     with ctx.step(f"the scheduler that runs now leaves {names} waiting"):
         for w in waiting:
             there = in_namespace(ctx, w.namespace)
-            scheduler_reported(ctx, w.pod, "FailedScheduling", there)
+            scheduler_found_no_fit(ctx, w.pod, w.namespace)
             there.wait_unschedulable(w.pod)
             results = results_of(ctx, w.namespace, w.claim)
             assert not results, f"ResourceClaim {w.namespace}/{w.claim} was allocated {results}"

@@ -55,7 +55,7 @@ from e2e_dra.subtest_kit import (
     claim_env,
     older_writes_hold,
     running,
-    scheduler_reported,
+    scheduler_found_no_fit,
     still_untouched,
 )
 from e2e_dra.subtests._consumable_capacity import (
@@ -270,7 +270,7 @@ def holds_nothing(claim: dict) -> None:
 def _still_waits(ctx: Context, pod: dict, claim: dict) -> None:
     """After a restart: the scheduler that runs now found no room for ``pod`` itself (the pod's
     status may still be the verdict of the scheduler before it), and the claim holds nothing."""
-    scheduler_reported(ctx, pod["metadata"]["name"], "FailedScheduling")
+    scheduler_found_no_fit(ctx, pod["metadata"]["name"])
     _waits_holding_nothing(ctx, pod, claim)
 
 

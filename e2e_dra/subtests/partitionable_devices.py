@@ -22,7 +22,7 @@ from e2e_dra.subtest_kit import (
     Running,
     older_writes_hold,
     running,
-    scheduler_reported,
+    scheduler_found_no_fit,
     still_untouched,
 )
 
@@ -98,7 +98,7 @@ def _check(
         for was in before:
             still_untouched(b, was, [holding[was.name]])
     with ctx.step("the scheduler that runs now finds no room for another 4Gi"):
-        scheduler_reported(ctx, unschedulable, "FailedScheduling")
+        scheduler_found_no_fit(ctx, unschedulable)
         b.wait_unschedulable(unschedulable)
 
     with ctx.step("a new 4Gi claim does not fit either"):

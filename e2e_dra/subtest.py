@@ -339,9 +339,11 @@ class Context:
         """Say that this phase passes without having exercised what the subtest exists for
         (e.g. a fallback this release never needs), so that a green phase that proved nothing
         shows as such: logged, and kept as the fact ``nothing_to_prove/<phase>`` that the
-        report lists."""
+        report lists (a phase with two such reasons keeps both)."""
         self.log(f"{self.phase}: nothing to prove: {why}")
-        self.facts[f"{NOTHING_TO_PROVE}/{self.phase}"] = why
+        key = f"{NOTHING_TO_PROVE}/{self.phase}"
+        said = self.facts.get(key)
+        self.facts[key] = f"{said}; {why}" if said else why
 
     @contextlib.contextmanager
     def step(self, name: str) -> Iterator[None]:

@@ -280,3 +280,15 @@ def test_a_subtest_in_the_wrong_suite_is_refused_when_discovered(
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(TypeError, match=error):
         discover(package, gate_cycle=gate_cycle)
+
+
+def test_a_phase_with_two_reasons_to_prove_nothing_keeps_both() -> None:
+    said: list[str] = []
+    ctx = _context("after-cluster-downgrade", said)
+    ctx.nothing_to_prove("no hand-over")
+    ctx.nothing_to_prove("no reboot")
+    assert ctx.facts == {"nothing_to_prove/after-cluster-downgrade": "no hand-over; no reboot"}
+    assert said == [
+        "after-cluster-downgrade: nothing to prove: no hand-over",
+        "after-cluster-downgrade: nothing to prove: no reboot",
+    ]

@@ -65,6 +65,13 @@ the same checks hold, and the phase says it had nothing to prove for the handove
 The hanging unprepare holds the driver's one-call-at-a-time lock (as upstream's driver, whose
 calls are serialised too), so the first pod's prepare, which comes after it, waits behind it as
 well as behind its own block: the after-upgrade phase releases both blocks at once.
+
+The after-upgrade phase then does the same with a third pod, so that the downgrade hands a
+deleted pod's claim the other way: the newer kubelet's checkpoint, read by the older one (a
+checkpoint format that only moves forward would strand the claim prepared on the node). The
+after-downgrade phase releases that block first (the reboot's prepare would wait behind it) and
+checks the same: one successful unprepare after the older kubelet registered the driver, the pod
+gone, the claim out of the checkpoint, its CDI spec removed.
 """
 
 from __future__ import annotations
@@ -198,12 +205,18 @@ def initial(ctx: Context) -> Phase:
             _one_success(calls, PREPARE, uid, after=last_registration)
         with ctx.step("the checkpoint holds the claim's device once"):
             _expect_one_device(ctx, uid)
-        _unprepared_after_upgrade(ctx, unpreparing, restarted, len(registrations))
+        _unprepared_after_restart(ctx, unpreparing, restarted, len(registrations))
         prepared = len(calls)
+        # The hand-over the other way: this kubelet's checkpoint, read by the older one.
+        handed_down = _delete_while_unprepare_hangs(ctx)
         registered = len(_indices(ctx, REGISTRATION))
         kubelet = _kubelet_version(ctx)
 
         def after_downgrade(ctx: Context) -> Phase:
+            rebooted = _restarted(ctx, registered, kubelet)
+            # First: the hanging unprepare holds the driver's calls, the reboot's prepare too.
+            handed_down.block.release()
+            _unprepared_after_restart(ctx, handed_down, rebooted, registered)
             ctx.builder.wait_running(pod_name)
             with ctx.step("a kubelet restarted under a running pod prepares nothing again"):
                 # The pod update makes the kubelet sync the pod now, which is when it would
@@ -221,7 +234,6 @@ def initial(ctx: Context) -> Phase:
                 )
             with ctx.step("the checkpoint still holds the claim's device once"):
                 _expect_one_device(ctx, uid)
-            rebooted = _restarted(ctx, registered, kubelet)
             ctx.facts["reboot_simulated"] = rebooted
             if rebooted:
                 _reboot(ctx, pod_name, uid)
@@ -260,7 +272,7 @@ def _delete_while_unprepare_hangs(ctx: Context) -> _Unpreparing:
     b = ctx.builder
     claim, pod = claim_and_pod(b)
     pod_name = pod["metadata"]["name"]
-    with ctx.step("a second pod runs, its claim prepared and checkpointed by this kubelet"):
+    with ctx.step("another pod runs, its claim prepared and checkpointed by this kubelet"):
         created_claim, created_pod = b.create(claim, pod)
         uid, pod_uid = created_claim["metadata"]["uid"], created_pod["metadata"]["uid"]
         b.test_pod(pod)
@@ -271,7 +283,7 @@ def _delete_while_unprepare_hangs(ctx: Context) -> _Unpreparing:
     block = _Block(ctx.driver.block_unprepare())
     # Released at the latest by the tear-down, if the chain breaks before after_upgrade does it.
     b.defer(lambda _b: block.release())
-    with ctx.step("deleting the second pod leaves its claim's NodeUnprepareResources hanging"):
+    with ctx.step("deleting that pod leaves its claim's NodeUnprepareResources hanging"):
         b.delete("pods", pod_name)
         calls = eventually(
             lambda: _calls(ctx, UNPREPARE, uid),
@@ -298,12 +310,12 @@ def _delete_while_unprepare_hangs(ctx: Context) -> _Unpreparing:
     return _Unpreparing(pod_name, uid, specs, block)
 
 
-def _unprepared_after_upgrade(
+def _unprepared_after_restart(
     ctx: Context, gone: _Unpreparing, restarted: bool, registered: int
 ) -> None:
     """The deleted pod's claim, its unprepare released: the kubelet that runs now unprepares it
     once, from what the checkpoint says (module doc). ``registered``: how many registrations of
-    the driver the call log held when the initial phase ended."""
+    the driver the call log held when the phase before ended."""
     uid = gone.claim_uid
     with ctx.step(
         "one unprepare call for the deleted pod's claim succeeded, the kubelet's after its restart"
@@ -319,8 +331,8 @@ def _unprepared_after_upgrade(
             f"{ctx.phase}: kubelet restarted: {restarted}; NodeUnprepareResources of the deleted "
             f"pod's claim: {_outcomes(calls)}"
         )
-        ctx.facts["unprepare_calls/after-cluster-upgrade"] = len(calls)
-        ctx.facts["unprepare_errors/after-cluster-upgrade"] = [
+        ctx.facts[f"unprepare_calls/{ctx.phase}"] = len(calls)
+        ctx.facts[f"unprepare_errors/{ctx.phase}"] = [
             call.error for _, call in calls if call.error is not None
         ]
         # The new kubelet's first registration: the old kubelet's calls all began before it.
@@ -339,8 +351,9 @@ def _unprepared_after_upgrade(
         )
     if not restarted:
         ctx.nothing_to_prove(
-            "the kubelet did not restart in this suite's upgrade: the deleted pod's claim was "
-            "unprepared by the kubelet that prepared it, not handed over through its checkpoint"
+            "the kubelet did not restart in this suite's cluster step: the deleted pod's claim "
+            "was unprepared by the kubelet that prepared it, not handed over through its "
+            "checkpoint"
         )
 
 

@@ -1,6 +1,7 @@
 """workload-resourceclaims (gate cycle): with DRAWorkloadResourceClaims switched off, a pod that
-joins the PodGroup must not get a claim of its own, and the group's claim keeps its allocation
-and reservation; once the gate is back, new pods of the group share that claim again.
+joins the PodGroup must not get a claim of its own nor be scheduled, and the group's claim keeps
+its allocation and reservation; once the gate is back, new pods of the group share that claim
+again.
 """
 
 from __future__ import annotations
@@ -28,8 +29,25 @@ def initial(ctx: Context) -> Phase:
         b = ctx.builder
         stuck_pod = b.grouped_pod_with_claims(pod_group)
         b.create(stuck_pod)
-        only_the_group_claim(ctx)
-        b.delete_pod_and_wait(stuck_pod["metadata"]["name"])
+        stuck = stuck_pod["metadata"]["name"]
+
+        def seen() -> tuple[list[dict], tuple[str | None, str | None]]:
+            pod = b.read_pod(stuck)
+            where = (pod["spec"].get("nodeName"), pod.get("status", {}).get("phase"))
+            return [claim_state(c) for c in b.list("resourceclaims")], where
+
+        # Upstream's comment: the claim controller does not give the group's claim to a pod
+        # while the gate is off, so the pod cannot be scheduled (1.36 made it a claim of its own).
+        with ctx.step(f"pod {stuck}, made with the gate off, gets no claim and stays unscheduled"):
+            stays(
+                seen,
+                what=(
+                    f"ResourceClaim {claim_name} staying the only, unchanged claim, and pod "
+                    f"{stuck} Pending on no node"
+                ),
+                holds=lambda now: now == ([stable], (None, "Pending")),
+            )
+        b.delete_pod_and_wait(stuck)
         b.delete_pod_and_wait(pod_to_delete["metadata"]["name"])
 
         def gate_on_again(ctx: Context) -> None:

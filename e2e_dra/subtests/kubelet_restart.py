@@ -149,6 +149,7 @@ class _Unpreparing:
     """The second pod, deleted while the driver holds its claim's NodeUnprepareResources."""
 
     pod_name: str
+    claim_name: str
     claim_uid: str
     spec_files: list[Path]
     block: _Block
@@ -307,7 +308,7 @@ def _delete_while_unprepare_hangs(ctx: Context) -> _Unpreparing:
             f"claim {uid}: CDI specs {ctx.driver.cdi_spec_files(uid)} under a blocked unprepare, "
             f"want {specs}"
         )
-    return _Unpreparing(pod_name, uid, specs, block)
+    return _Unpreparing(pod_name, claim["metadata"]["name"], uid, specs, block)
 
 
 def _unprepared_after_restart(
@@ -349,6 +350,8 @@ def _unprepared_after_restart(
         assert not left, (
             f"claim {uid}: CDI specs {left} are left, want none (had {gone.spec_files})"
         )
+    # Its device is free for the next pod only once the claim lets go of it.
+    ctx.builder.delete("resourceclaims", gone.claim_name)
     if not restarted:
         ctx.nothing_to_prove(
             "the kubelet did not restart in this suite's cluster step: the deleted pod's claim "

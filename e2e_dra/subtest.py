@@ -101,6 +101,10 @@ class KnownBug:
     subtest's phase; afterwards the subtest's objects are removed and a component the bug
     crashed is started again, so the suite goes on.
 
+    A bug that acts only on the subtest's own objects (``confined``: it evicts the subtest's
+    pod, refuses its claim) cannot fail another subtest's phase: that phase runs with the others
+    and nothing is contained after it.
+
     A bug that what the subtest left behind triggers while the cluster changes (a component
     restarted by the downgrade panics on the subtest's objects) names that cluster step
     (``step="downgrade"``); the releases are those the step starts.
@@ -117,6 +121,9 @@ class KnownBug:
     sign: str
     phase: str | None = None  # the one phase it breaks; None: every phase run on those releases
     step: str | None = None  # instead of a phase: the cluster step it breaks ("downgrade")
+    # The bug acts only on the declaring subtest's own objects (it evicts that subtest's pod):
+    # its phase runs with the others, and nothing is contained after it.
+    confined: bool = False
 
     def __post_init__(self) -> None:
         release_specifier(self.releases)
@@ -128,6 +135,8 @@ class KnownBug:
                 f"{self.name}: step {self.step!r} is not one of {CLUSTER_CHANGES}, or a phase is "
                 "named too"
             )
+        if self.step is not None and self.confined:
+            raise ValueError(f"{self.name}: a bug that breaks a cluster step is not confined")
 
     @property
     def name(self) -> str:

@@ -1119,6 +1119,66 @@ def test_another_failure_on_a_known_bugs_releases_is_a_failure_not_the_bug(
     )
 
 
+CONFINED_BUG = """
+import os
+import time
+
+from e2e_dra.subtest import KnownBug, Subtest
+from e2e_dra.subtest_kit import every_phase
+
+
+def check(ctx):
+    where = os.environ["TINY_MEET_DIR"]
+    open(os.path.join(where, f"{ctx.phase}-delta"), "w").close()
+    deadline = time.monotonic() + 5
+    while not os.path.exists(os.path.join(where, f"{ctx.phase}-alpha")):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"delta waited alone in {ctx.phase}")
+        time.sleep(0.01)
+    if not ctx.phase.endswith("upgrade"):  # the release before the upgrade has the bug
+        raise AssertionError("its own pod was evicted")
+
+
+SUBTEST = Subtest(
+    name="delta",
+    initial=every_phase(check),
+    known_bugs=(
+        KnownBug(
+            143376, "kube-controller-manager", "<1.37", "evicts", "own pod was", confined=True
+        ),
+    ),
+)
+"""
+
+
+def test_a_phase_a_confined_known_bug_breaks_runs_with_the_others_and_contains_nothing(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The bug acts on the subtest's own pod only: its phases still meet alpha's (they run at
+    the same time), are expected failures on the buggy release, and nothing is torn down or
+    started again after them."""
+    (suite.pytester.path / "tinysubs" / "delta.py").write_text(CONFINED_BUG)
+    monkeypatch.setenv("TINY_MEET", "alpha,delta")
+    monkeypatch.setenv("TINY_MEET_DIR", str(tmp_path))
+    cluster = DryCluster(
+        releases={"kube-controller-manager": "v1.36.5"},
+        upgraded={"kube-controller-manager": "v1.37.2"},
+    )
+
+    result = suite.run("--e2e-dra-seed=3", "-rx", cluster=cluster)
+
+    result.assert_outcomes(passed=21, xfailed=2)
+    outcomes = {r["id"]: r["outcome"] for r in suite.summary()["results"]}
+    assert [outcomes[f"delta/{phase}"] for phase in PHASES] == [
+        "xfailed",
+        "passed",
+        "xfailed",
+        "passed",
+    ]
+    result.stdout.fnmatch_lines(["*known bug confined to delta's own objects: nothing contained*"])
+    result.stdout.no_fnmatch_line("*known bug contained: the objects of delta removed*")
+
+
 STEP_BUG = """
 from e2e_dra.subtest import KnownBug
 from tinysubs._common import make

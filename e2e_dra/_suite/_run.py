@@ -238,6 +238,10 @@ class SuiteRun:
         elif known.owner not in self._chain_broken:
             self._chain_broken[known.owner] = f"{known.owner}: {known.said} broke {entry.id}"
             self.backend.drop(known.owner)
+        if known.bug.confined:
+            said = f"known bug confined to {known.owner}'s own objects: nothing contained"
+            logger.info(f"{entry.id}: {said}")
+            return f"e2e-dra: {said}"
         try:
             done = self.backend.contain(known.owner)
         except Exception as exc:
@@ -381,8 +385,11 @@ class SuiteRun:
 
     def _alone(self, phase: SubtestPhase) -> bool:
         """Runs by itself: declared so, or a known bug is expected to break it on the releases
-        running now (a component it crashes then fails no other subtest's phase)."""
-        return bool(self.subtests[phase.subtest].alone) or self._known_bug(phase) is not None
+        running now (a component it crashes then fails no other subtest's phase), unless that
+        bug is confined to the subtest's own objects."""
+        known = self._known_bug(phase)
+        alone = known is not None and not known.bug.confined
+        return bool(self.subtests[phase.subtest].alone) or alone
 
     def _batch(self, phase: SubtestPhase) -> list[SubtestPhase]:
         """The phases that run together with ``phase``, the first of its line of the plan to

@@ -138,6 +138,7 @@ SUBTEST = Subtest(
                 "1.38.0-beta.0 by kubernetes#143376)"
             ),
             sign=r"(?s)DeviceTaintManagerEviction.*in step 'a toleration with no key and an empty",
+            confined=True,  # it evicts this subtest's pod, on this subtest's own slice
         ),
     ),
     # Taints are the scheduler's and the controller-manager's business; any kubelet with DRA v1

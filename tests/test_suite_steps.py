@@ -110,8 +110,8 @@ class RecordingCluster:
     def harness(self, subtest: str) -> Drivers:
         return self.drivers
 
-    def close(self) -> None:
-        self.calls.append(("close",))
+    def close(self, *, slice_removal: bool = True) -> None:
+        self.calls.append(("close", slice_removal))
 
     def unserved(self, subtest: Any) -> str | None:
         return None
@@ -178,7 +178,7 @@ def test_upgrade_downgrade_moves_every_component_back_and_forth(tmp_path: Path) 
     assert cluster.state.binaries["3-re-upgraded-v1.38.0-beta.0"]["kubelet"] == "v1.38.0-beta.0"
     assert cluster.state.binaries["1-v1.38.0-beta.0"]["kubelet"] == "v1.38.0-beta.0"
     assert cluster.state.binaries["2-restored-1.37"]["kube-apiserver"] == "v1.37.2"
-    assert cluster.calls[-1] == ("close",)
+    assert cluster.calls[-1] == ("close", True)  # and waits for the kubelet's slice removal
 
 
 def test_control_plane_first_moves_only_the_control_plane(tmp_path: Path) -> None:
@@ -249,3 +249,17 @@ def test_the_gate_cycle_toggles_gates_and_has_the_drivers_publish_whole_again(
     assert (calls[0][1], calls[2][1]) == (True, False)  # fields dropped only while it is off
     assert cluster.calls.index(on) < cluster.calls.index(("wait_for_slices", f"after {on[1]}"))
     assert cluster.state.describe()["subtests"][name]["gates"] == early[2]
+
+
+def test_the_gate_cycle_waits_for_the_kubelets_slice_removal_in_its_first_cluster_only(
+    tmp_path: Path,
+) -> None:
+    """Its clusters all run the current kubelet: the first cleanup of a run checks that it
+    removes the stopped drivers' slices, the later ones do not wait its 30 s again."""
+    subtests = {s.name: s for s in discover("e2e_dra.subtests.gate_cycle", gate_cycle=True)}
+    cluster = RecordingCluster(GATE_CYCLE, subtests, tmp_path)
+
+    run_cluster_steps(SUITES[GATE_CYCLE].plan(sorted(subtests), 5), cluster)
+
+    closes = calls_named(cluster, "close")
+    assert closes == [("close", True)] + [("close", False)] * (len(subtests) - 1)

@@ -298,13 +298,14 @@ class RealCluster(Generic[S]):
                 return f"needs {group_version}, which {version} does not serve"
         return None
 
-    def close(self) -> None:
+    def close(self, *, slice_removal: bool = True) -> None:
         """Objects torn down, drivers stopped, the nets' last look, cluster stopped: each tried,
         the first error raised (the others as its notes).
 
         Each driver stops as soon as its objects are gone, so the kubelet's wiping delay (30 s
         after a plugin unregisters) runs for all of them at once; then one wait checks that the
-        kubelet removed the ResourceSlices of every driver (upstream: ``IsGone`` per driver).
+        kubelet removed the ResourceSlices of every driver (upstream: ``IsGone`` per driver),
+        unless ``slice_removal`` is False.
         """
         attempts = Attempts("cleanup", logger.info, note="e2e-dra: cleanup also failed")
         live = self._api_reachable()
@@ -320,7 +321,9 @@ class RealCluster(Generic[S]):
             self.early.stop("the suite ends")
         if live:
             assert self.api is not None
-            self.findings.last_look(attempts, self.api, stopped)
+            if not slice_removal:
+                logger.info("ResourceSlice removal: checked in this suite's first cluster")
+            self.findings.last_look(attempts, self.api, stopped if slice_removal else {})
         self.findings.stop_watch()
         waiting = self.findings.still_waiting()
         if waiting is not None:

@@ -1609,7 +1609,7 @@ def test_device_tolerations_tells_the_evicted_every_taint_pod_by_the_known_bugs_
 
     ctx = _checkpoint_context(tmp_path, [])
     evicted = (
-        "pod default/p is gone while we waited for it to run; its last events: Scheduled: "
+        "pod default/p is gone while we waited for it to run; its events: Scheduled: "
         "Successfully assigned default/p to 127.0.0.1; DeviceTaintManagerEviction: Marking for "
         "deletion"
     )

@@ -21,8 +21,9 @@ from e2e_dra.waits import eventually
 
 POD_START_TIMEOUT = 300.0  # upstream's framework.PodStartTimeout
 POD_DELETE_TIMEOUT = 300.0
-LAST_EVENTS = 4  # the events a failure quotes
-EVENT_MESSAGE_CHARS = 200
+EVENT_REASONS = 10  # the reasons a failure quotes (a pod has few: Scheduled, Started, ...)
+EVENT_REASON_CHARS = 64
+EVENT_MESSAGE_CHARS = 160
 
 
 class PodFailed(E2EDRAError):
@@ -46,7 +47,7 @@ class Pods(ObjectClient):
             except NotFound as exc:
                 raise PodFailed(
                     f"pod {self.namespace}/{name} is gone while we waited for it to run"
-                    f"{self.last_events(name)}"
+                    f"{self.events_of(name)}"
                 ) from exc
             phase = pod.get("status", {}).get("phase")
             if phase in ("Succeeded", "Failed"):
@@ -91,20 +92,22 @@ class Pods(ObjectClient):
             until=is_unschedulable,
         )
 
-    def last_events(self, name: str, count: int = LAST_EVENTS) -> str:
-        """``"; its last events: Scheduled: ...; DeviceTaintManagerEviction: ..."``: what
-        happened to pod ``name`` lately, oldest first (why a pod vanished); empty when none."""
+    def events_of(self, name: str) -> str:
+        """``"; its events: Scheduled: ...; DeviceTaintManagerEviction: ...; Killing: ..."``:
+        what happened to pod ``name``, each reason once with its latest message, in the order
+        the reasons first came (why a pod vanished: an eviction marks it before its container
+        even starts); empty when there are none."""
         selector = f"involvedObject.kind=Pod,involvedObject.name={name}"
         try:
             events = self.list("events", fieldSelector=selector)
         except KubeError:
             return ""
-        events.sort(key=event_time)
-        said = [
-            f"{e.get('reason')}: {(e.get('message') or '').strip()[:EVENT_MESSAGE_CHARS]}"
-            for e in events[-count:]
-        ]
-        return f"; its last events: {'; '.join(said)}" if said else ""
+        latest: dict[str, str] = {}
+        for event in sorted(events, key=event_time):
+            reason = str(event.get("reason") or "?")[:EVENT_REASON_CHARS]
+            latest[reason] = str(event.get("message") or "").strip()[:EVENT_MESSAGE_CHARS]
+        said = [f"{reason}: {message}" for reason, message in list(latest.items())[:EVENT_REASONS]]
+        return f"; its events: {'; '.join(said)}" if said else ""
 
     def _given(self, pod: dict) -> str:
         """``", given claim c: pool/device"`` for each claim of ``pod`` (what was allocated)."""

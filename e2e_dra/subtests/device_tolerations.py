@@ -106,7 +106,7 @@ def _stays(b: Builder, pod_name: str) -> None:
             holds=lambda seen: seen == (uid, "Running"),
         )
     except AssertionError as exc:
-        raise AssertionError(f"{exc}{b.last_events(pod_name)}") from exc
+        raise AssertionError(f"{exc}{b.events_of(pod_name)}") from exc
 
 
 def _carries(b: Builder, claim_name: str, toleration: dict) -> None:

@@ -146,7 +146,7 @@ class _Block:
 
 @dataclass(frozen=True)
 class _Unpreparing:
-    """The second pod, deleted while the driver holds its claim's NodeUnprepareResources."""
+    """A pod deleted while the driver holds its claim's NodeUnprepareResources."""
 
     pod_name: str
     claim_name: str
@@ -282,7 +282,7 @@ def _delete_while_unprepare_hangs(ctx: Context) -> _Unpreparing:
         specs = ctx.driver.cdi_spec_files(uid)
         assert specs, f"claim {uid} has no CDI spec in {ctx.driver.cdi_dir} while its pod runs"
     block = _Block(ctx.driver.block_unprepare())
-    # Released at the latest by the tear-down, if the chain breaks before after_upgrade does it.
+    # Released at the latest by the tear-down, if the chain breaks before the next phase does it.
     b.defer(lambda _b: block.release())
     with ctx.step("deleting that pod leaves its claim's NodeUnprepareResources hanging"):
         b.delete("pods", pod_name)

@@ -18,9 +18,10 @@ dynamicresources/allocateddevices.go) and no device allows more than one allocat
 - gate off: the kubelet restarted and deleted the driver's node-local slice, so the driver's
   new slice lacks the fields (had it survived, it would keep them: checked either way); the probe
   from before keeps them, also through an update; a probe created now loses them and an update
-  cannot add them. A's and B's shares and A's status are as allocated, their pods run. Claim C,
-  created now with a capacity request, is stored without it, and its pod is unschedulable: the
-  shared device counts as taken.
+  cannot add them. A's and B's shares and A's status are as allocated, their pods run; the
+  driver's status update of A (a status update, which the dropping rule sees) is taken and the
+  shares stay. Claim C, created now with a capacity request, is stored without it, and its pod is
+  unschedulable: the shared device counts as taken.
 - gate on again: the driver's slice has the fields again; C, still without a capacity request,
   gets a share of the requestPolicy's default (2Gi) and its pod runs next to A's and B's, which
   still hold what they held; the probes keep the fields again.
@@ -79,6 +80,11 @@ def initial(ctx: Context) -> Phase:
             cc.check_recorded(ctx, claims, recorded)
             cc.check_status(ctx, name_a, statuses)
             cc.check_pods(ctx, running, claims)
+        with ctx.step("the driver's status update of a shared claim is taken, its shares kept"):
+            # Every status update of the claim (the driver's, the claim controller's reservedFor)
+            # goes through the rule that drops the fields: it must keep those in use.
+            cc.report_status(ctx, name_a, recorded[name_a])
+            cc.check_recorded(ctx, claims, recorded)
         with ctx.step("a new claim loses its capacity request; the shared device is taken"):
             claim_c, pod_c = cc.claim_and_pod(ctx, {"late": "1Gi"})
             name_c = claim_c["metadata"]["name"]

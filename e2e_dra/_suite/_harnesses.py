@@ -128,11 +128,12 @@ class Harnesses:
     def take_slice_findings(self) -> list[Finding]:
         """What went wrong with each driver's slices since the last call: fields the API server
         dropped, and writes it refused that a fresh try did not fix."""
+        grace = _Grace(RESYNC_GRACE)
         return [
             Finding(name, text)
             for name, harness in sorted(self._harnesses.items())
             for driver in harness.drivers
-            for text in _slice_findings(driver, RESYNC_GRACE)
+            for text in _slice_findings(driver, grace.left())
         ]
 
     def save_calls(self, subtest: str) -> Path:
@@ -157,7 +158,7 @@ class Harnesses:
         stopped: dict[str, str] = {}
         findings: list[Finding] = []
         # A server that is gone (an interrupt stopped it) gives no fresh try a chance.
-        grace = RESYNC_GRACE if tear_down else 0.0
+        grace = _Grace(RESYNC_GRACE if tear_down else 0.0)
         closing = [
             (name, self._harnesses.pop(name)) for name in sorted(self._harnesses, reverse=True)
         ]
@@ -171,7 +172,7 @@ class Harnesses:
                 sweeper.end_tear_down(attempts)
         for name, harness in closing:
             for driver in harness.drivers:
-                findings += [Finding(name, t) for t in _slice_findings(driver, grace)]
+                findings += [Finding(name, t) for t in _slice_findings(driver, grace.left())]
                 attempts(f"stop driver {driver.name}", driver.stop)
                 stopped[driver.name] = name
                 attempts("save gRPC calls", functools.partial(_save_calls, driver, self.log_dir))
@@ -236,6 +237,17 @@ class Harnesses:
             log_dir=self.log_dir,
             health=subtest.driver_health or HEALTH_VERSIONS,
         )
+
+
+class _Grace:
+    """One grace period that every driver's standing errors share: the publishers retry at the
+    same time, so a release that refuses every driver's slices costs one grace, not one each."""
+
+    def __init__(self, seconds: float) -> None:
+        self._deadline = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return max(0.0, self._deadline - time.monotonic())
 
 
 def _slice_findings(driver: Driver, grace: float) -> list[str]:

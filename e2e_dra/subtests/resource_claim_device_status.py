@@ -4,6 +4,11 @@ field managers (as drivers do) survive upgrade and downgrade, through v1beta2 an
 No driver is involved: the allocation is written by hand for three fake drivers, and the
 device class ``foo`` does not exist. What is tested is the API server's storage, conversion and
 server-side-apply ownership of the entries.
+
+Each of the first three phases also deallocates a claim whose status lists a device: the API
+server must drop the entries of devices no longer allocated (``dropDeallocatedStatusDevices``),
+as the claim controller relies on when it deallocates; an entry left behind makes every later
+status update of the claim invalid, so the claim is never freed.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from e2e_dra.subtest_kit import RESOURCE_V1BETA2 as V1BETA2
 from e2e_dra.subtest_kit import older_writes_hold
 
 CLAIM = "claim-with-device-status"
+DEALLOCATED = "claim-deallocated-with-device-status"
 FINALIZER = "test.example.com/my-test-finalizer"
 
 ALLOCATION = {
@@ -85,6 +91,7 @@ def initial(ctx: Context) -> Phase:
     claim = _apply_status(ctx, version, "manager-2", [DEVICE_THREE])
     _expect_devices(claim, [DEVICE_ONE, DEVICE_TWO, DEVICE_THREE], "after apply by manager-2")
     ctx.log(json.dumps(claim, indent=2))
+    _deallocation_drops_device_status(ctx)
     return after_upgrade
 
 
@@ -93,6 +100,7 @@ def after_upgrade(ctx: Context) -> Phase:
         ctx, ctx.builder.api_version(V1, "resourceclaims/status"), "manager-1", [DEVICE_TWO_UPDATED]
     )
     _expect_devices(claim, [DEVICE_ONE, DEVICE_TWO_UPDATED, DEVICE_THREE], "after v1 apply")
+    _deallocation_drops_device_status(ctx)
     return after_downgrade
 
 
@@ -102,7 +110,37 @@ def after_downgrade(ctx: Context) -> Phase:
     claim = _apply_status(ctx, version, "manager-2", None)
     _expect_devices(claim, [DEVICE_ONE, DEVICE_TWO_UPDATED], "after empty apply by manager-2")
     remove_claim(ctx.builder)
+    _deallocation_drops_device_status(ctx)
     return older_writes_hold
+
+
+def _deallocation_drops_device_status(ctx: Context) -> None:
+    """A claim allocated by hand, with a device's status written, is deallocated by a status
+    update that still carries that status (as the claim controller sends it): the stored claim
+    has no device status left."""
+    b = ctx.builder
+    with ctx.step("deallocating a claim drops the status of its devices"):
+        (claim,) = b.create(
+            {
+                "apiVersion": V1,
+                "kind": "ResourceClaim",
+                "metadata": {"name": DEALLOCATED, "namespace": ctx.namespace},
+                "spec": {
+                    "devices": {
+                        "requests": [{"name": "foo", "exactly": {"deviceClassName": "foo"}}]
+                    }
+                },
+            }
+        )
+        claim["status"] = {"allocation": ALLOCATION}
+        claim = b.update("resourceclaims", DEALLOCATED, claim, version=V1, subresource="status")
+        claim["status"]["devices"] = [DEVICE_ONE]
+        claim = b.update("resourceclaims", DEALLOCATED, claim, version=V1, subresource="status")
+        _expect_devices(claim, [DEVICE_ONE], "while allocated")
+        claim["status"]["allocation"] = None
+        claim = b.update("resourceclaims", DEALLOCATED, claim, version=V1, subresource="status")
+        _expect_devices(claim, [], "after the deallocation")
+        b.delete("resourceclaims", DEALLOCATED, version=V1)
 
 
 def _apply_status(ctx: Context, version: str, manager: str, devices: list[dict] | None) -> dict:

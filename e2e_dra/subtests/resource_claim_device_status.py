@@ -117,14 +117,19 @@ def after_downgrade(ctx: Context) -> Phase:
 def _deallocation_drops_device_status(ctx: Context) -> None:
     """A claim allocated by hand, with a device's status written, is deallocated by a status
     update that still carries that status (as the claim controller sends it): the stored claim
-    has no device status left."""
+    has no device status left. Finalized while allocated, as every allocated claim must be."""
     b = ctx.builder
+    b.defer(lambda b: remove_claim(b, DEALLOCATED, missing_ok=True))
     with ctx.step("deallocating a claim drops the status of its devices"):
         (claim,) = b.create(
             {
                 "apiVersion": V1,
                 "kind": "ResourceClaim",
-                "metadata": {"name": DEALLOCATED, "namespace": ctx.namespace},
+                "metadata": {
+                    "name": DEALLOCATED,
+                    "namespace": ctx.namespace,
+                    "finalizers": [FINALIZER],
+                },
                 "spec": {
                     "devices": {
                         "requests": [{"name": "foo", "exactly": {"deviceClassName": "foo"}}]
@@ -140,7 +145,7 @@ def _deallocation_drops_device_status(ctx: Context) -> None:
         claim["status"]["allocation"] = None
         claim = b.update("resourceclaims", DEALLOCATED, claim, version=V1, subresource="status")
         _expect_devices(claim, [], "after the deallocation")
-        b.delete("resourceclaims", DEALLOCATED, version=V1)
+        remove_claim(b, DEALLOCATED)
 
 
 def _apply_status(ctx: Context, version: str, manager: str, devices: list[dict] | None) -> dict:
@@ -172,21 +177,21 @@ def _expect_devices(claim: dict, expected: list[dict], when: str) -> None:
     assert actual == expected, f"status.devices {when}: expected {expected}, got {actual}"
 
 
-def remove_claim(b: Builder, *, missing_ok: bool = False) -> None:
+def remove_claim(b: Builder, name: str = CLAIM, *, missing_ok: bool = False) -> None:
     """Deallocate, drop the test finalizer, delete: a finalized claim never goes away by itself.
 
     The clean-up says ``missing_ok``: a claim that was already being deleted goes away with its
     finalizer, before the delete."""
     try:
-        claim = b.get("resourceclaims", CLAIM, version=V1)
+        claim = b.get("resourceclaims", name, version=V1)
     except NotFound:  # clean-up after a phase that failed before it was created
         return
     if claim.get("status", {}).get("allocation"):
         claim["status"]["allocation"] = None
-        claim = b.update("resourceclaims", CLAIM, claim, version=V1, subresource="status")
+        claim = b.update("resourceclaims", name, claim, version=V1, subresource="status")
     claim["metadata"]["finalizers"] = None
-    b.update("resourceclaims", CLAIM, claim, version=V1)
-    b.delete("resourceclaims", CLAIM, version=V1, missing_ok=missing_ok)
+    b.update("resourceclaims", name, claim, version=V1)
+    b.delete("resourceclaims", name, version=V1, missing_ok=missing_ok)
 
 
 SUBTEST = Subtest(

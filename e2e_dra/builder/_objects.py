@@ -333,3 +333,22 @@ def event_time(event: dict) -> datetime:
     ]
     parsed = [datetime.fromisoformat(t) for t in times if isinstance(t, str) and t]
     return max(parsed, default=datetime.min.replace(tzinfo=UTC))
+
+
+def cluster_slice(
+    driver: str, name: str, devices: Sequence[dict], *, pool: str | None = None, generation: int = 0
+) -> dict:
+    """A ResourceSlice of ``driver`` for every node (``allNodes``), the only slice of its pool
+    (``pool``, by default named as the slice): what a subtest publishes itself, with no kubelet
+    to wipe it."""
+    return {
+        "apiVersion": RESOURCE_V1,
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": driver,
+            "pool": {"name": pool or name, "generation": generation, "resourceSliceCount": 1},
+            "allNodes": True,
+            "devices": copy.deepcopy(list(devices)),
+        },
+    }

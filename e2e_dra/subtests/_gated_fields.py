@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 
-from e2e_dra.builder import RESOURCE_V1, Builder
+from e2e_dra.builder import Builder, cluster_slice
 from e2e_dra.subtest import Context
 from e2e_dra.waits import eventually
 
@@ -46,18 +46,7 @@ def create_probe(ctx: Context, pool: str, devices: Sequence[dict]) -> dict:
     """A new cluster-wide slice named and pooled ``pool`` with ``devices``; as stored."""
     driver = probe_driver(ctx)
     name = f"{driver}-{pool}"
-    body = {
-        "apiVersion": RESOURCE_V1,
-        "kind": "ResourceSlice",
-        "metadata": {"name": name},
-        "spec": {
-            "driver": driver,
-            "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
-            "allNodes": True,
-            "devices": copy.deepcopy(list(devices)),
-        },
-    }
-    (stored,) = ctx.builder.create(body)
+    (stored,) = ctx.builder.create(cluster_slice(driver, name, devices, pool=pool, generation=1))
     ctx.builder.defer(lambda b: b.delete("resourceslices", name, missing_ok=True))
     return stored
 

@@ -18,7 +18,7 @@ stay on a NoExecute-tainted device is device-tolerations' check.
 
 from __future__ import annotations
 
-from e2e_dra.builder import RESOURCE_V1, Builder, request
+from e2e_dra.builder import Builder, cluster_slice, request
 from e2e_dra.subtest import Context, KnownBug, Phase, Subtest
 from e2e_dra.subtest_kit import (
     TAINT_RULES_IGNORED,
@@ -43,23 +43,12 @@ SELECT_TAINTED = 'device.attributes["example.com"].?type.orValue("") == "devicet
 
 
 def tainted_slice(driver: str) -> dict:
-    return {
-        "apiVersion": RESOURCE_V1,
-        "kind": "ResourceSlice",
-        "metadata": {"name": SLICE},
-        "spec": {
-            "driver": driver,
-            "pool": {"name": POOL, "generation": 0, "resourceSliceCount": 1},
-            "allNodes": True,
-            "devices": [
-                {
-                    "name": DEVICE,
-                    "attributes": {"example.com/type": {"string": "devicetaints"}},
-                    "taints": [FROM_SLICE],
-                }
-            ],
-        },
+    device = {
+        "name": DEVICE,
+        "attributes": {"example.com/type": {"string": "devicetaints"}},
+        "taints": [FROM_SLICE],
     }
+    return cluster_slice(driver, SLICE, [device], pool=POOL)
 
 
 def initial(ctx: Context) -> Phase:

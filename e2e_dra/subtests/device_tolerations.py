@@ -16,7 +16,7 @@ pool, so it waits for nothing after a restart).
 
 from __future__ import annotations
 
-from e2e_dra.builder import RESOURCE_V1, Builder, request
+from e2e_dra.builder import Builder, cluster_slice, request
 from e2e_dra.subtest import Context, KnownBug, Subtest
 from e2e_dra.subtest_kit import allocated, every_phase, remove
 from e2e_dra.waits import consistently
@@ -40,24 +40,15 @@ STAYS = 5.0  # the eviction controller acts as the claim is allocated: a pod tha
 
 def tainted_slice(driver: str, name: str) -> dict:
     """One cluster-wide slice (its own pool) with a NoExecute-tainted device per toleration."""
-    return {
-        "apiVersion": RESOURCE_V1,
-        "kind": "ResourceSlice",
-        "metadata": {"name": name},
-        "spec": {
-            "driver": driver,
-            "pool": {"name": name, "generation": 0, "resourceSliceCount": 1},
-            "allNodes": True,
-            "devices": [
-                {
-                    "name": device,
-                    "attributes": {"example.com/toleration": {"string": device}},
-                    "taints": [TAINT],
-                }
-                for device in TOLERATIONS
-            ],
-        },
-    }
+    devices = [
+        {
+            "name": device,
+            "attributes": {"example.com/toleration": {"string": device}},
+            "taints": [TAINT],
+        }
+        for device in TOLERATIONS
+    ]
+    return cluster_slice(driver, name, devices)
 
 
 def tolerated(ctx: Context) -> None:

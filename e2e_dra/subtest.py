@@ -317,6 +317,27 @@ def failing_step(exc: BaseException) -> str | None:
 
 
 @dataclass
+class WhileKubeletDown:
+    """What a phase asked the next cluster step to do while the kubelet is down
+    (:meth:`Context.while_kubelet_down`), and, once that step ran, how it went."""
+
+    what: str  # "delete pod tester-1": said in the log and in a failure
+    action: Callable[[Kube], None]  # given a client of the cluster
+    done_in: str | None = None  # the state the step brought the cluster to, once it was done
+    not_done: str | None = None  # why it was not done: the step did not stop the kubelet
+    error: BaseException | None = None
+
+    def happened(self) -> bool:
+        """For the phase after the step: True when it was done, False when the step gave it no
+        chance (:attr:`not_done` says why); when it failed, that error, raised."""
+        if self.error is not None:
+            raise AssertionError(
+                f"{self.what}, while the kubelet was down, failed: {self.error}"
+            ) from self.error
+        return self.done_in is not None
+
+
+@dataclass
 class Context:
     """What a phase works with, built for it: its own API client (closed when it ends), a
     builder over that client, the subtest's driver, and where to keep artifacts and facts."""
@@ -343,6 +364,18 @@ class Context:
     # Every step of this phase as it ended (``step``), in the order they ended; the suite puts
     # them into the phase's result in summary.json.
     steps: list[StepTime] = field(default_factory=list)
+    # What this phase asked the next cluster step to do while the kubelet is down, in order.
+    kubelet_down: list[WhileKubeletDown] = field(default_factory=list)
+
+    def while_kubelet_down(self, what: str, action: Callable[[Kube], None]) -> WhileKubeletDown:
+        """Have the next cluster step run ``action`` while the kubelet is stopped and the
+        control plane answers: what a node must cope with when it comes back (a pod deleted
+        while it was down). Only if this phase passes; the returned record tells the next phase
+        whether it was done (:meth:`WhileKubeletDown.happened`: a step that does not restart the
+        kubelet, or that ends the chain, does not do it)."""
+        asked = WhileKubeletDown(what, action)
+        self.kubelet_down.append(asked)
+        return asked
 
     def nothing_to_prove(self, why: str) -> None:
         """Say that this phase passes without having exercised what the subtest exists for

@@ -33,7 +33,7 @@ from e2e_dra.builder import (
     resource_of,
     retrying,
 )
-from e2e_dra.driver import Pool, claim_env_name, node_devices
+from e2e_dra.driver import GRPCCall, Pool, claim_env_name, node_devices
 from e2e_dra.subtest import PHASES, Context, IndependentPhase, Phase
 from e2e_dra.waits import eventually
 
@@ -400,6 +400,18 @@ def kubelet_checkpoint(ctx: Context) -> dict[str, Any]:
     if len(raw) > MAX_CHECKPOINT_BYTES:
         raise AssertionError(f"{path} is over {MAX_CHECKPOINT_BYTES} bytes; not read")
     return json.loads(json.loads(raw)["Data"])
+
+
+def driver_calls(ctx: Context, method: str, uid: str | None = None) -> list[tuple[int, GRPCCall]]:
+    """The calls of ``method`` (``/NodeUnprepareResources``) the kubelet made to the subtest's
+    driver, for claim ``uid`` when given, each with its place in the driver's call log (which
+    tells calls before a kubelet's restart from those after it)."""
+    return [
+        (index, call)
+        for index, call in enumerate(ctx.driver.calls.records)
+        if call.method.endswith(method)
+        and (uid is None or any(claim.uid == uid for claim in call.request.claims))
+    ]
 
 
 def checkpoint_entry(ctx: Context, uid: str) -> dict | None:

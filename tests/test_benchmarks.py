@@ -132,3 +132,100 @@ def test_the_replay_judges_a_phase_by_its_outcome_on_each_side() -> None:
     assert verdict(other, 7, buggy=False) == "masked by kubernetes#8"
     assert verdict({"outcome": "skipped"}, 7, buggy=True) == "not run (skipped)"
     assert verdict(None, 7, buggy=False) == "not run (not run)"
+
+
+def test_the_download_host_stand_in_answers_its_markers_over_tls_and_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Upstream's suite asks https://dl.k8s.io for stable-<minor>.txt through HTTPS_PROXY: the
+    stand-in must answer that over TLS trusted through the bundle it gives, 404 a tarball, refuse
+    a tunnel to any other host, and record each request."""
+    import http.client
+    import ssl
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from download_host import DownloadHostStandIn
+
+    with DownloadHostStandIn(tmp_path, {"stable-1.37.txt": "v1.37.2"}) as host:
+        env = host.env()
+        trust = ssl.create_default_context(cafile=env["SSL_CERT_FILE"])
+
+        def get(path: str, *, to: str = "dl.k8s.io") -> tuple[int, bytes]:
+            conn = http.client.HTTPSConnection("127.0.0.1", host.port, context=trust, timeout=10)
+            conn.set_tunnel(to, 443)
+            try:
+                conn.request("GET", path)
+                answer = conn.getresponse()
+                return answer.status, answer.read()
+            finally:
+                conn.close()
+
+        assert get("/release/stable-1.37.txt") == (200, b"v1.37.2")  # no newline, as dl.k8s.io
+        tarball = "/release/v1.37.2/kubernetes-server-linux-amd64.tar.gz"
+        assert get(tarball) == (404, b"")
+        with pytest.raises(OSError, match="403"):
+            get("/", to="proxy.golang.org")
+        untrusted = http.client.HTTPSConnection(
+            "127.0.0.1", host.port, context=ssl.create_default_context(), timeout=10
+        )
+        untrusted.set_tunnel("dl.k8s.io", 443)
+        with pytest.raises(ssl.SSLCertVerificationError):
+            untrusted.request("GET", "/release/stable-1.37.txt")
+        untrusted.close()
+    assert [(r.method, r.target, r.status) for r in host.requests][:3] == [
+        ("GET", "/release/stable-1.37.txt", 200),
+        ("GET", tarball, 404),
+        ("CONNECT", "proxy.golang.org:443", 403),
+    ]
+
+
+GO_TEST_OUTPUT = """=== RUN   TestUpgradeDowngrade
+=== RUN   TestUpgradeDowngrade/after-cluster-upgrade/core-dra
+    coredra_test.go:45: FATAL ERROR: I1205 13:51:27.670199]
+        \tUnexpected error: the server could not find the requested resource
+--- FAIL: TestUpgradeDowngrade (357.68s)
+    --- FAIL: TestUpgradeDowngrade/after-cluster-upgrade (71.34s)
+        --- FAIL: TestUpgradeDowngrade/after-cluster-upgrade/core-dra (0.00s)
+        --- PASS: TestUpgradeDowngrade/after-cluster-upgrade/device-taints (32.02s)
+    --- PASS: TestUpgradeDowngrade/after-cluster-downgrade (26.87s)
+        --- PASS: TestUpgradeDowngrade/after-cluster-downgrade/device-taints (2.03s)
+"""
+
+
+def test_upstreams_verdict_on_a_mutant_is_what_differs_from_its_unpatched_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Upstream's own suite fails core-dra on v1.37.2 -> v1.38.0-beta.0 unpatched (it deletes a
+    claim through resource.k8s.io/v1beta1, which 1.38 no longer serves): a mutant is caught by
+    it only when another test fails, or a test that ran unpatched no longer runs."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from upstream_side_by_side import new_failures, parse_go_test
+
+    baseline = parse_go_test(GO_TEST_OUTPUT) | {"status": 1}
+    assert baseline["failures"] == [
+        "TestUpgradeDowngrade/after-cluster-upgrade/core-dra (coredra_test.go): "
+        "Unexpected error: the server could not find the requested resource"
+    ]
+    assert baseline["results"]["TestUpgradeDowngrade/after-cluster-downgrade"] == "PASS"
+    assert new_failures(baseline, baseline) == []
+
+    taint_broken = GO_TEST_OUTPUT.replace("--- PASS: TestUpgradeDowngrade/after-cluster-upgrade/"
+                                          "device-taints", "--- FAIL: TestUpgradeDowngrade/"
+                                          "after-cluster-upgrade/device-taints")  # fmt: skip
+    caught = parse_go_test(taint_broken) | {"status": 1}
+    assert new_failures(caught, baseline) == [
+        "TestUpgradeDowngrade/after-cluster-upgrade/device-taints failed"
+    ]
+    stopped = "\n".join(GO_TEST_OUTPUT.splitlines()[:8])  # the downgrade never ran
+    assert new_failures(parse_go_test(stopped) | {"status": 1}, baseline) == [
+        "TestUpgradeDowngrade/after-cluster-downgrade did not run",
+        "TestUpgradeDowngrade/after-cluster-downgrade/device-taints did not run",
+    ]
+    assert new_failures({"results": {}, "status": 2}, baseline)[0].startswith("exit 2 before")
+    clean = {"results": {"TestUpgradeDowngrade": "PASS"}, "status": 0}
+    assert new_failures(caught, clean) == [
+        "TestUpgradeDowngrade failed",
+        "TestUpgradeDowngrade/after-cluster-upgrade failed",
+        "TestUpgradeDowngrade/after-cluster-upgrade/core-dra failed",
+        "TestUpgradeDowngrade/after-cluster-upgrade/device-taints failed",
+    ]

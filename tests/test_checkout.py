@@ -10,6 +10,7 @@ command's own download is tested in tests/real).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -183,6 +184,18 @@ def test_a_release_is_written_as_one_tagged_commit_with_its_staging_modules(
     ]
     assert recorded_deviations(checkout) == tuple(f"checkout: {d}" for d in record["deviations"])
     assert "k8s.io/sample-controller" in (checkout / ".e2e-dra/README.md").read_text()
+
+
+def test_scripts_are_executable_as_in_a_checkout(checkout: Path) -> None:
+    """Module zips keep no modes; upstream's test/e2e_dra runs hack/print-workspace-status.sh by
+    path, and failed with "permission denied" on a tree written without them."""
+    modes = {}
+    for line in git(checkout, "ls-files", "-s").splitlines():
+        meta, path = line.split("\t", 1)
+        modes[path] = meta.split()[0]
+    assert modes["hack/print-workspace-status.sh"] == "100755"
+    assert modes["go.mod"] == "100644"
+    assert os.access(checkout / "hack/print-workspace-status.sh", os.X_OK)
 
 
 def test_the_same_release_makes_the_same_commit(

@@ -755,6 +755,107 @@ def test_stop_removes_the_sockets_and_replaces_stale_ones(root, claims):
     assert not stale.exists() and not driver.dra_socket.exists()
 
 
+def _register(driver: Driver) -> None:
+    """What the kubelet's plugin watcher does once the registration socket appears."""
+    info = registration(driver).GetInfo(pluginregistration_v1_pb2.InfoRequest(), timeout=5)
+    assert info.endpoint == str(driver.dra_socket)
+    registration(driver).NotifyRegistrationStatus(
+        pluginregistration_v1_pb2.RegistrationStatus(plugin_registered=True), timeout=5
+    )
+
+
+@pytest.mark.parametrize("pb", [health_v1_pb2, health_v1alpha1_pb2], ids=["v1", "v1alpha1"])
+def test_an_unregistered_driver_ends_its_health_streams_and_serves_again_as_it_was(
+    driver, claims, pb
+):
+    """What resource-health's stopped plugin relies on: the kubelet's stream ends (so the
+    kubelet forgets the health it reported) and both sockets go (so it unregisters the driver);
+    served again, the driver waits for a new registration, and a new stream reports the devices
+    as the driver last knew them. What the test process keeps stays: prepared claims, calls."""
+    claim = claims.add(allocated_claim("kept", "uid-kept"))
+    request = dra_v1_pb2.NodePrepareResourcesRequest(claims=refs(dra_v1_pb2, claim))
+    assert node_stub(driver).NodePrepareResources(request, timeout=10).claims["uid-kept"]
+    _register(driver)
+    driver.wait_registered(timeout=5)
+    driver.set_health(NODE, "device-00", "Unhealthy", "fan stuck")
+    health = _rpc.stub(channel(driver.dra_socket), pb, "DRAResourceHealth")
+    stream = health.NodeWatchResources(pb.NodeWatchResourcesRequest(), timeout=30)
+    unhealthy = [("device-00", pb.UNHEALTHY, "fan stuck", 0)]
+    assert _reports(stream) == unhealthy
+
+    started = time.monotonic()
+    driver.unregister()
+    list(stream)  # what was on its way, then the end (not the call's 30 s deadline)
+    assert time.monotonic() - started < 5
+    assert not driver.serving
+    assert not driver.registration_socket.exists() and not driver.dra_socket.exists()
+    watches = [c for c in driver.calls.records if c.method.endswith("NodeWatchResources")]
+    assert [(c.done, c.error) for c in watches] == [(True, None)]
+    with pytest.raises(DriverError, match="did not register"):
+        driver.wait_registered(timeout=0.1)  # that registration ended with the sockets
+    with pytest.raises(DriverError, match="not serving"):
+        driver.unregister()
+
+    driver.register()
+    assert driver.serving and driver.registration_socket.is_socket()
+    with pytest.raises(DriverError, match="already serving"):
+        driver.register()
+    with pytest.raises(DriverError, match="did not register"):
+        driver.wait_registered(timeout=0.1)
+    _register(driver)
+    driver.wait_registered(timeout=5)
+    health = _rpc.stub(channel(driver.dra_socket), pb, "DRAResourceHealth")
+    again = health.NodeWatchResources(pb.NodeWatchResourcesRequest(), timeout=30)
+    assert _reports(again) == unhealthy
+    driver.set_health(NODE, "device-00", "Healthy")
+    assert _reports(again, after=unhealthy) == [("device-00", pb.HEALTHY, "", 0)]
+    assert [c.name for c in driver.prepared_claims()] == ["kept"]
+    methods = [c.method.rsplit("/", 1)[-1] for c in driver.calls.records]
+    assert methods == [
+        "NodePrepareResources",
+        *("GetInfo", "NotifyRegistrationStatus", "NodeWatchResources"),
+        *("GetInfo", "NotifyRegistrationStatus", "NodeWatchResources"),
+    ]
+    again.cancel()
+
+
+def test_an_unregistered_driver_is_served_again_when_what_it_waited_for_fails(
+    driver: Driver, root: Path, claims: Claims
+):
+    """A subtest whose check fails while the driver is away must not leave it away: its pod's
+    claim can only be unprepared, and the pod torn down, through a registered driver."""
+    with pytest.raises(AssertionError, match="never Unknown") as failed, driver.unregistered():
+        assert not driver.serving
+        raise AssertionError("never Unknown")
+    assert driver.serving and driver.dra_socket.is_socket()
+    assert not getattr(failed.value, "__notes__", None)
+
+    # A driver stopped meanwhile is not served again: said along with what failed, if anything.
+    with pytest.raises(AssertionError, match="never Unknown") as failed, driver.unregistered():
+        driver.stop()
+        raise AssertionError("never Unknown")
+    assert failed.value.__notes__ == [
+        f"e2e-dra: serving driver {DRIVER} again also failed: driver {DRIVER}: stopped; "
+        "a stopped driver is not served again"
+    ]
+    # Nothing failed inside: then the failure to serve again is the error.
+    other = new_driver(root, claims)  # the same sockets: the first driver is stopped
+    other.start()
+    with pytest.raises(DriverError, match="stopped"), other.unregistered():
+        other.stop()
+
+
+def test_a_stopped_driver_is_not_served_again(root: Path, claims: Claims):
+    driver = new_driver(root, claims)
+    driver.start()
+    driver.stop()
+    with pytest.raises(DriverError, match="not serving"):
+        driver.unregister()
+    with pytest.raises(DriverError, match="stopped"):
+        driver.register()
+    assert not driver.dra_socket.exists()
+
+
 def test_a_driver_without_api_client_needs_a_claim_source(root):
     with pytest.raises(DriverError, match="get_claim"):
         Driver(DRIVER, NODE, None, kubelet_root=root)

@@ -174,6 +174,54 @@ def test_modify_restarts_only_what_it_changes(tree: FakeTree, cluster: Cluster) 
         assert versions(tree, component) == [OLD_VERSION]
 
 
+def test_what_must_happen_while_the_kubelet_is_down_runs_with_the_control_plane_up(
+    tree: FakeTree, cluster: Cluster
+) -> None:
+    """A pod deleted while the node is down: the hook runs after every component that
+    restarts before the kubelet is ready again, and before the kubelet starts."""
+    cluster.start("0-initial", tree.old_bin, tree.env)
+    seen: list[dict[str, int]] = []
+
+    def while_down() -> None:
+        seen.append({c: len(tree.starts(c)) for c in KUBE_CLUSTER_COMPONENTS})
+        assert all(cluster.running[c].running() for c in ("kube-apiserver", "kube-scheduler"))
+
+    cluster.modify(
+        "1-upgraded", ModifyOptions(bin_dir=tree.new_bin), before_kubelet_starts=while_down
+    )
+    assert seen == [
+        {
+            "kube-apiserver": 2,
+            "kube-controller-manager": 2,
+            "kube-scheduler": 2,
+            "kubelet": 1,
+            "kube-proxy": 1,
+        }
+    ]
+    assert versions(tree, "kubelet") == [OLD_VERSION, NEW_VERSION]
+
+
+def test_a_failing_while_down_hook_still_brings_the_kubelet_back_then_fails(
+    tree: FakeTree, cluster: Cluster
+) -> None:
+    cluster.start("0-initial", tree.old_bin, tree.env)
+
+    def broken() -> None:
+        raise RuntimeError("could not delete the pod")
+
+    only_kubelet = ModifyOptions(file_by_component={"kubelet": tree.new_bin / "kubelet"})
+    with pytest.raises(RuntimeError, match="could not delete the pod"):
+        cluster.modify("1-new-kubelet", only_kubelet, before_kubelet_starts=broken)
+    assert cluster.running["kubelet"].running()
+    assert versions(tree, "kubelet") == [OLD_VERSION, NEW_VERSION]
+    # a step that does not restart the kubelet never calls it
+    cluster.modify(
+        "2-new-proxy",
+        ModifyOptions(file_by_component={"kube-proxy": tree.new_bin / "kube-proxy"}),
+        before_kubelet_starts=broken,
+    )
+
+
 def test_toggle_feature_gates_restarts_gated_components_and_spares_kube_proxy(
     tree: FakeTree, cluster: Cluster
 ) -> None:

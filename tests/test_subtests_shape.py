@@ -1514,6 +1514,91 @@ def test_resource_health_unknown_window_tells_the_kubelets_timeout_apart() -> No
     assert resource_health.UNKNOWN_WITHIN < resource_health.KUBELET_DEFAULT_HEALTH_TIMEOUT
 
 
+def test_resource_health_stopped_plugin_window_tells_dropped_health_from_timed_out() -> None:
+    # A kubelet drops a stopped driver's health when its stream ends: Unknown at the pod's next
+    # sync, which the nudges bring within moments. One that kept it until the device timed out
+    # (its 30 s default, counted from the last re-send before the stop) must not fit the window,
+    # and the window must hold several nudges (a first one may reach the kubelet before the
+    # stream's end does).
+    from e2e_dra.driver._health import RESEND_PERIOD
+
+    window = resource_health.UNKNOWN_AFTER_STOP_WITHIN
+    assert window < resource_health.KUBELET_DEFAULT_HEALTH_TIMEOUT - RESEND_PERIOD
+    assert window >= 5 * resource_health.NUDGE_EVERY
+
+
+class _SyncedPod:
+    """A running pod as its kubelet writes it, read and patched as ``Builder`` does: its
+    status shows the device health the kubelet held when it last synced the pod, and the
+    kubelet syncs it when the pod is updated (a nudge), never by itself here."""
+
+    def __init__(self, holds: str) -> None:
+        self.holds = holds  # what the kubelet holds of the device now
+        self.nudges: list[str] = []
+        self._written = "Healthy"  # the status of the sync before the plugin stopped
+
+    def read_pod(self, name: str) -> dict:
+        device = {"resourceID": "k8s.io/claim=uid", "health": self._written}
+        status = {"name": f"claim:{health.POD_CLAIM}", "resources": [device]}
+        return {"status": {"containerStatuses": [{"allocatedResourcesStatus": [status]}]}}
+
+    def patch(self, resource: str, name: str, body: dict) -> dict:
+        assert (resource, name) == ("pods", "health-pod")
+        self.nudges.append(body["metadata"]["annotations"][subtest_kit.NUDGE])
+        self._written = self.holds
+        return {}
+
+
+def _stopped_plugin_context(pod: _SyncedPod, tmp_path: Path) -> Context:
+    return Context(None, None, pod, ["node-a"], "after-cluster-upgrade", tmp_path, log=print)  # type: ignore[arg-type]
+
+
+def test_resource_health_sees_the_stopped_plugins_device_unknown_at_the_nudged_sync(
+    tmp_path: Path,
+) -> None:
+    pod = _SyncedPod(holds="Unknown")
+    ctx = _stopped_plugin_context(pod, tmp_path)
+
+    elapsed = resource_health._unknown_when_stopped(ctx, "health-pod", "node-a/device-00")
+
+    assert elapsed < resource_health.NUDGE_EVERY + 1.5  # the first look missed it, and nudged
+    assert pod.nudges == ["after-cluster-upgrade-plugin-stopped-1"]
+
+
+def test_resource_health_names_pod_device_and_health_when_the_stopped_plugin_stays_healthy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kubelet that kept the stopped driver's health: each nudge changes the annotation (the
+    same value again would sync nothing), and the failure says what pod status still showed."""
+    monkeypatch.setattr(resource_health, "UNKNOWN_AFTER_STOP_WITHIN", 2.5)
+    monkeypatch.setattr(resource_health, "NUDGE_EVERY", 0.5)
+    pod = _SyncedPod(holds="Healthy")
+    ctx = _stopped_plugin_context(pod, tmp_path)
+
+    with pytest.raises(WaitTimeout) as failed:
+        resource_health._unknown_when_stopped(ctx, "health-pod", "node-a/device-00")
+
+    said = str(failed.value)
+    assert "pod health-pod to report device node-a/device-00 Unknown within 2.5 s" in said
+    assert "last value: [('Healthy', None)]" in said
+    assert len(pod.nudges) >= 2 and len(set(pod.nudges)) == len(pod.nudges)
+
+
+def test_resource_health_nudges_the_pod_no_more_often_than_it_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(resource_health, "UNKNOWN_AFTER_STOP_WITHIN", 2.5)
+    monkeypatch.setattr(resource_health, "NUDGE_EVERY", 10.0)
+    pod = _SyncedPod(holds="Healthy")
+
+    with pytest.raises(WaitTimeout):
+        resource_health._unknown_when_stopped(
+            _stopped_plugin_context(pod, tmp_path), "health-pod", "node-a/device-00"
+        )
+
+    assert pod.nudges == ["after-cluster-upgrade-plugin-stopped-1"]  # looked 3 times, nudged once
+
+
 def _checkpoint_context(tmp_path: Path, claims: list[dict]) -> Context:
     from e2e_dra.driver import Driver
 
@@ -2185,3 +2270,20 @@ def test_what_the_older_release_stored_must_read_back_as_sent() -> None:
     assert _not_kept(sent, {"devices": {"requests": []}}, "spec") == [
         "spec.devices.requests: sent [{'name': 'r', 'exactly': {'deviceClassName': 'c'}}], reads []"
     ]
+
+
+def test_what_a_phase_asks_for_while_the_kubelet_is_down_tells_the_next_phase_how_it_went() -> None:
+    """The next phase must tell a deletion that happened from one the step gave no chance
+    (control-plane-first never stops the kubelet: nothing to prove) from one that failed (the
+    phase fails, naming it)."""
+    from e2e_dra.subtest import WhileKubeletDown
+
+    done = WhileKubeletDown("delete pod p", lambda kube: None, done_in="1-v1.38.0")
+    assert done.happened()
+    skipped = WhileKubeletDown("delete pod p", lambda kube: None, not_done="no kubelet restart")
+    assert not skipped.happened() and skipped.not_done == "no kubelet restart"
+    failed = WhileKubeletDown("delete pod p", lambda kube: None, error=RuntimeError("403"))
+    with pytest.raises(
+        AssertionError, match="delete pod p, while the kubelet was down, failed: 403"
+    ):
+        failed.happened()

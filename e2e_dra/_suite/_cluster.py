@@ -44,7 +44,7 @@ from e2e_dra.releases import (
     versions_under_test,
 )
 from e2e_dra.settings import Settings, settings
-from e2e_dra.subtest import Context, Subtest
+from e2e_dra.subtest import Context, Subtest, WhileKubeletDown
 from e2e_dra.waits import abort_when, eventually
 
 NAMESPACE = "default"
@@ -89,6 +89,7 @@ class RealCluster(Generic[S]):
         self._clusters: list[Cluster] = []  # every one brought up: their components' ready times
         self._upcoming: Entry | None = None  # while a step runs: the entry after it
         self._node_logs: StateLogs | None = None  # once the node runtime is known
+        self._kubelet_down: list[WhileKubeletDown] = []  # asked by phases, for the next step
 
     # --- what the suite run asks ----------------------------------------------------------------
 
@@ -132,6 +133,7 @@ class RealCluster(Generic[S]):
             cluster=self.cluster,
         ) as context:
             yield context
+        self._kubelet_down += context.kubelet_down  # a phase that passed: its asks stand
 
     def contain(self, subtest: str) -> str:
         """After a known bug broke a phase of ``subtest``: its objects torn down (the crash
@@ -271,7 +273,15 @@ class RealCluster(Generic[S]):
         them when it restarts)."""
         cluster, api = self._up()
         self._state_begins(state)
-        undo = cluster.modify(state, options)
+        asked, self._kubelet_down = self._kubelet_down, []
+        try:
+            undo = cluster.modify(
+                state,
+                options,
+                before_kubelet_starts=(lambda: _while_down(state, asked, api)) if asked else None,
+            )
+        finally:
+            _not_done(asked, f"the step to {state} did not stop the kubelet")
         api.server_restarted()
         self.harnesses.wait_for_slices(why)
         return undo
@@ -279,6 +289,8 @@ class RealCluster(Generic[S]):
     def restart_with_gates(self, state: str, gates: str) -> None:
         cluster, api = self._up()
         self._state_begins(state)
+        asked, self._kubelet_down = self._kubelet_down, []
+        _not_done(asked, f"a feature-gate restart ({state}) runs nothing while the kubelet is down")
         cluster.toggle_feature_gates(state, gates)
         api.server_restarted()
 
@@ -407,3 +419,28 @@ class RealCluster(Generic[S]):
             logger.info("cleanup: the cluster was already stopped; objects and nets not checked")
             return False
         return True
+
+
+def _while_down(state: str, asked: list[WhileKubeletDown], api: Kube) -> None:
+    """What the phases asked for while the kubelet is down, each with the cluster's client; a
+    failure is kept for the phase that asked (it fails there), never the step's."""
+    api.server_restarted()  # the API server may have just restarted too
+    kube = api.fresh()
+    try:
+        for each in asked:
+            logger.info(f"while the kubelet is down ({state}): {each.what}")
+            try:
+                each.action(kube)
+            except Exception as exc:
+                logger.info(f"while the kubelet is down ({state}): {each.what} failed: {exc}")
+                each.error = exc
+            else:
+                each.done_in = state
+    finally:
+        kube.close()
+
+
+def _not_done(asked: list[WhileKubeletDown], why: str) -> None:
+    for each in asked:
+        if each.done_in is None and each.error is None:
+            each.not_done = why

@@ -25,13 +25,17 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from e2e_dra._suite._nets import Finding
-from e2e_dra.builder import SUBTEST_LABEL, KubeError, NotFound, Pods, label_selector
+from e2e_dra.builder import (
+    DISRUPTION_ANNOTATION,
+    SUBTEST_LABEL,
+    KubeError,
+    NotFound,
+    Pods,
+    label_selector,
+)
 from e2e_dra.kube import Kube, retrying
 from e2e_dra.subtest_kit import container_states
 from e2e_dra.waits import WaitTimeout, eventually
-
-DISRUPTION_ANNOTATION = "e2e-dra/disruption-expected"
-"""On a pod: why its subtest expects a cluster step to disrupt it (the net leaves it alone)."""
 
 MARKER = "/tmp/e2e-dra-marker"
 MARKER_TIMEOUT = 120.0

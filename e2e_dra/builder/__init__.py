@@ -42,6 +42,7 @@ from e2e_dra.builder._builder import Builder, SubtestObjects
 from e2e_dra.builder._objects import (
     DEFAULT_ENV,
     DEFAULT_PARAMETERS,
+    DISRUPTION_ANNOTATION,
     IDLE_COMMAND,
     IMPLICIT_EXTENDED_RESOURCE_PREFIX,
     NON_ROOT_USER,
@@ -75,6 +76,7 @@ __all__ = [
     "DEFAULT_ENV",
     "DEFAULT_PARAMETERS",
     "DEFAULT_REQUEST",
+    "DISRUPTION_ANNOTATION",
     "IDLE_COMMAND",
     "IMPLICIT_EXTENDED_RESOURCE_PREFIX",
     "NON_ROOT_USER",

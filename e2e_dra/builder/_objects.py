@@ -31,6 +31,9 @@ RESOURCE_V1 = "resource.k8s.io/v1"
 SCHEDULING_V1BETA1 = "scheduling.k8s.io/v1beta1"
 
 SUBTEST_LABEL = "e2e-dra/subtest"
+DISRUPTION_ANNOTATION = "e2e-dra/disruption-expected"
+"""On a pod: why its subtest expects the next cluster step to disrupt it (a reboot, an eviction,
+a deletion while the kubelet is down); the suite's disruption net leaves it alone."""
 """On every object a builder creates: the subtest it belongs to."""
 SUITE_LABEL = "e2e-dra/suite"
 """On every object a builder creates: the suite that ran the subtest."""

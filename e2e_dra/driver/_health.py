@@ -9,6 +9,10 @@ stream stays open and keeps sending its list, but without that device, as a plug
 watching it would. Each stream reports the device once more first, carrying the health check
 timeout the subtest names, so that the kubelet knows how long to wait before it gives up on the
 device and marks it Unknown. The next ``set`` reports the device again.
+
+The driver can also end every open stream and keep what it knows (``HealthState.end_streams``):
+as a plugin whose process stops does, while the devices it reported stay as they were, for the
+streams the kubelet opens once the plugin serves again.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ class HealthState:
         self._devices: dict[tuple[str, str], DeviceReport] = {}
         self._version = 0
         self._closed = False
+        # Bumped by end_streams: a stream opened before the bump ends.
+        self._epoch = 0
 
     def set(self, pool: str, device: str, health: str, message: str = "") -> None:
         """Report ``health`` for the device from now on (with the kubelet's default timeout),
@@ -77,16 +83,34 @@ class HealthState:
             self._closed = True
             self._changed.notify_all()
 
+    def end_streams(self) -> None:
+        """End every stream open now; streams opened later go on, with the same devices (the
+        plugin stops serving for a while, and what it knows of its devices outlives that)."""
+        with self._changed:
+            self._epoch += 1
+            self._changed.notify_all()
+
+    @property
+    def epoch(self) -> int:
+        """What a stream opened now hands ``wait_change``: ``end_streams`` changes it."""
+        with self._changed:
+            return self._epoch
+
     def snapshot(self) -> tuple[int, list[DeviceReport]]:
         with self._changed:
             devices = sorted(self._devices.values(), key=lambda d: (d.pool, d.device))
             return self._version, devices
 
-    def wait_change(self, seen: int, timeout: float) -> bool:
-        """Until a change after version ``seen`` or ``timeout``; False once closed."""
+    def wait_change(self, seen: int, epoch: int, timeout: float) -> bool:
+        """Until a change after version ``seen`` or ``timeout``; False once closed, and once
+        the streams opened in ``epoch`` were ended."""
+
+        def over() -> bool:
+            return self._closed or self._epoch != epoch
+
         with self._changed:
-            self._changed.wait_for(lambda: self._closed or self._version != seen, timeout)
-            return not self._closed
+            self._changed.wait_for(lambda: over() or self._version != seen, timeout)
+            return not over()
 
     def _bump(self) -> None:
         """Called with the lock held, after a change."""
@@ -102,6 +126,7 @@ class HealthServicer:
         self._pb = pb
 
     def NodeWatchResources(self, request: Any, context: Any) -> Iterator[Any]:
+        epoch = self._state.epoch
         # Silenced devices this stream has sent their last report of: (pool, device, since).
         said_last: set[tuple[str, str, int | None]] = set()
         while True:
@@ -112,7 +137,8 @@ class HealthServicer:
             said_last.update(
                 (d.pool, d.device, d.silent_since) for d in sent if d.silent_since is not None
             )
-            if not self._state.wait_change(version, RESEND_PERIOD) or not context.is_active():
+            going_on = self._state.wait_change(version, epoch, RESEND_PERIOD)
+            if not going_on or not context.is_active():
                 return
 
     def _response(self, devices: list[DeviceReport]) -> Any:

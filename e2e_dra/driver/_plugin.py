@@ -12,7 +12,7 @@ import contextlib
 import functools
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import grpc
@@ -110,6 +110,7 @@ class Driver:
         self._servers: list[tuple[grpc.Server, Path]] = []
         self._log_handler: logging.Handler | None = None
         self._lock = threading.Lock()
+        self._stopped = False
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -118,36 +119,7 @@ class Driver:
         self._open_log()
         try:
             self._start_api_side()
-            interceptors = [self.calls.interceptor()]
-            dra_services = [
-                handler(pb, "DRAPlugin", DRAServicer(self._node, pb)) for pb in _NODE_SERVICES
-            ]
-            dra_services += [
-                handler(pb, "DRAResourceHealth", HealthServicer(self.health, pb))
-                for pb in self._health
-            ]
-            # The DRA service first: once the kubelet sees the registration socket, it calls it.
-            self._servers.append(
-                (
-                    serve_unix(
-                        self.dra_socket, dra_services, interceptors, thread_name=self._threads
-                    ),
-                    self.dra_socket,
-                )
-            )
-            registration = handler(pluginregistration_v1_pb2, "Registration", self._registration)
-            self._servers.append(
-                (
-                    serve_unix(
-                        self.registration_socket,
-                        [registration],
-                        interceptors,
-                        thread_name=self._threads,
-                    ),
-                    self.registration_socket,
-                )
-            )
-            log.info("driver %s serving on %s", self.name, self.dra_socket)
+            self._serve()
         except BaseException as exc:
             # What stopped the start is the error (a Ctrl-C, SIGTERM); a stop that fails because
             # of it (the API server went with the cluster) must not take its place.
@@ -157,6 +129,32 @@ class Driver:
                 exc.add_note(f"e2e-dra: stopping the half-started driver also failed: {stop_error}")
             raise
 
+    def _serve(self) -> None:
+        """Serve the DRA socket, then the registration socket (once the kubelet sees that one, it
+        calls the other)."""
+        interceptors = [self.calls.interceptor()]
+        dra_services = [
+            handler(pb, "DRAPlugin", DRAServicer(self._node, pb)) for pb in _NODE_SERVICES
+        ]
+        dra_services += [
+            handler(pb, "DRAResourceHealth", HealthServicer(self.health, pb)) for pb in self._health
+        ]
+        registration = [handler(pluginregistration_v1_pb2, "Registration", self._registration)]
+        for socket, services in (
+            (self.dra_socket, dra_services),
+            (self.registration_socket, registration),
+        ):
+            server = serve_unix(socket, services, interceptors, thread_name=self._threads)
+            self._servers.append((server, socket))
+        log.info("driver %s serving on %s", self.name, self.dra_socket)
+
+    def _stop_serving(self, attempts: Attempts) -> None:
+        """Both sockets gone, the registration socket first: the kubelet's plugin watcher
+        unregisters the driver."""
+        while self._servers:
+            server, socket = self._servers.pop()
+            attempts(f"stop {socket}", functools.partial(stop_server, server, socket))
+
     def stop(self) -> None:
         """Remove the sockets first (the kubelet unregisters), then what we own in the API.
 
@@ -164,11 +162,10 @@ class Driver:
         strand the RBAC objects or the log handler); the first error is raised at the end.
         """
         attempts = Attempts(f"driver {self.name}: stopping", log.warning)
+        self._stopped = True
         attempts("end the calls that wait on a block", self._node.stop)
         attempts("close the health service", self.health.close)
-        while self._servers:
-            server, socket = self._servers.pop()
-            attempts(f"stop {socket}", functools.partial(stop_server, server, socket))
+        self._stop_serving(attempts)
         publisher, self._publisher = self._publisher, None
         if publisher is not None:
             registered = self.calls.succeeded(REGISTRATION_METHOD)
@@ -315,6 +312,59 @@ class Driver:
                 f"driver {self.name}: the kubelet did not register it within {timeout:.0f}s{why}"
                 f" (is a kubelet watching {self.registry_dir}?)"
             )
+
+    @property
+    def serving(self) -> bool:
+        """Whether the driver serves its sockets: started, and not unregistered since."""
+        return bool(self._servers)
+
+    def unregister(self) -> None:
+        """Stop serving the kubelet, as a plugin whose process stopped: the health streams end
+        and both sockets go, so the kubelet unregisters the driver and forgets the health its
+        stream reported (:meth:`wait_registered` waits for the next registration). Unlike a
+        stopped process's, what lives in the test process stays: the health the driver reports,
+        its record of prepared claims, its call log and its API side (the kubelet wipes the
+        driver's ResourceSlices 30 s after it went unless it is back sooner; the publisher puts
+        them back). Calls waiting on a block go on waiting until it is lifted. :meth:`register`
+        serves again."""
+        if not self._servers:
+            raise DriverError(f"driver {self.name}: not serving, nothing to unregister")
+        attempts = Attempts(f"driver {self.name}: unregistering", log.warning)
+        attempts("end the health streams", self.health.end_streams)
+        self._stop_serving(attempts)
+        self._registration.forget()  # the kubelet's verdict was on the registration that ended
+        attempts.raise_first()
+        log.info("driver %s stopped serving the kubelet", self.name)
+
+    def register(self) -> None:
+        """Serve the kubelet again after :meth:`unregister`, as the plugin's process started
+        anew: the sockets come back and the kubelet registers the driver again (wait for it with
+        :meth:`wait_registered`) and opens a new health stream."""
+        if self._stopped:
+            raise DriverError(f"driver {self.name}: stopped; a stopped driver is not served again")
+        if self._servers:
+            raise DriverError(f"driver {self.name}: already serving")
+        try:
+            self._serve()
+        except BaseException:
+            self._stop_serving(Attempts(f"driver {self.name}: half served", log.warning))
+            raise
+
+    @contextlib.contextmanager
+    def unregistered(self) -> Iterator[None]:
+        """Unregistered while inside (:meth:`unregister`), served again on the way out, also
+        when the body fails: a pod whose claim this driver prepared can only be torn down
+        through it. Registration is not waited for (:meth:`wait_registered`)."""
+        self.unregister()
+        try:
+            yield
+        except BaseException as exc:
+            try:
+                self.register()
+            except Exception as again:
+                exc.add_note(f"e2e-dra: serving driver {self.name} again also failed: {again}")
+            raise
+        self.register()
 
     def prepared_claims(self) -> list[ClaimRef]:
         return self._node.prepared_claims()

@@ -37,6 +37,12 @@ class RegistrationServicer:
         with self._lock:
             return self._status
 
+    def forget(self) -> None:
+        """Drop the kubelet's last verdict: it was on a registration that ended (the driver
+        stopped serving), and the next one is what a wait must see."""
+        with self._lock:
+            self._status = None
+
     def wait_registered(self, timeout: float) -> bool:
         with self._lock:
             return self._lock.wait_for(

@@ -210,9 +210,23 @@ class Cluster:
             raise
         self._log.info(f"cluster is running, use KUBECONFIG={self.kubeconfig} to access it")
 
-    def modify(self, state: str, options: ModifyOptions) -> ModifyOptions:
-        """Restart the components ``options`` touches; return options that undo binary swaps."""
+    def modify(
+        self,
+        state: str,
+        options: ModifyOptions,
+        *,
+        before_kubelet_starts: Callable[[], None] | None = None,
+    ) -> ModifyOptions:
+        """Restart the components ``options`` touches; return options that undo binary swaps.
+
+        ``before_kubelet_starts`` is called while the kubelet is stopped and every component
+        that restarts before it runs again (the control plane, when it restarted too; the
+        controller manager and the scheduler, otherwise started together with the kubelet,
+        start before it then): what a node must cope with when it comes back, done while it is
+        down (a pod deleted). It is not called when the kubelet does not restart. Should it
+        fail, the components are started all the same and its error is raised afterwards."""
         plan = RestartPlan(options, self.running, self._argv)  # fails before anything stops
+        failed: Exception | None = None
         try:
             for component in reversed(plan.components):
                 cmd = self.running.pop(component)
@@ -221,12 +235,21 @@ class Cluster:
                 plan.swap_binary(component)
             together: Batch = []
             for component in plan.components:
+                if component == "kubelet" and before_kubelet_starts is not None:
+                    self._launcher.run_batch(state, together)  # the control plane: up first
+                    together = []
+                    try:
+                        before_kubelet_starts()
+                    except Exception as exc:  # the cluster must come back whatever it did
+                        failed = exc
                 argv = plan.restart_argv(component)
                 together = self._launcher.start_in_order(state, together, component, argv)
             self._launcher.run_batch(state, together)
         except KeyboardInterrupt:
             self.stop(reason=f"modify to state {state} interrupted")
             raise
+        if failed is not None:
+            raise failed
         return plan.undo
 
     def restart_ended(self, state: str) -> list[str]:

@@ -87,6 +87,7 @@ def write_checkout(source: GoBuildSource, version: str, dest: Path) -> Checkout:
 def _lay_out(source: GoBuildSource, recipe: Recipe, tree: Path, log: Path) -> list[str]:
     """The release's tree with its staging modules in place; the deviations it needed."""
     copy_writable(recipe.module_src, tree)
+    _restore_executable_bits(tree)
     staging = sorted(local_replaced(recipe.go_mod))
     published = staging_version(recipe.version)
     _, refused = served_substitutes(
@@ -130,6 +131,22 @@ def _lay_out(source: GoBuildSource, recipe: Recipe, tree: Path, log: Path) -> li
             )
     _write_record(tree, recipe, deviations)
     return deviations
+
+
+def _restore_executable_bits(tree: Path) -> None:
+    """Make each script (a file that starts with ``#!``) executable, as it is in a checkout.
+
+    Module zips keep no file modes, and upstream's tools run the scripts by path: its
+    ``test/e2e_dra`` runs ``hack/print-workspace-status.sh``, ``make`` runs ``hack/*.sh``."""
+    for root, _, files in os.walk(tree):
+        for name in files:
+            path = Path(root, name)
+            if path.is_symlink():
+                continue
+            with open(path, "rb") as file:
+                if file.read(2) != b"#!":
+                    continue
+            path.chmod(path.stat().st_mode | 0o111)
 
 
 def _write_record(tree: Path, recipe: Recipe, deviations: list[str]) -> None:

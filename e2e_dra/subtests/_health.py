@@ -3,6 +3,8 @@ what the resource-health subtests share."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from e2e_dra.subtest import Context
 from e2e_dra.waits import eventually
 
@@ -46,15 +48,26 @@ def wait_health(
     health: str,
     message: str | None = None,
     *,
+    device: str,
     timeout: float = HEALTH_TIMEOUT,
     detail: str = "",
+    between: Callable[[], None] | None = None,
 ) -> None:
-    """Until the pod's container reports the claim's one device with ``health`` (and
-    ``message``, None: none); ``detail`` is added to what a timeout says it waited for."""
+    """Until the pod's container reports the claim's one device (``device``, pool/name, named in
+    what a timeout says) with ``health`` (and ``message``, None: none); ``detail`` is added to
+    what a timeout says it waited for. ``between`` is called after each look that did not see
+    it: what makes the kubelet write the pod's status again."""
     want = [(health, message)]
+
+    def look() -> list[tuple[str, str | None]]:
+        seen = _claim_health(ctx.builder.read_pod(pod_name))
+        if seen != want and between is not None:
+            between()
+        return seen
+
     eventually(
-        lambda: _claim_health(ctx.builder.read_pod(pod_name)),
-        what=f"pod {pod_name} to report its device {health}{detail}",
+        look,
+        what=f"pod {pod_name} to report device {device} {health}{detail}",
         timeout=timeout,
         poll=1.0,
         until=lambda seen: seen == want,

@@ -90,6 +90,7 @@ from e2e_dra.subtest_kit import (
     checkpointed_devices,
     claim_and_pod,
     devices_per_node,
+    driver_calls,
     kubelet_version,
     nudge,
     older_writes_hold,
@@ -436,7 +437,7 @@ def _reboot(ctx: Context, pod_name: str, uid: str) -> None:
         )
     with ctx.step("the restarted kubelet prepared the claim again, once"):
         calls = eventually(
-            lambda: [call for index, call in _numbered(ctx, PREPARE, uid) if index >= mark],
+            lambda: [call for index, call in driver_calls(ctx, PREPARE, uid) if index >= mark],
             what=f"every NodePrepareResources call for claim {uid} after the reboot to end",
             timeout=CALL_TIMEOUT,
             poll=0.5,
@@ -504,27 +505,17 @@ def _ctr(ctr: list[str], *args: str) -> str:
 
 
 def _calls(ctx: Context, method: str, uid: str | None = None) -> list[GRPCCall]:
-    return [call for _, call in _numbered(ctx, method, uid)]
+    return [call for _, call in driver_calls(ctx, method, uid)]
 
 
 def _indices(ctx: Context, method: str) -> list[int]:
-    return [index for index, _ in _numbered(ctx, method)]
-
-
-def _numbered(ctx: Context, method: str, uid: str | None = None) -> list[tuple[int, GRPCCall]]:
-    """The driver's calls of ``method`` (for claim ``uid``), with their place in the log."""
-    return [
-        (index, call)
-        for index, call in enumerate(ctx.driver.calls.records)
-        if call.method.endswith(method)
-        and (uid is None or any(claim.uid == uid for claim in call.request.claims))
-    ]
+    return [index for index, _ in driver_calls(ctx, method)]
 
 
 def _all_done(ctx: Context, method: str, uid: str) -> list[tuple[int, GRPCCall]]:
     """The calls of ``method`` for the claim, once none of them runs any more."""
     return eventually(
-        lambda: _numbered(ctx, method, uid),
+        lambda: driver_calls(ctx, method, uid),
         what=f"every {method.lstrip('/')} call for claim {uid} to end",
         timeout=CALL_TIMEOUT,
         poll=0.5,

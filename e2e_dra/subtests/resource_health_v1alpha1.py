@@ -33,17 +33,18 @@ def _check(ctx: Context) -> None:
     b.create(claim, pod)
     b.test_pod(pod)
     name = pod["metadata"]["name"]
+    device = f"{ctx.nodes[0]}/{DEVICE}"
     with ctx.step(f"the kubelet watches device health through {SERVICE}, all the driver offers"):
         _, service = health_stream(ctx)
         ctx.facts[f"health_service/{ctx.phase}"] = service
         assert service == SERVICE, f"the kubelet watches device health through {service}"
     with ctx.step("pod status shows the device Healthy"):
-        wait_health(ctx, name, "Healthy")
+        wait_health(ctx, name, "Healthy", device=device)
     with ctx.step("pod status follows the device to Unhealthy and back"):
         ctx.driver.set_health(ctx.nodes[0], DEVICE, "Unhealthy", UNHEALTHY_MESSAGE)
-        wait_health(ctx, name, "Unhealthy", UNHEALTHY_MESSAGE)
+        wait_health(ctx, name, "Unhealthy", UNHEALTHY_MESSAGE, device=device)
         ctx.driver.set_health(ctx.nodes[0], DEVICE, "Healthy")
-        wait_health(ctx, name, "Healthy")
+        wait_health(ctx, name, "Healthy", device=device)
     remove(b, [pod], [claim])
 
 

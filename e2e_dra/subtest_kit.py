@@ -425,6 +425,18 @@ def checkpoint_entry(ctx: Context, uid: str) -> dict | None:
     return entries[0] if entries else None
 
 
+def wait_out_of_checkpoint(ctx: Context, uid: str, timeout: float) -> None:
+    """Until the kubelet took claim ``uid`` out of its checkpoint (it does once it unprepared
+    the claim for its last pod)."""
+    eventually(
+        lambda: checkpoint_entry(ctx, uid),
+        what=f"claim {uid} to leave the kubelet's checkpoint",
+        timeout=timeout,
+        poll=0.5,
+        until=lambda entry: entry is None,
+    )
+
+
 def checkpointed_devices(ctx: Context, uid: str) -> list[dict] | None:
     """The devices the checkpoint holds for claim ``uid`` from our driver; None: no entry."""
     entry = checkpoint_entry(ctx, uid)

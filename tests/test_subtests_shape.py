@@ -1719,7 +1719,7 @@ def test_kubelet_restart_reads_which_pods_a_checkpointed_claim_serves(tmp_path: 
         kubelet_restart._expect_pod_reference(ctx, "held", "other-pod")
     with pytest.raises(AssertionError, match="not in the kubelet's checkpoint"):
         kubelet_restart._expect_pod_reference(ctx, "gone", "pod-uid")
-    kubelet_restart._wait_out_of_checkpoint(ctx, "gone")
+    subtest_kit.wait_out_of_checkpoint(ctx, "gone", timeout=1)
 
 
 def _call(method: str, error: str | None) -> GRPCCall:

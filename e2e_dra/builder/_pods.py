@@ -17,7 +17,7 @@ from e2e_dra.builder._api import ObjectClient
 from e2e_dra.builder._objects import DEFAULT_ENV, event_time, is_unschedulable
 from e2e_dra.errors import E2EDRAError, ExecError
 from e2e_dra.kube import KubeError, NotFound, retrying
-from e2e_dra.waits import eventually
+from e2e_dra.waits import WaitTimeout, eventually
 
 POD_START_TIMEOUT = 300.0  # upstream's framework.PodStartTimeout
 POD_DELETE_TIMEOUT = 300.0
@@ -54,12 +54,31 @@ class Pods(ObjectClient):
                 raise PodFailed(f"pod {self.namespace}/{name} ended with phase {phase}")
             return pod
 
-        return eventually(
-            probe,
-            what=f"pod {self.namespace}/{name} to run",
-            timeout=timeout,
-            until=lambda pod: pod.get("status", {}).get("phase") == "Running",
-        )
+        try:
+            return eventually(
+                probe,
+                what=f"pod {self.namespace}/{name} to run",
+                timeout=timeout,
+                until=lambda pod: pod.get("status", {}).get("phase") == "Running",
+            )
+        except WaitTimeout as exc:  # the pod as it was, in a line, and why: not the whole object
+            waited = str(exc).split("; last value:", 1)[0]
+            raise WaitTimeout(f"{waited}: {self._where(name)}{self.events_of(name)}") from None
+
+    def _where(self, name: str) -> str:
+        """``"Pending on 127.0.0.1, container ctr waiting (ContainerCreating)"``."""
+        try:
+            pod = self.read_pod(name)
+        except KubeError as exc:
+            return f"cannot be read ({exc})"
+        status = pod.get("status", {})
+        node = pod.get("spec", {}).get("nodeName")
+        said = f"{status.get('phase', 'no phase')} {f'on {node}' if node else 'on no node'}"
+        for container in status.get("containerStatuses") or []:
+            waiting = (container.get("state") or {}).get("waiting")
+            if waiting:
+                said += f", container {container.get('name')} waiting ({waiting.get('reason')})"
+        return said
 
     def wait_unschedulable(self, name: str, timeout: float = POD_START_TIMEOUT) -> dict:
         """Until the scheduler reports the pod as Unschedulable (and it is still Pending).

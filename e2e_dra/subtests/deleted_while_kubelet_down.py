@@ -28,11 +28,11 @@ from e2e_dra.builder import DISRUPTION_ANNOTATION
 from e2e_dra.kube import Kube
 from e2e_dra.subtest import PHASES, Context, Phase, Subtest, WhileKubeletDown
 from e2e_dra.subtest_kit import (
-    checkpoint_entry,
     claim_and_pod,
     devices_per_node,
     driver_calls,
     remove,
+    wait_out_of_checkpoint,
 )
 from e2e_dra.waits import eventually
 
@@ -135,13 +135,7 @@ def _finished_by_the_new_kubelet(ctx: Context, deleted: _Deleted) -> None:
     with ctx.step("the deleted pod goes away"):
         b.wait_pod_gone(deleted.pod_name, timeout=POD_GONE_TIMEOUT)
     with ctx.step("its claim leaves the checkpoint and the driver, its CDI spec removed"):
-        eventually(
-            lambda: checkpoint_entry(ctx, uid),
-            what=f"claim {uid} to leave the kubelet's checkpoint",
-            timeout=UNPREPARE_TIMEOUT,
-            poll=0.5,
-            until=lambda entry: entry is None,
-        )
+        wait_out_of_checkpoint(ctx, uid, UNPREPARE_TIMEOUT)
         prepared = [ref.uid for ref in ctx.driver.prepared_claims()]
         assert uid not in prepared, f"the driver still has claim {uid} prepared: {prepared}"
         left = ctx.driver.cdi_spec_files(uid)

@@ -94,6 +94,7 @@ from e2e_dra.subtest_kit import (
     kubelet_version,
     nudge,
     older_writes_hold,
+    wait_out_of_checkpoint,
 )
 from e2e_dra.versions import matches
 from e2e_dra.waits import consistently, eventually
@@ -260,7 +261,7 @@ def initial(ctx: Context) -> Phase:
                     f"{len(unprepares)} with errors {errors}"
                 )
             with ctx.step("the claim leaves the checkpoint"):
-                _wait_out_of_checkpoint(ctx, uid)
+                wait_out_of_checkpoint(ctx, uid, CALL_TIMEOUT)
             return older_writes_hold
 
         return after_downgrade
@@ -343,7 +344,7 @@ def _unprepared_after_restart(
     with ctx.step("the deleted pod goes away"):
         ctx.builder.wait_pod_gone(gone.pod_name, timeout=POD_GONE_TIMEOUT)
     with ctx.step("the deleted pod's claim leaves the checkpoint"):
-        _wait_out_of_checkpoint(ctx, uid)
+        wait_out_of_checkpoint(ctx, uid, CALL_TIMEOUT)
     with ctx.step("the driver no longer has the claim prepared, its CDI spec is gone"):
         prepared = [ref.uid for ref in ctx.driver.prepared_claims()]
         assert uid not in prepared, f"the driver still has claim {uid} prepared: {prepared}"
@@ -530,17 +531,6 @@ def _expect_pod_reference(ctx: Context, uid: str, pod_uid: str) -> None:
     assert entry is not None, f"claim {uid} is not in the kubelet's checkpoint"
     pods = sorted(entry.get("PodUIDs") or {})
     assert pod_uid in pods, f"the checkpoint has claim {uid} for pods {pods}, not for {pod_uid}"
-
-
-def _wait_out_of_checkpoint(ctx: Context, uid: str) -> None:
-    """Until the kubelet took claim ``uid`` out of its checkpoint (it does after unpreparing)."""
-    eventually(
-        lambda: checkpoint_entry(ctx, uid),
-        what=f"claim {uid} to leave the kubelet's checkpoint",
-        timeout=CALL_TIMEOUT,
-        poll=0.5,
-        until=lambda entry: entry is None,
-    )
 
 
 def _expect_one_device(ctx: Context, uid: str) -> None:

@@ -8,6 +8,7 @@ namespace empty. The upgrade/downgrade itself is the main suite's job.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from e2e_dra.builder import SUBTEST_LABEL, Builder, SubtestObjects
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.kube import Kube, path
 from e2e_dra.subtest import PHASES, Context, Subtest
-from e2e_dra.waits import eventually
+from e2e_dra.waits import WaitTimeout, eventually
 
 logger = logging.getLogger(__name__)
 
@@ -156,6 +157,31 @@ def test_a_pod_that_stopped_running_says_why(live: Live) -> None:
         )
         with pytest.raises(AssertionError, match="the pod is Failed: DeadlineExceeded: Pod was"):
             still_untouched(builder, before, claims=(), env=[])
+    finally:
+        builder.delete_pod_and_wait(name)
+
+
+def test_a_pod_that_never_runs_says_where_it_stuck_in_a_line(live: Live) -> None:
+    """A pod that never starts once failed after 300 s with its whole object as "last value"
+    (a mutant's pod stuck on a claim the kubelet may not use): the failure must say where it
+    stuck and why, from its status and events."""
+    builder: Builder = SubtestObjects("never-runs", suite="builder-real").builder(live.kube)
+    pod = builder.pod()
+    pod["spec"]["containers"][0]["image"] = "registry.invalid/e2e-dra/none:1"
+    builder.create(pod)
+    name = pod["metadata"]["name"]
+    try:
+        with pytest.raises(WaitTimeout) as caught:
+            builder.wait_running(name, timeout=20)
+        said = str(caught.value)
+        assert said.startswith(f"timed out after 20s waiting for pod default/{name} to run: ")
+        assert re.search(
+            r"Pending on \S+, container \S+ waiting \((ErrImagePull|ImagePullBackOff)\)", said
+        )
+        assert (
+            "; its events: " in said and f"Scheduled: Successfully assigned default/{name}" in said
+        )
+        assert "last value" not in said and "'metadata'" not in said
     finally:
         builder.delete_pod_and_wait(name)
 

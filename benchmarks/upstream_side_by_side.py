@@ -179,16 +179,25 @@ def parse_go_test(output: str) -> dict[str, Any]:
 
 
 def new_failures(run: dict[str, Any], baseline: dict[str, Any] | None) -> list[str]:
-    """What fails in ``run`` and did not unpatched, and what ran unpatched and no longer ran
-    (a test stopped early by a failure): a mutant upstream's suite caught. On a pair where
-    upstream's own suite fails unpatched, only such differences are its verdict."""
+    """What fails in ``run`` and did not unpatched: a test that fails, a fatal error logged where
+    none was (a cleanup's, in a test that failed anyway), a test that ran unpatched and no longer
+    ran (one stopped early by a failure). On a pair where upstream's own suite fails unpatched,
+    only such differences are its verdict."""
     before = baseline["results"] if baseline else {}
     after = run["results"]
     new = [f"{n} failed" for n, o in after.items() if o == "FAIL" and before.get(n) != "FAIL"]
+    known = {_where(f) for f in (baseline or {}).get("failures", [])}
+    new += [f for f in run.get("failures", []) if _where(f) not in known]
     lost = [f"{n} did not run" for n, o in before.items() if o != "FAIL" and n not in after]
     if run["status"] != 0 and not after:
         new.append(f"exit {run['status']} before any test ended")
     return new + lost
+
+
+def _where(failure: str) -> str:
+    """``"TestX/phase/subtest (file.go)"`` of a failure line: the same failure in another run
+    (its message names other objects)."""
+    return failure.split("): ", 1)[0]
 
 
 def run_upstream(
@@ -421,6 +430,15 @@ def mutant_rows(args: argparse.Namespace, root: Path, tree: Path, report: dict[s
         print(f"  upstream: {row['upstream']}; e2e-dra: {row['e2e-dra full suite']}", flush=True)
         report["mutants"].append(row)
         (root / "side-by-side.json").write_text(json.dumps(report, indent=2) + "\n")
+    baselines = {
+        name: (report.get("unchanged") or {}).get(name, {}).get("upstream") for name in suites
+    }
+    for row in report["mutants"]:  # judged again from what the run said, as judged today
+        if "upstream run" in row:
+            differences = new_failures(row["upstream run"], baselines.get(row["suite"]))
+            row["upstream run"]["differences"] = differences
+            row["upstream"] = "caught" if differences else "missed"
+    (root / "side-by-side.json").write_text(json.dumps(report, indent=2) + "\n")
     print("\n| mutant | upstream test/e2e_dra | wall | e2e-dra | upstream's failure |")
     print("|---|---|---|---|---|")
     for row in sorted(report["mutants"], key=lambda r: r["mutant"]):

@@ -208,6 +208,16 @@ def test_upstreams_verdict_on_a_mutant_is_what_differs_from_its_unpatched_run(
     ]
     assert baseline["results"]["TestUpgradeDowngrade/after-cluster-downgrade"] == "PASS"
     assert new_failures(baseline, baseline) == []
+    # A fatal error where none was, in a test that failed anyway (upstream's cleanup waiting for
+    # claims a kubelet never unprepared): caught there.
+    cleanup = GO_TEST_OUTPUT.replace(
+        "--- FAIL: TestUpgradeDowngrade (357.68s)",
+        "=== NAME  TestUpgradeDowngrade\n    builder.go:204: FATAL ERROR: I1205 14:33:02.436573]\n"
+        "        \tTimed out after 60.000s.\n--- FAIL: TestUpgradeDowngrade (357.68s)",
+    )
+    assert new_failures(parse_go_test(cleanup) | {"status": 1}, baseline) == [
+        "TestUpgradeDowngrade (builder.go): Timed out after 60.000s."
+    ]
 
     taint_broken = GO_TEST_OUTPUT.replace("--- PASS: TestUpgradeDowngrade/after-cluster-upgrade/"
                                           "device-taints", "--- FAIL: TestUpgradeDowngrade/"
@@ -228,4 +238,6 @@ def test_upstreams_verdict_on_a_mutant_is_what_differs_from_its_unpatched_run(
         "TestUpgradeDowngrade/after-cluster-upgrade failed",
         "TestUpgradeDowngrade/after-cluster-upgrade/core-dra failed",
         "TestUpgradeDowngrade/after-cluster-upgrade/device-taints failed",
+        "TestUpgradeDowngrade/after-cluster-upgrade/core-dra (coredra_test.go): "
+        "Unexpected error: the server could not find the requested resource",
     ]

@@ -402,6 +402,12 @@ def kubelet_checkpoint(ctx: Context) -> dict[str, Any]:
     return json.loads(json.loads(raw)["Data"])
 
 
+PREPARE = "/NodePrepareResources"
+UNPREPARE = "/NodeUnprepareResources"
+REGISTRATION = "/NotifyRegistrationStatus"
+"""How :func:`driver_calls` names the kubelet's calls of a driver (the ends of their methods)."""
+
+
 def driver_calls(ctx: Context, method: str, uid: str | None = None) -> list[tuple[int, GRPCCall]]:
     """The calls of ``method`` (``/NodeUnprepareResources``) the kubelet made to the subtest's
     driver, for claim ``uid`` when given, each with its place in the driver's call log (which

@@ -28,6 +28,8 @@ from e2e_dra.builder import DISRUPTION_ANNOTATION
 from e2e_dra.kube import Kube
 from e2e_dra.subtest import PHASES, Context, Phase, Subtest, WhileKubeletDown
 from e2e_dra.subtest_kit import (
+    REGISTRATION,
+    UNPREPARE,
     claim_and_pod,
     devices_per_node,
     driver_calls,
@@ -36,8 +38,6 @@ from e2e_dra.subtest_kit import (
 )
 from e2e_dra.waits import eventually
 
-UNPREPARE = "/NodeUnprepareResources"
-REGISTRATION = "/NotifyRegistrationStatus"
 # From the kubelet's start: it registers the driver, syncs the deleted pod (its pod workers start
 # with the first pod list) and unprepares the claim; a failed try is retried 10 to 15 s later, and
 # the DRA manager's reconcile loop, which unprepares the claims of pods it no longer knows, runs

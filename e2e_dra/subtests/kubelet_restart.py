@@ -86,6 +86,9 @@ from e2e_dra.driver import CLIENT_GONE, GRPCCall
 from e2e_dra.provision import running_ctr
 from e2e_dra.subtest import Context, Phase, Subtest
 from e2e_dra.subtest_kit import (
+    PREPARE,
+    REGISTRATION,
+    UNPREPARE,
     checkpoint_entry,
     checkpointed_devices,
     claim_and_pod,
@@ -102,9 +105,6 @@ from e2e_dra.waits import consistently, eventually
 CALL_TIMEOUT = 60.0
 # How long after the kubelet synced a running pod no prepare call may come.
 NO_PREPARE_FOR = 5.0
-PREPARE = "/NodePrepareResources"
-UNPREPARE = "/NodeUnprepareResources"
-REGISTRATION = "/NotifyRegistrationStatus"
 # containerd's namespace for what the CRI plugin runs.
 CRI_NAMESPACE = "k8s.io"
 SANDBOX_LABEL = 'labels."io.cri-containerd.kind"==sandbox'

@@ -38,6 +38,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -465,6 +466,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="keep ROOT/side-by-side.json")
     args = parser.parse_args(argv)
     parse_version(args.version), previous_minor(args.version)  # a bad version fails here
+    # A SIGTERM must end the run through its ``finally``s: upstream's test binary and the
+    # components it started in its process group are stopped there, never left running.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     root = args.root.absolute()
     tree = root / "tree"
     root.mkdir(parents=True, exist_ok=True)

@@ -195,3 +195,35 @@ def test_two_clusters_of_one_process_share_the_lock_and_keep_their_own_records(
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free once both are done
     finally:
         os.close(fd)
+
+
+LEADER = """
+import subprocess, sys
+member = subprocess.Popen(["sleep", "300"])  # stays in the leader's group when the leader ends
+print(member.pid, flush=True)
+"""
+
+
+def test_what_a_dead_recorded_process_left_in_its_group_is_stopped(tmp_path: Path) -> None:
+    """A recorded process (upstream's test binary, say) that ends before the components it
+    started in its group: they hold the ports all the same, and are stopped by the group."""
+    lock = tmp_path / "host.lock"
+    leader = subprocess.Popen(
+        [sys.executable, "-c", LEADER], stdout=subprocess.PIPE, text=True, process_group=0
+    )
+    assert leader.stdout is not None
+    member = int(leader.stdout.readline())
+    started = start_time(leader.pid)
+    leader.wait()
+    try:
+        assert not _alive(leader.pid, started) and start_time(member) is not None
+        entry = {"name": "e2e_dra.test", "pid": leader.pid, "start": started}
+        entry |= {"owner": 999_999_999, "owner_start": "1"}  # a dead owner
+        lock.with_name("host.lock.json").write_text(json.dumps({"processes": [entry]}))
+        successor = HostLock(lock)
+        successor.acquire()
+        successor.release()
+        assert gone(member)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(member, signal.SIGKILL)

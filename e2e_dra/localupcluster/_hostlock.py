@@ -9,9 +9,10 @@ A run that is killed (SIGKILL, OOM, a closed CI job) releases the lock with its 
 components it started live on in their own process groups, holding the ports and the kubelet's
 directories, and the next cluster would fail on them. So every process a holder starts goes into a
 ledger next to the lock (``<lock>.json``: the process's pid and start time, and its owner's);
-whoever takes the lock next stops the recorded processes whose owner is dead (checked by pid *and*
-start time, so a reused pid is never hit) and says so. Records of an owner that is still alive are
-kept, even when it does not hold the lock (it ran inside an ancestor's reservation that ended).
+whoever takes the lock next stops the recorded processes whose owner is dead, with what is left
+of their process groups (checked by pid *and* start time, so a reused pid is never hit), and says
+so. Records of an owner that is still alive are kept, even when it does not hold the lock (it ran
+inside an ancestor's reservation that ended).
 
 The clusters' temporary files (what the script makes with ``mktemp``: etcd's data, the components'
 configuration; and its ``LOG_DIR``: the API server's audit log) go into a directory per cluster
@@ -45,7 +46,7 @@ import psutil
 from e2e_dra.hostkit import atomic_write_text
 from e2e_dra.localupcluster._errors import ClusterError
 from e2e_dra.localupcluster._log import Log, engine_log
-from e2e_dra.supervise import ProcessId, start_ticks, terminate
+from e2e_dra.supervise import ProcessId, group_members, start_ticks, terminate
 
 DEFAULT_PATH = "/tmp/e2e-dra-host.lock"
 STOP_GRACE = 10.0
@@ -78,6 +79,23 @@ def _alive(pid: int, started: str | None) -> bool:
     """The process that had this pid and start time still runs (a zombie has ended)."""
     who = _identity(pid, started)
     return who is not None and who.alive()
+
+
+def _group_left(entry: dict[str, Any]) -> list[int]:
+    """What still runs of a recorded process: itself and its process group's members.
+
+    The recorded process leads its own group, and the members it started stay in that group
+    when it ends (a test binary killed before the components it started, say). The kernel does
+    not hand out a pid again while a group of that id has members, so members found under the
+    recorded pid are that process's even when it has ended; but when another process has the pid
+    now, the recorded one and its group are long gone.
+    """
+    pid, started = entry["pid"], entry.get("start")
+    if _alive(pid, started):
+        return [pid, *(p for p in group_members(pid) if p != pid)]
+    if start_time(pid) is not None:  # the pid is another process's now
+        return []
+    return group_members(pid)
 
 
 def _holders(path: Path) -> set[int]:
@@ -226,20 +244,22 @@ class HostLock:
             shutil.rmtree(left, ignore_errors=True)
 
     def reap(self, entries: list[dict[str, Any]]) -> list[str]:
-        """Stop the recorded processes (of dead owners) that still run; return their names."""
-        left = [e for e in entries if _alive(e["pid"], e.get("start"))]
+        """Stop the recorded processes (of dead owners) that still run, with their process
+        groups; return their names."""
+        left = [e for e in entries if _group_left(e)]
         if not left:
             return []
         owners = ", ".join(sorted({f"pid {e['owner']}" for e in left}))
         names = ", ".join(f"{e['name']} (pid {e['pid']})" for e in left)
         self._log.info(f"a previous run ({owners}) died and left {names} running; stopping them")
-        for entry in reversed(left):
-            who = _identity(entry["pid"], entry.get("start"))
-            if who is not None:
-                terminate(who, grace=STOP_GRACE)
-        still = [e for e in left if _alive(e["pid"], e.get("start"))]
+        still = [
+            e
+            for e in reversed(left)
+            if (who := _identity(e["pid"], e.get("start"))) is not None
+            and not terminate(who, grace=STOP_GRACE)
+        ]
         if still:
-            pids = " ".join(str(e["pid"]) for e in still)
+            pids = " ".join(str(pid) for e in still for pid in _group_left(e))
             raise ClusterError(
                 f"processes of a dead run survive SIGKILL ({pids}); stop them "
                 f"(sudo kill -9 {pids}) and run again"

@@ -3,7 +3,9 @@
 Each ``benchmarks/mutants/<version>/NN-*.patch`` is one small regression a developer could write
 (a reversed check, a dropped field, a skipped step) in the kubelet, the scheduler and allocator,
 the controller manager or the API server, with a header saying what it breaks and which suite
-should see it (``Suite:``; upgrade-downgrade unless it says otherwise). The benchmark:
+should see it (``Suite:``; upgrade-downgrade unless it says otherwise). A version without patches
+of its own gets those of the nearest version that has some; a patch whose lines moved there is
+reported as **does not apply**. The benchmark:
 
 1. writes ``<version>`` as a checkout once (``e2e-dra source``, into ``--root/tree``);
 2. runs each suite the mutants name on the unpatched checkout (the false-alarm check);
@@ -36,9 +38,10 @@ from typing import Any
 
 from soak import run_job, summaries  # the same job runner and reading of summary.json
 
-from e2e_dra.errors import E2EDRAError
+from e2e_dra.errors import E2EDRAError, ReleaseError
 from e2e_dra.releases import GoBuildSource, release_source, write_checkout
 from e2e_dra.releases._checkout_build import build_checkout, git
+from e2e_dra.versions import parse_version
 
 REPO = Path(__file__).resolve().parents[1]
 MUTANTS = Path(__file__).resolve().parent / "mutants"
@@ -60,10 +63,31 @@ class Mutant:
         return self.patch.stem
 
 
+def written_for(version: str) -> str:
+    """The version whose patches are the mutants of ``version``: its own, or, when none were
+    written for it, those of the nearest version that has some (a patch of a neighbouring release
+    applies to most of a tree's DRA code; :func:`apply` names the ones that do not)."""
+    sets = [d.name for d in MUTANTS.iterdir() if d.is_dir() and any(d.glob("*.patch"))]
+    if version in sets or not sets:
+        return version
+    target = parse_version(version)
+
+    def distance(name: str) -> tuple[int, int, bool]:
+        other = parse_version(name)
+        minors = abs((other.major - target.major) * 100 + other.minor - target.minor)
+        return minors, abs(other.patch - target.patch), other < target  # then the newer one
+
+    return min(sets, key=distance)
+
+
 def load(version: str) -> list[Mutant]:
-    """The mutants of ``version``, in order; a patch without its header is refused by name."""
+    """The mutants of ``version`` (see :func:`written_for`), in order; a patch without its header
+    is refused by name."""
     found = []
-    for patch in sorted((MUTANTS / version).glob("*.patch")):
+    source = written_for(version)
+    if source != version:
+        print(f"no mutants written for {version}: those of {source}", flush=True)
+    for patch in sorted((MUTANTS / source).glob("*.patch")):
         header: dict[str, str] = {}
         for line in patch.read_text().splitlines():
             if not line.strip() or line.startswith(("---", "diff ")):
@@ -77,6 +101,16 @@ def load(version: str) -> list[Mutant]:
     if not found:
         raise SystemExit(f"no mutants for {version} in {MUTANTS / version}")
     return found
+
+
+def apply(tree: Path, mutant: Mutant) -> str | None:
+    """Apply ``mutant`` to the checkout; why it does not apply (a patch of another release whose
+    lines moved), or None."""
+    try:
+        git(tree, "apply", str(mutant.patch))
+    except ReleaseError as exc:
+        return str(exc)
+    return None
 
 
 def prepare_tree(version: str, tree: Path) -> None:
@@ -129,7 +163,7 @@ def verdict(run: dict[str, Any], *, mutated: bool) -> str:
     return f"error (exit {run['status']})"
 
 
-DONE = ("caught", "missed", "not built", "clean", "false alarm")
+DONE = ("caught", "missed", "not built", "does not apply", "clean", "false alarm")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,18 +206,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{mutant.name}: {mutant.what}", flush=True)
         row: dict[str, Any] = {"mutant": mutant.name, "component": mutant.component}
         row |= {"suite": mutant.suite, "what": mutant.what}
+        row |= {"rebuild": 0.0, "built": []}
         try:
-            git(tree, "apply", str(mutant.patch))
-            seconds, built, failed = build(tree)
-            row |= {"rebuild": round(seconds, 1), "built": built}
-            if failed:
-                row |= {"verdict": "not built", "failure": failed}
+            if unapplied := apply(tree, mutant):
+                row |= {"verdict": "does not apply", "failure": unapplied}
             else:
-                run = run_suite(mutant.suite, tree, root / mutant.name)
-                row |= run | {"verdict": verdict(run, mutated=True)}
+                seconds, built, failed = build(tree)
+                row |= {"rebuild": round(seconds, 1), "built": built}
+                if failed:
+                    row |= {"verdict": "not built", "failure": failed}
+                else:
+                    run = run_suite(mutant.suite, tree, root / mutant.name)
+                    row |= run | {"verdict": verdict(run, mutated=True)}
         finally:
             restore(tree, args.version)
-        print(f"  {row['verdict']} (rebuild {row['rebuild']:.0f} s, built {built})", flush=True)
+        print(
+            f"  {row['verdict']} (rebuild {row['rebuild']:.0f} s, built {row['built']})",
+            flush=True,
+        )
         report["mutants"].append(row)
         save()
 

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from download_host import DownloadHostStandIn
-from mutants import build, load, prepare_tree, restore
+from mutants import apply, build, load, prepare_tree, restore
 from soak import run_job, summaries
 
 from e2e_dra._gotool import go_env, run_go
@@ -393,8 +393,8 @@ def mutant_rows(args: argparse.Namespace, root: Path, tree: Path, report: dict[s
     suites = {s.name: s for s in suites_of(tree)}
     full: dict[str, str] = {}
     if (root / "mutants.json").is_file():
-        for row in json.loads((root / "mutants.json").read_text()).get("mutants", []):
-            full[row["mutant"]] = row.get("verdict", "?")
+        for entry in json.loads((root / "mutants.json").read_text()).get("mutants", []):
+            full[entry["mutant"]] = entry.get("verdict", "?")
     done = {row["mutant"] for row in report["mutants"]}
     chosen = [m for m in load(args.version) if not args.mutants or m.number in args.mutants]
     for mutant in (m for m in chosen if m.name not in done):
@@ -406,10 +406,12 @@ def mutant_rows(args: argparse.Namespace, root: Path, tree: Path, report: dict[s
             row["upstream"] = f"upstream has no {mutant.suite} test"
         else:
             try:
-                git(tree, "apply", str(mutant.patch))
-                seconds, built, failed = build(tree)
+                unapplied = apply(tree, mutant)
+                seconds, built, failed = (0.0, [], None) if unapplied else build(tree)
                 row |= {"rebuild": round(seconds, 1), "built": built}
-                if failed:
+                if unapplied:
+                    row["upstream"] = f"does not apply: {unapplied}"
+                elif failed:
                     row["upstream"] = "not built"
                 else:
                     build_test_binary(tree, root / "e2e_dra.test")

@@ -241,3 +241,52 @@ def test_upstreams_verdict_on_a_mutant_is_what_differs_from_its_unpatched_run(
         "TestUpgradeDowngrade/after-cluster-upgrade/core-dra (coredra_test.go): "
         "Unexpected error: the server could not find the requested resource",
     ]
+
+
+MUTANT = "\n".join(
+    [
+        "Mutant: the greeting is dropped",
+        "Component: kubelet",
+        "",
+        "--- a/greet.go",
+        "+++ b/greet.go",
+        "@@ -1,3 +1,3 @@",
+        " package greet",
+        " ",  # a blank line of context
+        '-const Greeting = "hello"',
+        '+const Greeting = ""',
+        "",
+    ]
+)
+
+
+def test_a_version_without_mutants_of_its_own_gets_the_nearest_set_and_a_moved_patch_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Mutants are written for one release; a developer's tree of a neighbouring one is tested
+    with them, and a patch whose lines moved there is reported, not run."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import mutants
+
+    sets = tmp_path / "mutants"
+    for version in ("v1.35.0", "v1.38.0-beta.0"):
+        (sets / version).mkdir(parents=True)
+        (sets / version / "01-greeting-dropped.patch").write_text(MUTANT)
+    (sets / "v1.36.5").mkdir()  # no patches: not a set
+    monkeypatch.setattr(mutants, "MUTANTS", sets)
+    assert mutants.written_for("v1.38.0-beta.0") == "v1.38.0-beta.0"
+    assert mutants.written_for("v1.37.2") == "v1.38.0-beta.0"
+    assert mutants.written_for("v1.36.5") == "v1.35.0"  # one minor older, not two newer
+    assert mutants.written_for("v1.39.0-alpha.0") == "v1.38.0-beta.0"
+    [mutant] = mutants.load("v1.37.2")
+    assert mutant.patch == sets / "v1.38.0-beta.0" / "01-greeting-dropped.patch"
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    subprocess.run(["git", "init", "-q", str(tree)], check=True)
+    (tree / "greet.go").write_text('package greet\n\nconst Greeting = "hello"\n')
+    assert mutants.apply(tree, mutant) is None
+    assert (tree / "greet.go").read_text().endswith('Greeting = ""\n')
+    (tree / "greet.go").write_text('package greet\n\nconst Greeting = "hi"\n')  # the line moved
+    refused = mutants.apply(tree, mutant)
+    assert refused is not None and "git apply" in refused and "greet.go" in refused

@@ -28,7 +28,9 @@ from e2e_dra.builder import (
     SUBTEST_LABEL,
     SUITE_LABEL,
     Builder,
+    NotFound,
     ObjectFactory,
+    PodFailed,
     SubtestObjects,
     compact_json,
     is_unschedulable,
@@ -42,6 +44,7 @@ from e2e_dra.subtest import Context, Subtest, discover
 from e2e_dra.subtests import (
     _admin_access,
     _claim_metadata,
+    allocation_edges,
     claim_metadata,
     device_taints,
     kubelet_restart,
@@ -1109,6 +1112,27 @@ def test_claim_metadata_finds_the_claim_made_from_the_template() -> None:
     assert m.generated_claim(pod, m.POD_CLAIM_FROM_TEMPLATE) == "tester-1-from-python-template-x"
 
 
+def test_claim_metadata_wants_the_templates_labels_on_the_claim_made_from_it() -> None:
+    """The controller copies a template's spec.metadata.labels into the claims it makes; a claim
+    without them fails, naming the claim, the template and the labels it lacks."""
+    b = builder("claim-metadata")
+    template = labeled(claim_metadata.claim_template(b, "tester-1-python"), b.labels)
+    mine = {**labels("claim-metadata"), "more": "kept"}
+    claim = {"metadata": {"name": "tester-1-from-python-template-x", "labels": mine}}
+    claim_metadata.template_labels_kept(template, claim)
+    claim["metadata"]["labels"] = {SUBTEST_LABEL: "claim-metadata"}
+    with pytest.raises(AssertionError) as failed:
+        claim_metadata.template_labels_kept(template, claim)
+    assert str(failed.value).startswith(
+        "claim tester-1-from-python-template-x, made from ResourceClaimTemplate tester-1-python, "
+        f"lacks the labels the template's spec.metadata gives it: {{'{SUITE_LABEL}': "
+        "'upgrade-downgrade'}"
+    )
+    del template["spec"]["metadata"]
+    with pytest.raises(AssertionError, match=r"tester-1-python has no spec\.metadata\.labels"):
+        claim_metadata.template_labels_kept(template, claim)
+
+
 def test_claim_metadata_template_writes_touch_metadata_only() -> None:
     m = _claim_metadata
     b = builder("claim-metadata")
@@ -1709,6 +1733,84 @@ def test_device_tolerations_tells_the_evicted_every_taint_pod_by_the_known_bugs_
             if matches(bug.releases, v)] == ["v1.36.5", "v1.37.2", "v1.38.0-alpha.0"]  # fmt: skip
 
 
+class _EvictedPod:
+    """What a phase's builder answers about one pod the eviction controller marked at ``marked``
+    (its DisruptionTarget condition; once the pod is ``gone``, its event)."""
+
+    def __init__(self, marked: str | None, *, gone: bool = False) -> None:
+        self.marked, self.gone = marked, gone
+
+    def test_pod(self, pod: dict) -> None:
+        if self.gone:
+            raise PodFailed(
+                "pod default/p is gone while we waited for it to run; its events: "
+                "DeviceTaintManagerEviction: Marking for deletion"
+            )
+
+    def read_pod(self, name: str) -> dict:
+        if self.gone:
+            raise NotFound(404, "NotFound", f'pods "{name}" not found')
+        condition = {"type": "DisruptionTarget", "reason": "DeletionByDeviceTaintManager"}
+        conditions = [{**condition, "lastTransitionTime": self.marked}] if self.marked else []
+        return {"metadata": {"name": name, "uid": "u"}, "status": {"conditions": conditions}}
+
+    def list(self, resource: str, **query: object) -> list[dict]:
+        event = {
+            "involvedObject": {"kind": "Pod", "name": "p", "uid": "u"},
+            "reason": "DeviceTaintManagerEviction",
+            "message": "Marking for deletion",
+            "lastTimestamp": self.marked,
+        }
+        return [event] if self.gone and self.marked else []
+
+    def events_of(self, name: str) -> str:
+        return "; its events: DeviceTaintManagerEviction: Marking for deletion"
+
+
+def test_device_tolerations_times_the_bounded_toleration_from_the_taint(tmp_path: Path) -> None:
+    """The bounded toleration's pod is due for eviction tolerationSeconds after its device's
+    taint's timeAdded: evicted at once (a controller that reads the seconds as nanoseconds),
+    it fails while it should still run, naming pod, claim, toleration and when; evicted before
+    that time it fails too, and not after kubernetes#143376's sign."""
+    from e2e_dra.builder import request
+    from e2e_dra.subtests import device_tolerations as m
+
+    b = builder("device-tolerations")
+    created = valid(m.tainted_slice(b.driver_name, "s"))
+    assert [d["name"] for d in created["spec"]["devices"]] == ["by-key", "every-taint", "bounded"]
+    assert all(d["taints"] == [m.TAINT] for d in created["spec"]["devices"])
+    claim = valid(b.external_claim(requests=[request(tolerations=[m.BOUNDED_TOLERATION])]))
+    (asked,) = claim["spec"]["devices"]["requests"][0]["exactly"]["tolerations"]
+    assert asked["tolerationSeconds"] == m.TOLERATION_SECONDS and asked["effect"] == "NoExecute"
+
+    created["spec"]["devices"][2]["taints"][0]["timeAdded"] = "2020-01-02T10:00:00Z"
+    tainted_at = m.taint_added(created, "bounded")
+    pod = {"metadata": {"name": "p", "uid": "u"}, "spec": {"containers": []}}
+    bounded = m.Bounded(pod, claim, tainted_at)
+    assert bounded.due == datetime.fromisoformat("2020-01-02T10:00:20Z")
+
+    ctx = _checkpoint_context(tmp_path, [])
+    step = f"{m.BOUNDED_WHAT}: its pod runs, not evicted at half of it"
+    with pytest.raises(AssertionError) as at_once, ctx.step(step):
+        bounded.stays_until_half(ctx, _EvictedPod("2020-01-02T10:00:01Z", gone=True))  # type: ignore[arg-type]
+    said = str(at_once.value)
+    assert said.startswith(
+        f"pod p (claim {claim['metadata']['name']}, toleration {m.BOUNDED_TOLERATION}) did not "
+        "run until half of its toleration was over (evicted at 10:00:01 UTC, 1s after the taint "
+        "was added; its device's taint was added at 10:00:00 UTC, so the toleration ends at "
+        "10:00:20 UTC): pod default/p is gone while we waited for it to run; its events: "
+    ), said
+    assert said.count("its events") == 1
+    bug = m.SUBTEST.known_bugs[0]
+    assert bug.seen_in("\n".join([said, *at_once.value.__notes__])) is None
+
+    bounded.evicted_when_due(_EvictedPod("2020-01-02T10:00:20Z"))  # type: ignore[arg-type]
+    with pytest.raises(AssertionError, match=r"was evicted 15s before its toleration ended"):
+        bounded.evicted_when_due(_EvictedPod("2020-01-02T10:00:05Z", gone=True))  # type: ignore[arg-type]
+    with pytest.raises(AssertionError, match=r"was not evicted within 60s .*\(not evicted;"):
+        bounded.evicted_when_due(_EvictedPod(None))  # type: ignore[arg-type]
+
+
 def test_kubelet_restart_reads_which_pods_a_checkpointed_claim_serves(tmp_path: Path) -> None:
     """A kubelet unprepares a claim for a pod it knows from the checkpoint's PodUIDs, a set
     written as ``{"<pod uid>": {}}``; a claim that left the checkpoint is waited out at once."""
@@ -1744,6 +1846,31 @@ def test_kubelet_restart_wants_one_call_its_kubelet_saw_succeed_after_the_regist
     # The old kubelet's call, seen through before it went, is not the new kubelet's.
     with pytest.raises(AssertionError, match=r"\(record 3\) started before .* \(record 5\)"):
         m._one_success([(3, ok), (7, gone)], m.UNPREPARE, "u", after=5)
+
+
+def test_allocation_edges_keeps_a_shared_claim_prepared_until_its_last_pod_goes() -> None:
+    """A claim two pods share: no unprepare when the pod that prepared it goes, and one that
+    succeeded, after the deletion of the last, once that goes too."""
+    m = allocation_edges
+    unprepare = subtest_kit.UNPREPARE
+    ok, gone = _call(unprepare, None), _call(unprepare, CLIENT_GONE)
+    m._kept_prepared([], "shared", "tester-1", "tester-2")
+    with pytest.raises(AssertionError) as failed:
+        m._kept_prepared([(4, ok)], "shared", "tester-1", "tester-2")
+    assert str(failed.value) == (
+        "claim shared was unprepared (1 NodeUnprepareResources call(s)) when pod tester-1, which "
+        "prepared it, was deleted, although pod tester-2 still runs with it: the kubelet did not "
+        "count that pod among the claim's users"
+    )
+    m._unprepared_once([(9, ok)], "shared", "tester-2", since=8)
+    for calls, said in (
+        ([], "none"),
+        ([(4, ok)], "#4 ok"),  # before the last pod was deleted
+        ([(9, gone)], f"#9 {CLIENT_GONE}"),
+        ([(9, ok), (10, ok)], "#9 ok, #10 ok"),
+    ):
+        with pytest.raises(AssertionError, match=f"from call #8 on\\), got {re.escape(said)}$"):
+            m._unprepared_once(calls, "shared", "tester-2", since=8)
 
 
 def test_kubelet_restart_has_a_device_for_each_claim_it_holds_at_once() -> None:
@@ -1959,13 +2086,21 @@ def test_configured_allocation_wants_fits_and_only_the_config_that_applies() -> 
 def test_admin_access_objects() -> None:
     m = _admin_access
     b = builder("admin-access")
-    labelled, unlabelled = (valid(ns) for ns in m.namespace_objects(b))
+    labelled, unlabelled, disabled = (valid(ns) for ns in m.namespace_objects(b))
     assert labelled["metadata"] == {
         "name": "defaultadmin-access-labelled",
         "labels": {"resource.kubernetes.io/admin-access": "true"},
     }
     assert unlabelled["metadata"] == {"name": "defaultadmin-access-unlabelled"}
-    assert all(DNS_LABEL.match(ns["metadata"]["name"]) for ns in (labelled, unlabelled))
+    # Admin access switched off by the label's value, not its absence: refused all the same.
+    assert disabled["metadata"] == {
+        "name": "defaultadmin-access-labelled-false",
+        "labels": {"resource.kubernetes.io/admin-access": "false"},
+    }
+    assert disabled["metadata"]["name"] == m.disabled_namespace(b)
+    assert all(DNS_LABEL.match(ns["metadata"]["name"]) for ns in (labelled, unlabelled, disabled))
+    assert m.label_said(None) == "has no resource.kubernetes.io/admin-access label"
+    assert m.label_said("false") == 'has resource.kubernetes.io/admin-access: "false"'
 
     claim = valid(m.admin_claim(b, m.admin_namespace(b)))
     assert claim["metadata"] == {
@@ -2072,6 +2207,32 @@ def test_admin_access_counts_what_holds_devices() -> None:
         "default/holder": {("node-a", "d0")},
         "labelled/ordinary": {("node-a", "d0")},
     }
+
+
+def test_admin_access_refusal_names_the_namespace_s_label_value(tmp_path: Path) -> None:
+    """In the namespace whose label says "false", an admin claim that is accepted (an API server
+    that tests only that the label is there) fails, naming the namespace, the label's value and
+    what was created; a namespace whose label says "true" is no place to expect a refusal."""
+    from e2e_dra.subtests import admin_access
+
+    m = _admin_access
+    b = builder("admin-access")
+    labels = {m.disabled_namespace(b): "false", m.admin_namespace(b): "true"}
+    b.get = lambda resource, name, **_: {  # type: ignore[method-assign]
+        "metadata": {"name": name, "labels": {m.ADMIN_LABEL: labels[name]}}
+    }
+    b.create = lambda *objs, **_: list(objs)  # type: ignore[method-assign]
+    ctx = Context(None, None, b, ["node-a"], "phase", tmp_path, log=lambda _: None)  # type: ignore[arg-type]
+    namespace = m.disabled_namespace(b)
+    with pytest.raises(AssertionError) as accepted:
+        admin_access._refused(ctx, namespace, 'its label says "false"')
+    assert str(accepted.value) == (
+        f"the API server created ResourceClaim {namespace}/external-claimadmin-access with "
+        f"adminAccess: true although namespace {namespace} has "
+        'resource.kubernetes.io/admin-access: "false": only "true" grants admin access'
+    )
+    with pytest.raises(AssertionError, match='admin-access: "true": no refusal is due there'):
+        admin_access._refused(ctx, m.admin_namespace(b), "wrongly")
 
 
 def test_admin_access_scheduler_refusal_is_read_from_the_pod() -> None:

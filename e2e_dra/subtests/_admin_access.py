@@ -15,6 +15,9 @@ from e2e_dra.subtest_kit import Running
 from e2e_dra.waits import eventually
 
 ADMIN_LABEL = "resource.kubernetes.io/admin-access"
+DISABLED = "false"
+"""The label's value in the namespace where admin access was switched off by saying so, not by
+removing the label: only ``"true"`` grants it (``AuthorizedForAdmin`` compares the value)."""
 REFUSAL = (
     "admin access to devices requires the `resource.kubernetes.io/admin-access: true` label "
     "on the containing namespace"
@@ -64,7 +67,13 @@ def plain_namespace(b: Builder) -> str:
     return f"{b.namespace}{b.name_suffix}-unlabelled"
 
 
+def disabled_namespace(b: Builder) -> str:
+    """The namespace whose label says :data:`DISABLED`: ``<namespace><subtest>-labelled-false``."""
+    return f"{b.namespace}{b.name_suffix}-labelled-{DISABLED}"
+
+
 def namespace_objects(b: Builder) -> list[dict]:
+    """The labelled, the unlabelled and the disabled namespace, in that order."""
     return [
         {
             "apiVersion": "v1",
@@ -72,7 +81,17 @@ def namespace_objects(b: Builder) -> list[dict]:
             "metadata": {"name": admin_namespace(b), "labels": {ADMIN_LABEL: "true"}},
         },
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": plain_namespace(b)}},
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": disabled_namespace(b), "labels": {ADMIN_LABEL: DISABLED}},
+        },
     ]
+
+
+def label_said(value: str | None) -> str:
+    """What a namespace's admin-access label is, for a message: ``value`` (None: it has none)."""
+    return f"has no {ADMIN_LABEL} label" if value is None else f'has {ADMIN_LABEL}: "{value}"'
 
 
 def pod_using(b: Builder, claim_name: str, namespace: str) -> dict:
@@ -202,8 +221,8 @@ def wait_service_account(ctx: Context, namespace: str) -> None:
 
 
 def delete_namespaces(b: Builder, *, missing_ok: bool) -> None:
-    """Delete both namespaces (with whatever is left in them) and wait until they are gone."""
-    names = [admin_namespace(b), plain_namespace(b)]
+    """Delete the namespaces (with whatever is left in them) and wait until they are gone."""
+    names = [ns["metadata"]["name"] for ns in namespace_objects(b)]
     for name in names:
         b.delete("namespaces", name, missing_ok=missing_ok)
     for name in names:

@@ -21,6 +21,9 @@ and a claim template, in a namespace without the label is refused at creation: t
 validation (``AuthorizedForAdmin`` in pkg/registry/resource, called by the claim and template
 strategies' ``Validate``; no admission plugin is involved) reads the namespace from etcd and
 answers 422 Invalid, a Forbidden error on ``adminAccess`` naming the label, and stores nothing.
+The same refusal holds in a third namespace whose label says ``"false"`` (an admin who switched
+admin access off by setting the value rather than removing the label): it is the label's value
+that grants admin access, not its presence.
 
 After the upgrade, once that phase's admin pods run, the label comes off the labelled namespace.
 The API server checks it in two places, the same in 1.37 and 1.38: when a claim or template is
@@ -46,7 +49,7 @@ After each restart, first of all, the holder and every admin pod of the phases b
 untouched: the same pod, its container neither restarted nor replaced, its claim still reserved
 for it and its device still in its environment (``subtest_kit.still_untouched``).
 
-The two namespaces are this subtest's own: the subtest creates them and deletes them at its end,
+The three namespaces are this subtest's own: the subtest creates them and deletes them at its end,
 or the tear-down does (``Builder.defer``). The labelled one never holds anything but this
 subtest's claims, templates and pods. Its pods are checked through a Builder bound to that
 namespace, used for pod checks only: the objects come from the subtest's own builder (its driver,
@@ -73,6 +76,7 @@ from e2e_dra.subtests._admin_access import (
     ADMIN_LABEL,
     CLAIM_CREATION_REFUSED,
     CONTROLLER_EVENT_TIMEOUT,
+    DISABLED,
     FORBIDDEN,
     SCHEDULER_TIMEOUT,
     SLICES_TIMEOUT,
@@ -85,8 +89,10 @@ from e2e_dra.subtests._admin_access import (
     admin_pod_inline,
     allocated_as_admin,
     delete_namespaces,
+    disabled_namespace,
     generated_claim,
     in_namespace,
+    label_said,
     namespace_objects,
     ordinary_allocations,
     ordinary_claim,
@@ -104,7 +110,7 @@ from e2e_dra.waits import eventually
 
 def initial(ctx: Context) -> Phase:
     b = ctx.builder
-    with ctx.step("create the labelled and the unlabelled namespace"):
+    with ctx.step(f'create the labelled, the unlabelled and the "{DISABLED}" namespace'):
         b.defer(lambda b: delete_namespaces(b, missing_ok=True))
         b.create(*namespace_objects(b))
         # Pods are admitted only once the namespace's default service account exists.
@@ -136,7 +142,7 @@ def initial(ctx: Context) -> Phase:
 
     admins = [_admin_pod(ctx, result), _template_admin_pod(ctx, result)]
     idle = _idle_admin_claim(ctx)
-    _refused(ctx, plain_namespace(b), "it never had the label")
+    _refused_where_not_true(ctx)
     ctx.log(
         f"device {result[2]}/{result[3]} is held by {in_use.pod.name} and shared by admin pods "
         f"{[admin.pod.name for admin in admins]}"
@@ -145,7 +151,7 @@ def initial(ctx: Context) -> Phase:
     def after_upgrade(ctx: Context) -> Phase:
         _still_in_use(ctx, in_use, waiting, admins, labelled=True)
         admins.extend([_admin_pod(ctx, result), _template_admin_pod(ctx, result)])
-        _refused(ctx, plain_namespace(ctx.builder), "it never had the label")
+        _refused_where_not_true(ctx)
         refused_pod = _unlabel(ctx, admins, idle)
 
         def after_downgrade(ctx: Context) -> Phase:
@@ -155,7 +161,7 @@ def initial(ctx: Context) -> Phase:
             _relabel(ctx)
             admins.append(_allocated_once_labelled(ctx, refused_pod, idle, result))
             admins.extend([_admin_pod(ctx, result), _template_admin_pod(ctx, result)])
-            _refused(ctx, plain_namespace(ctx.builder), "it never had the label")
+            _refused_where_not_true(ctx)
             with ctx.step("delete pods, claims, templates and namespaces"):
                 _delete_all(ctx, in_use, waiting, admins)
             return older_writes_hold
@@ -427,10 +433,21 @@ def _refused_since_unlabelled(ctx: Context, admins: list[Held]) -> None:
     _template_claim_refused(ctx, template)
 
 
-def _refused(ctx: Context, namespace: str, why: str) -> None:
-    """An admin-access claim and claim template are refused in ``namespace``, which lacks the
-    label (``why``)."""
+def _refused_where_not_true(ctx: Context) -> None:
+    """Where the label never said "true", admin access is refused alike: in the namespace
+    without it, and in the one where it says :data:`DISABLED`."""
     b = ctx.builder
+    _refused(ctx, plain_namespace(b), "it never had the label")
+    _refused(ctx, disabled_namespace(b), f'its label says "{DISABLED}"')
+
+
+def _refused(ctx: Context, namespace: str, why: str) -> None:
+    """An admin-access claim and claim template are refused in ``namespace``, whose label does
+    not say "true" (``why``; read first, so that a refusal proves what it claims to)."""
+    b = ctx.builder
+    labels = retrying(b.get)("namespaces", namespace)["metadata"].get("labels") or {}
+    label = labels.get(ADMIN_LABEL)
+    assert label != "true", f"namespace {namespace} {label_said(label)}: no refusal is due there"
     for obj in (admin_claim(b, namespace), admin_claim_template(b, namespace)):
         what = f"{obj['kind']} {namespace}/{obj['metadata']['name']}"
         with ctx.step(f"{what} with admin access is refused: {why}"):
@@ -445,7 +462,7 @@ def _refused(ctx: Context, namespace: str, why: str) -> None:
             else:
                 raise AssertionError(
                     f"the API server created {what} with adminAccess: true although namespace "
-                    f"{namespace} lacks the {ADMIN_LABEL} label"
+                    f'{namespace} {label_said(label)}: only "true" grants admin access'
                 )
             try:
                 there = in_namespace(ctx, namespace)

@@ -11,6 +11,14 @@ each runs on the scheduler and the kubelet of that phase's state.
   A; a second pod uses A (listed first) and a new claim B. kubelet 1.34.0 to 1.34.3 and 1.35.0
   looked up B's claim info among A's, so the second pod never started ("unable to get claim
   info"; kubernetes#135901, fixed in 1.34.4 and 1.35.1).
+- **A shared claim stays prepared while a pod still uses it.** Then the first pod, the one that
+  prepared A, is deleted. The kubelet must remember every pod that uses a claim, not only the
+  one that prepared it: it may ask the driver to unprepare A only once its last pod is gone.
+  One that forgets the second pod unprepares A under it (the driver tears its device down, its
+  CDI spec goes, a restarted container cannot start) and unprepares nothing when the second pod
+  goes. So, with the first pod gone, the driver must have had no NodeUnprepareResources call for
+  A and the second pod must still run and see both claims; once the second pod is gone too, A
+  must have been unprepared exactly once.
 
 Every object is made and removed within its phase: the checks are about what the components of
 that state do, and nothing is left to span a restart.
@@ -20,9 +28,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from e2e_dra.driver import Pool
+from e2e_dra.driver import GRPCCall, Pool
 from e2e_dra.subtest import Context, KnownBug, Subtest
-from e2e_dra.subtest_kit import allocated, claim_where, every_phase, fits_and_runs, remove
+from e2e_dra.subtest_kit import (
+    UNPREPARE,
+    allocated,
+    claim_env,
+    claim_where,
+    driver_calls,
+    every_phase,
+    fits_and_runs,
+    remove,
+)
 
 POOL = "edges"
 COUNTER_SET = "one-slot"
@@ -68,7 +85,7 @@ def _check(ctx: Context) -> None:
     with ctx.step("a pod that adds a new claim to an already prepared one starts"):
         prepared = claim_where(b, "edge", PLAIN)
         first = b.pod_external(prepared["metadata"]["name"])
-        b.create(prepared, first)
+        created, _ = b.create(prepared, first)
         b.test_pod(first)
         new = claim_where(b, "edge", PLAIN)
         second = b.pod_external(prepared["metadata"]["name"])
@@ -78,7 +95,46 @@ def _check(ctx: Context) -> None:
         second["spec"]["containers"][0]["resources"]["claims"].append({"name": "new-claim"})
         b.create(new, second)
         fits_and_runs(b, second, timeout=SECOND_POD_TIMEOUT)
-        remove(b, [second, first], [new, prepared])
+
+    # The kubelet unprepares a pod's claims before it lets the pod object go (SyncTerminatingPod:
+    # "BEFORE the pod status is changed on the API server"): once a pod is gone, the unprepare
+    # call its deletion made, if any, is in the driver's call log and has ended.
+    shared, uid = prepared["metadata"]["name"], created["metadata"]["uid"]
+    first_name, second_name = first["metadata"]["name"], second["metadata"]["name"]
+    with ctx.step("a shared claim stays prepared when the pod that prepared it goes"):
+        b.delete_pod_and_wait(first_name)
+        _kept_prepared(driver_calls(ctx, UNPREPARE, uid), shared, first_name, second_name)
+        b.test_pod(second, env=claim_env(prepared, new), timeout=SECOND_POD_TIMEOUT)
+
+    with ctx.step("the shared claim is unprepared once, when its last pod goes"):
+        since = len(ctx.driver.calls.records)
+        b.delete_pod_and_wait(second_name)
+        _unprepared_once(driver_calls(ctx, UNPREPARE, uid), shared, second_name, since)
+        remove(b, [], [new, prepared])
+
+
+def _kept_prepared(
+    unprepares: Sequence[tuple[int, GRPCCall]], claim: str, gone: str, running: str
+) -> None:
+    """No NodeUnprepareResources call for ``claim`` (``unprepares``: those the driver had), though
+    pod ``gone``, which prepared it, is gone: pod ``running`` still uses it."""
+    assert not unprepares, (
+        f"claim {claim} was unprepared ({len(unprepares)} NodeUnprepareResources call(s)) when "
+        f"pod {gone}, which prepared it, was deleted, although pod {running} still runs with it: "
+        "the kubelet did not count that pod among the claim's users"
+    )
+
+
+def _unprepared_once(
+    unprepares: Sequence[tuple[int, GRPCCall]], claim: str, last: str, since: int
+) -> None:
+    """``claim``'s ``unprepares`` are one call that succeeded, made once its last pod ``last``
+    was deleted (at call log index ``since`` or later)."""
+    said = [f"#{i} {c.error or ('ok' if c.done else 'running')}" for i, c in unprepares]
+    assert [i >= since and c.done and c.error is None for i, c in unprepares] == [True], (
+        f"claim {claim}: want one successful NodeUnprepareResources call once its last pod "
+        f"{last} was deleted (from call #{since} on), got {', '.join(said) or 'none'}"
+    )
 
 
 # Its images are local and its devices free: a kubelet that can prepare starts it in seconds. Not

@@ -68,6 +68,12 @@ bug is fixed in that release: narrow the table), so the subtest notices the fix 
 regression. What each way of storing got from each status write is kept in the facts
 (``status_writes/<phase>``), and what it got from each metadata-only write method, by kind
 (``metadata_writes/<phase>``).
+
+The claim made from the phase's ``python`` template must also carry the labels of the
+template's ``spec.metadata`` (the builder puts the subtest's labels there), checked before any
+write: the API says the controller copies them, and whatever finds a workload's claims by label
+(selectors, quota and cost reports, this subtest's removal of its finalizer) counts on it. Each
+phase's claim is new, so after the upgrade it is the new kube-controller-manager that made it.
 """
 
 from __future__ import annotations
@@ -173,6 +179,12 @@ def _new_objects(ctx: Context) -> tuple[list[Claim], list[Template]]:
         b.create(pod)
         b.test_pod(pod)
         generated = generated_claim(retrying(b.read_pod)(pod_name), POD_CLAIM_FROM_TEMPLATE)
+    template_name = templates[PYTHON]["metadata"]["name"]
+    with ctx.step(f"the claim made from template {template_name} carries the template's labels"):
+        template_labels_kept(
+            retrying(b.get)(Template.resource, template_name),
+            retrying(b.get)(Claim.resource, generated),
+        )
     claims = [
         Claim(python["metadata"]["name"], PYTHON, pod_name),
         Claim(compact["metadata"]["name"], COMPACT, pod_name),
@@ -226,6 +238,22 @@ def generated_claim(pod: dict, pod_claim: str) -> str:
     raise AssertionError(
         f"pod {pod['metadata']['name']} runs, but its status names no claim made for its claim "
         f"{pod_claim}: resourceClaimStatuses is {statuses}"
+    )
+
+
+def template_labels_kept(template: dict, claim: dict) -> None:
+    """``claim``, which the resourceclaim controller made from ``template`` (both as read), carries
+    every label the template's ``spec.metadata`` gives the claims made from it (the builder puts
+    the subtest's there). The API says they are copied; label selectors, quota and cost reports
+    that find a workload's claims by label count on it."""
+    template_name, claim_name = template["metadata"]["name"], claim["metadata"]["name"]
+    wanted = (template["spec"].get("metadata") or {}).get("labels") or {}
+    assert wanted, f"ResourceClaimTemplate {template_name} has no spec.metadata.labels to check"
+    has = claim["metadata"].get("labels") or {}
+    missing = {key: value for key, value in wanted.items() if has.get(key) != value}
+    assert not missing, (
+        f"claim {claim_name}, made from ResourceClaimTemplate {template_name}, lacks the labels "
+        f"the template's spec.metadata gives it: {missing} (the claim's labels: {has})"
     )
 
 

@@ -8,18 +8,31 @@ controller reads them there and must leave both pods alone. Releases before 1.38
 the empty effect and evict that pod at once (kubernetes#143376), so an upgrade fixes the pod
 and a downgrade breaks it again.
 
+A third toleration, of the taint's key, value and effect, lasts :data:`TOLERATION_SECONDS`
+(``tolerationSeconds``): its pod may stay that long, then the controller evicts it. The
+controller counts from the taint's ``timeAdded`` (the API server sets it when the slice is
+created), not from when it sees the pod or the claim: the eviction is due at ``timeAdded +
+tolerationSeconds``, whenever the pod started. So the pod must still run, not being deleted, at
+half that time, and be evicted once it is over (not before, by the time on its
+``DisruptionTarget`` condition). The wait overlaps the other two pods' checks.
+
 Every phase checks the components of that state anew, with objects of its own: a cluster-wide
-slice of two devices, both tainted NoExecute, two claims and two pods that must run and stay.
+slice of three devices, all tainted NoExecute, three claims and three pods, two that must run
+and stay and one that must run and go when its toleration ends.
 No driver resources: the subtest publishes the slice itself (no kubelet serves a cluster-wide
 pool, so it waits for nothing after a restart).
 """
 
 from __future__ import annotations
 
-from e2e_dra.builder import Builder, cluster_slice, request
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+
+from e2e_dra.builder import Builder, NotFound, cluster_slice, event_time, request
+from e2e_dra.errors import ComponentCrashed
 from e2e_dra.subtest import Context, KnownBug, Subtest
 from e2e_dra.subtest_kit import allocated, every_phase, remove
-from e2e_dra.waits import consistently
+from e2e_dra.waits import WaitTimeout, consistently, eventually
 
 KEY = "devicetolerations"
 TAINT = {"key": KEY, "value": "maintenance", "effect": "NoExecute"}
@@ -37,6 +50,22 @@ TOLERATIONS = {
 STAYS = 5.0  # the eviction controller acts as the claim is allocated: a pod that runs this long
 # after it started was let be
 
+BOUNDED = "bounded"  # the device of the claim whose toleration ends
+TOLERATION_SECONDS = 20
+"""How long the bounded toleration lets its pod stay, from the taint's ``timeAdded``: short,
+as every phase waits it out, and long enough that its pod runs before half of it is over."""
+BOUNDED_TOLERATION = {**TOLERATIONS["by-key"][0], "tolerationSeconds": TOLERATION_SECONDS}
+BOUNDED_WHAT = f"a toleration of the NoExecute taint for {TOLERATION_SECONDS}s"
+TOO_LATE = 5.0
+"""A pod that runs only this close to the end of its toleration cannot show that it was let be:
+its eviction may be due while it is looked at."""
+EVICTED_WITHIN = 60.0
+"""Seconds past the end of the toleration by which the eviction must have come (the controller
+queues it for that very moment; the rest is slack for a busy host)."""
+CLOCK_SLACK = 1.0  # timeAdded and condition times are whole seconds
+EVICTION = "DeletionByDeviceTaintManager"  # the reason of the pod's DisruptionTarget condition
+MARKED = "Marking for deletion"  # the controller's DeviceTaintManagerEviction event, when it evicts
+
 
 def tainted_slice(driver: str, name: str) -> dict:
     """One cluster-wide slice (its own pool) with a NoExecute-tainted device per toleration."""
@@ -46,34 +75,168 @@ def tainted_slice(driver: str, name: str) -> dict:
             "attributes": {"example.com/toleration": {"string": device}},
             "taints": [TAINT],
         }
-        for device in TOLERATIONS
+        for device in [*TOLERATIONS, BOUNDED]
     ]
     return cluster_slice(driver, name, devices)
 
 
 def tolerated(ctx: Context) -> None:
-    """Each toleration's pod gets its tainted device, runs and is not evicted."""
+    """Each toleration's pod gets its tainted device, runs and is not evicted; the bounded
+    one's pod is evicted when its toleration ends."""
     b = ctx.builder
     name = f"{KEY}-{ctx.phase}"
-    b.create(tainted_slice(b.driver_name, name))
+    (created,) = b.create(tainted_slice(b.driver_name, name))
     b.defer(lambda b: b.delete("resourceslices", name, missing_ok=True))
 
+    wanted: dict[str, Mapping[str, object]] = {d: t for d, (t, _) in TOLERATIONS.items()}
+    wanted[BOUNDED] = BOUNDED_TOLERATION
     claims, pods = {}, {}
-    for device, (toleration, _) in TOLERATIONS.items():
+    for device, toleration in wanted.items():
         selector = f'device.attributes["example.com"].toleration == "{device}"'
         claims[device] = b.external_claim(
             requests=[request(selectors=[selector], tolerations=[toleration])]
         )
-        pods[device] = b.pod_external(claims[device]["metadata"]["name"])
-        b.create(claims[device], pods[device])
+        pod = b.pod_external(claims[device]["metadata"]["name"])
+        _, pods[device] = b.create(claims[device], pod)
+    bounded = Bounded(pods[BOUNDED], claims[BOUNDED], taint_added(created, BOUNDED))
+    # First: half of its toleration is over soon after the pods start.
+    with ctx.step(f"{BOUNDED_WHAT}: its pod runs, not evicted at half of it"):
+        bounded.stays_until_half(ctx, b)
     for device, (toleration, what) in TOLERATIONS.items():
         with ctx.step(stays_step(what)):
             b.test_pod(pods[device])
             _stays(b, pods[device]["metadata"]["name"])
         with ctx.step(f"{what}: the allocation carries it, for the eviction controller"):
             _carries(b, claims[device]["metadata"]["name"], toleration)
-    remove(b, list(pods.values()), list(claims.values()))
+    with ctx.step(f"{BOUNDED_WHAT}: its pod is evicted once that is over"):
+        bounded.evicted_when_due(b)
+    remove(b, [pods[device] for device in TOLERATIONS], [])
+    b.wait_pod_gone(bounded.name)
+    remove(b, [], list(claims.values()))
     b.delete("resourceslices", name)
+
+
+def taint_added(created: dict, device: str) -> datetime:
+    """When the taint of ``device`` in the slice ``created`` (as the server answered) was added:
+    the server's ``timeAdded``, the moment the eviction controller counts from."""
+    (found,) = [d for d in created["spec"]["devices"] if d["name"] == device]
+    (taint,) = found["taints"]
+    assert taint.get("timeAdded"), f"the server set no timeAdded on {device}'s taint: {taint}"
+    return datetime.fromisoformat(taint["timeAdded"])
+
+
+def eviction_time(pod: dict) -> datetime | None:
+    """When the eviction controller marked ``pod`` (as read) for deletion: its DisruptionTarget
+    condition's time, with the controller's reason; None when it has none."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "DisruptionTarget" and condition.get("reason") == EVICTION:
+            return datetime.fromisoformat(condition["lastTransitionTime"])
+    return None
+
+
+def _clock(when: datetime) -> str:
+    return f"{when.astimezone(UTC):%H:%M:%S} UTC"
+
+
+class Bounded:
+    """The pod (as created) of ``claim``, whose toleration lasts :data:`TOLERATION_SECONDS`
+    from its device's taint's ``timeAdded`` (``tainted_at``), and what its failures say."""
+
+    def __init__(self, pod: dict, claim: dict, tainted_at: datetime) -> None:
+        self.pod, self.tainted_at = pod, tainted_at
+        self.name, self.uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+        self.claim = claim["metadata"]["name"]
+        self.due = tainted_at + timedelta(seconds=TOLERATION_SECONDS)
+
+    def stays_until_half(self, ctx: Context, b: Builder) -> None:
+        """The pod runs with the toleration in its allocation, and still runs, not being
+        deleted, until half of the toleration is over (one look if it started later)."""
+        try:
+            b.test_pod(self.pod)
+            _carries(b, self.claim, BOUNDED_TOLERATION)
+            now = datetime.now(UTC)
+            if now > self.due - timedelta(seconds=TOO_LATE):
+                ctx.nothing_to_prove(
+                    f"pod {self.name} ran only at {_clock(now)}, too close to the end of its "
+                    f"toleration ({_clock(self.due)}) to show that it was let be until then"
+                )
+                return
+            half = self.tainted_at + timedelta(seconds=TOLERATION_SECONDS / 2)
+
+            def seen() -> tuple[str, str | None, str | None]:
+                pod = b.read_pod(self.name)
+                phase = (pod.get("status") or {}).get("phase")
+                return pod["metadata"]["uid"], phase, pod["metadata"].get("deletionTimestamp")
+
+            consistently(
+                seen,
+                what=f"pod {self.name} running, not being deleted (uid, phase, deletionTimestamp)",
+                duration=max((half - now).total_seconds(), 0.0),
+                holds=lambda pod: pod == (self.uid, "Running", None),
+            )
+        except ComponentCrashed:
+            raise  # the run stops on it: it stays what it is
+        except Exception as exc:
+            # A pod gone while we waited for it to run says its events already.
+            events = "" if "; its events: " in str(exc) else b.events_of(self.name)
+            problem = "did not run until half of its toleration was over"
+            raise AssertionError(f"{self._said(b, problem)}{events}: {exc}") from exc
+
+    def evicted_when_due(self, b: Builder) -> None:
+        """The controller evicts the pod once its toleration is over: not before (by the time it
+        marked the pod), and within :data:`EVICTED_WITHIN` seconds after."""
+
+        def marked() -> datetime:
+            when = self._evicted(b)
+            if when is None:
+                raise AssertionError(f"pod {self.name} is not marked for deletion")
+            return when
+
+        left = (self.due - datetime.now(UTC)).total_seconds() + EVICTED_WITHIN
+        try:
+            when = eventually(
+                marked, what=f"the eviction of pod {self.name}", timeout=max(left, 0.0)
+            )
+        except WaitTimeout as exc:
+            problem = f"was not evicted within {EVICTED_WITHIN:g}s after its toleration ended"
+            events = b.events_of(self.name)
+            raise AssertionError(f"{self._said(b, problem)}{events}: {exc}") from None
+        early = (self.due - when).total_seconds()
+        problem = f"was evicted {early:.0f}s before its toleration ended"
+        assert early <= CLOCK_SLACK, f"{self._said(b, problem, when)}{b.events_of(self.name)}"
+
+    def _evicted(self, b: Builder) -> datetime | None:
+        """When the controller marked the pod for deletion (its condition, or once the pod is
+        gone its event); None: it has not."""
+        try:
+            pod = b.read_pod(self.name)
+        except NotFound:
+            pod = None
+        if pod is not None and pod["metadata"]["uid"] == self.uid:
+            return eviction_time(pod)
+        selector = f"involvedObject.name={self.name},reason=DeviceTaintManagerEviction"
+        marked = [
+            event_time(e)
+            for e in b.list("events", fieldSelector=selector)
+            if e.get("involvedObject", {}).get("uid") == self.uid
+            and e.get("message", "").startswith(MARKED)
+        ]
+        return min(marked, default=None)
+
+    def _said(self, b: Builder, problem: str, evicted: datetime | None = None) -> str:
+        """The pod, its claim and its toleration, its ``problem``, when it was evicted (looked up
+        unless given) and when its device was tainted."""
+        evicted = evicted or self._evicted(b)
+        if evicted is None:
+            when = "not evicted"
+        else:
+            after = (evicted - self.tainted_at).total_seconds()
+            when = f"evicted at {_clock(evicted)}, {after:.0f}s after the taint was added"
+        return (
+            f"pod {self.name} (claim {self.claim}, toleration {BOUNDED_TOLERATION}) {problem} "
+            f"({when}; its device's taint was added at {_clock(self.tainted_at)}, so the "
+            f"toleration ends at {_clock(self.due)})"
+        )
 
 
 def stays_step(what: str) -> str:

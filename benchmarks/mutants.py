@@ -22,7 +22,8 @@ becomes a scenario of the suite. Writes ``mutants.json`` under ``--root``.
 Needs what the main job needs (root, the node runtime) and Go; the first build of a checkout
 compiles every package once (about 15 minutes on 2 cores, shared by every later checkout of that
 release through the Go build cache). Usage:
-``python benchmarks/mutants.py [--version v1.38.0-beta.0] [--root DIR] [--only 01 07 ...]``.
+``python benchmarks/mutants.py [--version v1.38.0-beta.0] [--root DIR] [--only 01 07 ...]
+[--select "<subtest> or ..."]``.
 """
 
 from __future__ import annotations
@@ -136,11 +137,13 @@ def build(tree: Path) -> tuple[float, list[str], str | None]:
     return time.monotonic() - started, list(done.built), None
 
 
-def run_suite(suite: str, tree: Path, artifacts: Path) -> dict[str, Any]:
-    """``suite`` on the checkout; its exit status, wall time and first failure."""
+def run_suite(suite: str, tree: Path, artifacts: Path, select: str | None = None) -> dict[str, Any]:
+    """``suite`` on the checkout (only its subtests that ``select``, a ``-k`` expression, picks);
+    its exit status, wall time and first failure."""
     artifacts.mkdir(parents=True, exist_ok=True)
     argv = ["./run.sh", "pytest", "-x", "e2e_dra", "-p", "no:cacheprovider"]
-    argv += ["-k", suite.replace("-", "_")]
+    chosen = suite.replace("-", "_")
+    argv += ["-k", f"{chosen} and ({select})" if select else chosen]
     os.environ["KUBERNETES_SOURCE_DIR"] = str(tree)
     print(f"  {suite}: {' '.join(argv)} (log: {artifacts / 'pytest.log'})", flush=True)
     started = time.monotonic()
@@ -173,6 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", help="mutant numbers (07) to run")
     parser.add_argument("--no-baseline", action="store_true", help="skip the unpatched runs")
     parser.add_argument(
+        "--select",
+        help="a -k expression: only the subtests it picks (a mutant's proof on the subtest "
+        "written for it; its row keeps the expression)",
+    )
+    parser.add_argument(
         "--resume",
         action="store_true",
         help="keep the verdicts in ROOT/mutants.json and run only what has none",
@@ -199,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         for suite in sorted({m.suite for m in mutants} - set(report["baseline"])):
             print(f"unpatched {args.version}: {suite}", flush=True)
             build(tree)
-            run = run_suite(suite, tree, root / f"unpatched-{suite}")
+            run = run_suite(suite, tree, root / f"unpatched-{suite}", args.select)
             report["baseline"][suite] = run | {"verdict": verdict(run, mutated=False)}
             save()
     for mutant in (m for m in mutants if m.name not in done):
@@ -216,8 +224,8 @@ def main(argv: list[str] | None = None) -> int:
                 if failed:
                     row |= {"verdict": "not built", "failure": failed}
                 else:
-                    run = run_suite(mutant.suite, tree, root / mutant.name)
-                    row |= run | {"verdict": verdict(run, mutated=True)}
+                    run = run_suite(mutant.suite, tree, root / mutant.name, args.select)
+                    row |= run | {"verdict": verdict(run, mutated=True), "select": args.select}
         finally:
             restore(tree, args.version)
         print(
@@ -232,8 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|")
     for row in report["mutants"]:
         said = (row.get("failure") or "").replace("|", "/").replace("\n", " ")[:MESSAGE]
+        suite = row["suite"] + (f" -k {row['select']}" if row.get("select") else "")
         print(
-            f"| {row['mutant']} | {row['component']} | {row['suite']} | {row['rebuild']:.0f} s "
+            f"| {row['mutant']} | {row['component']} | {suite} | {row['rebuild']:.0f} s "
             f"| {row.get('wall', 0):.0f} s | {row['verdict']} | {said} |"
         )
     rows = [r for r in report["mutants"] if r["verdict"] in ("caught", "missed")]

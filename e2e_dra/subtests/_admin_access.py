@@ -32,6 +32,10 @@ SERVICE_ACCOUNT_TIMEOUT = 60.0
 CONTROLLER_EVENT_TIMEOUT = 60.0
 SLICES_TIMEOUT = 30.0
 SCHEDULER_TIMEOUT = 60.0
+FREED_HOLD = 5.0
+"""Seconds after a new ordinary pod's first verdict, once an admin claim is gone, in which no
+ordinary claim but the holder's may get the device: the new pod is tried at once, and this
+covers the other waiting pods, which the admin claim's deallocation put back in the queue."""
 
 Result = tuple[str, str, str, str, bool]
 """(request, driver, pool, device, adminAccess) of one allocation result."""
@@ -173,6 +177,15 @@ def ordinary_allocations(claims: Iterable[dict], driver: str) -> dict[str, set[D
                 key = f"{metadata['namespace']}/{metadata['name']}"
                 held.setdefault(key, set()).add((r["pool"], r["device"]))
     return held
+
+
+def ordinary_held(ctx: Context) -> dict[str, set[Device]]:
+    """:func:`ordinary_allocations` over every claim there can be: the subtest's own in its
+    namespace, and all in the labelled namespace, which holds nothing but this subtest's."""
+    b = ctx.builder
+    claims = retrying(b.list)("resourceclaims", mine=True)
+    claims += retrying(in_namespace(ctx, admin_namespace(b)).list)("resourceclaims")
+    return ordinary_allocations(claims, b.driver_name)
 
 
 def refused_by_scheduler(pod: dict) -> bool:

@@ -30,6 +30,13 @@ ALLOCATION_TIMEOUT = 60.0
 # How long a waiting pod must stay unbound. The scheduler checks the conditions as soon as it
 # starts waiting (then every 5 s): a scheduler that did not wait binds at once, after the event.
 WAITING = 3.0
+# The scheduler's binding timeout (DynamicResourcesBindingTimeoutDefault in 1.37.2 and 1.38; the
+# cluster sets none): a claim whose device is not ready that long after its allocation is given
+# up even without a failure.
+BINDING_TIMEOUT = 600.0
+# How long a failed device may keep its claim: the scheduler sees the failure within 5 s (PreBind
+# looks that often), then backoff and requeue add a few more. Well under BINDING_TIMEOUT, so a
+# scheduler that gives the device up only when the binding times out fails the check.
 RESCHEDULE_TIMEOUT = 120.0
 # The scheduler's event when PreBind starts waiting for a device's binding conditions.
 PENDING_EVENT = "BindingConditionsPending"
@@ -219,27 +226,53 @@ def check_recorded(ctx: Context, recorded: dict[str, dict], pods: dict[str, dict
         check_pod(ctx, pods[claim_name])
 
 
-def wait_reallocated(ctx: Context, claim_name: str, pod: dict, before: dict) -> None:
-    """The failure condition makes the scheduler give the device up and allocate again: the
-    claim gets a later allocation without the failed device status, and the pod still waits."""
+def fail_and_reallocate(ctx: Context, claim_name: str, pod: dict, before: dict) -> dict:
+    """The driver reports the waiting pod's device failed (``FAILED`` true); the scheduler must
+    give it up at once and allocate the claim anew: a later allocation without the failed device
+    status, reserved for the pod, which still waits. ``before``: the allocation that failed. The
+    new allocation, which the pod now waits on."""
+    set_condition(ctx, claim_name, FAILED)
+    pod_name = pod["metadata"]["name"]
+    (failed,) = before["devices"]["results"]
+    start = time.monotonic()
 
-    def reallocated(claim: dict) -> bool:
-        status = claim.get("status") or {}
-        allocation = status.get("allocation") or {}
-        return bool(
-            status.get("reservedFor")
-            and allocation.get("allocationTimestamp", "") > before["allocationTimestamp"]
-        )
+    def reallocated(seen: dict) -> bool:
+        return bool(seen["reservedFor"] and seen["allocated"] > before["allocationTimestamp"])
 
-    claim = eventually(
-        lambda: read_claim(ctx, claim_name),
-        what=f"ResourceClaim {claim_name} to be allocated anew after the failure condition",
+    eventually(
+        lambda: _binding_state(read_claim(ctx, claim_name)),
+        what=(
+            f"ResourceClaim {claim_name} of pod {pod_name} to be allocated anew after the driver "
+            f"set {FAILED}=True on its device {failed['device']} (a failure frees the device at "
+            f"once; the scheduler's binding timeout is {BINDING_TIMEOUT:g} s)"
+        ),
         timeout=RESCHEDULE_TIMEOUT,
         until=reallocated,
     )
-    _allocation(ctx, claim, pod)
+    ctx.facts[f"reallocated_after_failure_s/{ctx.phase}"] = round(time.monotonic() - start, 1)
+    claim = read_claim(ctx, claim_name)
+    allocation = _allocation(ctx, claim, pod)
     devices = claim["status"].get("devices") or []
     assert not any(c.get("type") == FAILED for d in devices for c in d.get("conditions") or []), (
         f"ResourceClaim {claim_name}: the failed status outlived the allocation: {devices}"
     )
-    _check_unbound(ctx, pod["metadata"]["name"])
+    _check_unbound(ctx, pod_name)
+    return allocation
+
+
+def _binding_state(claim: dict) -> dict:
+    """What a failed wait for reallocation shows of the claim (the whole claim would drown it in
+    metadata): when and which device it was allocated, for whom, and its device conditions."""
+    status = claim.get("status") or {}
+    allocation = status.get("allocation") or {}
+    results = (allocation.get("devices") or {}).get("results") or []
+    return {
+        "allocated": allocation.get("allocationTimestamp") or "",
+        "devices": [r.get("device") for r in results],
+        "reservedFor": [c.get("name") for c in status.get("reservedFor") or []],
+        "conditions": [
+            f"{d.get('device')}: {c.get('type')}={c.get('status')}"
+            for d in status.get("devices") or []
+            for c in d.get("conditions") or []
+        ],
+    }

@@ -25,6 +25,14 @@ The same refusal holds in a third namespace whose label says ``"false"`` (an adm
 admin access off by setting the value rather than removing the label): it is the label's value
 that grants admin access, not its presence.
 
+In every phase, while the holder holds the device, one more admin claim gets it and is deleted
+again, its pod first: that frees nothing. An allocator that counted admin allocations as ordinary
+ones would have the device in its set of allocated devices once, with no count of who holds it,
+and drop it with the admin claim's allocation. The deallocation puts every waiting pod back in
+the scheduler's queue (a deallocated claim may free a device for any of them), and a new
+ordinary claim's pod, created once the admin claim is gone, is surely tried: for a few seconds
+after that pod's verdict no claim but the holder's may have the device.
+
 After the upgrade, once that phase's admin pods run, the label comes off the labelled namespace.
 The API server checks it in two places, the same in 1.37 and 1.38: when a claim or template is
 created (``AuthorizedForAdmin``), and when an allocation with admin access is first written to a
@@ -62,9 +70,17 @@ removed in 1.39): nothing to set. Releases without the v1 API (< 1.34) are exclu
 
 from __future__ import annotations
 
-from e2e_dra.builder import POD_DELETE_TIMEOUT, KubeError, NotFound, resource_of, retrying
+from e2e_dra.builder import (
+    POD_DELETE_TIMEOUT,
+    KubeError,
+    NotFound,
+    PodFailed,
+    resource_of,
+    retrying,
+)
 from e2e_dra.subtest import Context, Phase, Subtest
 from e2e_dra.subtest_kit import (
+    CLAIM_GONE_TIMEOUT,
     devices_per_node,
     older_writes_hold,
     running,
@@ -78,6 +94,7 @@ from e2e_dra.subtests._admin_access import (
     CONTROLLER_EVENT_TIMEOUT,
     DISABLED,
     FORBIDDEN,
+    FREED_HOLD,
     SCHEDULER_TIMEOUT,
     SLICES_TIMEOUT,
     Held,
@@ -94,8 +111,8 @@ from e2e_dra.subtests._admin_access import (
     in_namespace,
     label_said,
     namespace_objects,
-    ordinary_allocations,
     ordinary_claim,
+    ordinary_held,
     plain_namespace,
     pod_from_template,
     pod_using,
@@ -105,7 +122,7 @@ from e2e_dra.subtests._admin_access import (
     results_of,
     wait_service_account,
 )
-from e2e_dra.waits import eventually
+from e2e_dra.waits import WaitTimeout, consistently, eventually
 
 
 def initial(ctx: Context) -> Phase:
@@ -141,6 +158,7 @@ def initial(ctx: Context) -> Phase:
     ]
 
     admins = [_admin_pod(ctx, result), _template_admin_pod(ctx, result)]
+    _admin_claim_deleted(ctx, in_use)
     idle = _idle_admin_claim(ctx)
     _refused_where_not_true(ctx)
     ctx.log(
@@ -151,6 +169,7 @@ def initial(ctx: Context) -> Phase:
     def after_upgrade(ctx: Context) -> Phase:
         _still_in_use(ctx, in_use, waiting, admins, labelled=True)
         admins.extend([_admin_pod(ctx, result), _template_admin_pod(ctx, result)])
+        _admin_claim_deleted(ctx, in_use)
         _refused_where_not_true(ctx)
         refused_pod = _unlabel(ctx, admins, idle)
 
@@ -161,6 +180,7 @@ def initial(ctx: Context) -> Phase:
             _relabel(ctx)
             admins.append(_allocated_once_labelled(ctx, refused_pod, idle, result))
             admins.extend([_admin_pod(ctx, result), _template_admin_pod(ctx, result)])
+            _admin_claim_deleted(ctx, in_use)
             _refused_where_not_true(ctx)
             with ctx.step("delete pods, claims, templates and namespaces"):
                 _delete_all(ctx, in_use, waiting, admins)
@@ -190,9 +210,7 @@ def _only_holder_holds(ctx: Context, in_use: Held) -> None:
             timeout=SLICES_TIMEOUT,
             until=lambda published: published == {device},
         )
-        claims = retrying(b.list)("resourceclaims", mine=True)
-        claims += retrying(in_namespace(ctx, admin_namespace(b)).list)("resourceclaims")
-        held = ordinary_allocations(claims, b.driver_name)
+        held = ordinary_held(ctx)
         want = {f"{ctx.namespace}/{in_use.claim}": {device}}
         assert held == want, f"devices held without admin access: {held}, want only {want}"
 
@@ -264,6 +282,51 @@ def _template_admin_pod(ctx: Context, held: Result) -> Held:
         allocated_as_admin(ctx, namespace, claim_name, held)
     result = results_of(ctx, namespace, claim_name)[0]
     return Held(running(admin, pod["metadata"]["name"]), claim_name, result, template=name)
+
+
+def _admin_claim_deleted(ctx: Context, in_use: Held) -> None:
+    """One more admin claim gets the device ``in_use`` holds and is deleted, its pod first:
+    afterwards no ordinary claim but the holder's gets the device, neither a new one whose pod
+    is created once the admin claim is gone (the scheduler tries a new pod at once) nor a
+    waiting one (its pod is back in the queue since the deallocation), for :data:`FREED_HOLD`
+    seconds after the new pod's verdict. The new pod and its claim are deleted again: they
+    prove nothing to the phases after this one."""
+    b = ctx.builder
+    namespace = admin_namespace(b)
+    admin = in_namespace(ctx, namespace)
+    gone = _admin_pod(ctx, in_use.result)
+    deleted = f"{namespace}/{gone.claim}"
+    with ctx.step(f"delete admin-access claim {deleted}, its pod {gone.pod.name} first"):
+        admin.delete_pod_and_wait(gone.pod.name)
+        retrying(admin.delete)("resourceclaims", gone.claim)
+        admin.wait_gone("resourceclaims", gone.claim, timeout=CLAIM_GONE_TIMEOUT)
+    pool_device = (in_use.result[2], in_use.result[3])
+    device = "/".join(pool_device)
+    holder = f"{ctx.namespace}/{in_use.claim}"
+    claim = b.external_claim()
+    name = claim["metadata"]["name"]
+    pod = b.pod_external(name)
+    with ctx.step(f"with {deleted} gone, new ordinary claim {name} does not get {device} either"):
+        b.create(claim, pod)
+        try:
+            b.wait_unschedulable(pod["metadata"]["name"], timeout=SCHEDULER_TIMEOUT)
+            consistently(
+                lambda: ordinary_held(ctx),
+                what=f"{device} held without admin access by {holder} alone",
+                duration=FREED_HOLD,
+                holds=lambda held: held == {holder: {pool_device}},
+            )
+        except (PodFailed, WaitTimeout) as exc:
+            taken = sorted(key for key in ordinary_held(ctx) if key != holder)
+            if not taken:
+                raise
+            raise AssertionError(
+                f"device {device} went to ResourceClaim {', '.join(taken)} after admin-access "
+                f"claim {deleted} was deleted, while ResourceClaim {holder} holds it: deleting "
+                "an admin-access allocation freed the device for ordinary claims"
+            ) from exc
+        b.delete_pod_and_wait(pod["metadata"]["name"])
+        retrying(b.delete)("resourceclaims", name)
 
 
 def _still_in_use(

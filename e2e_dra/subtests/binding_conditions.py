@@ -1,7 +1,7 @@
 """binding-conditions: devices with binding conditions (DRADeviceBindingConditions) hold a pod
 back from its node until the claim's device status says the device is ready, across upgrade and
 downgrade; a pod left waiting when the scheduler is replaced binds after the restart, and a
-failure condition sends its claim back to scheduling.
+failure condition sends its claim back to scheduling at once, under the scheduler of each phase.
 
 The driver publishes a cluster-wide pool of attachable devices (``bindsToNode``, binding
 condition ``attached``, binding failure condition ``failed``), as a fabric-attached device would
@@ -11,12 +11,22 @@ would otherwise get no node selector) and waits in PreBind (event ``BindingCondi
 until the claim's ``status.devices`` has ``attached`` true. The test sets the condition, as a
 driver's controller would (server-side apply, its own field manager).
 
-- before the upgrade: pod X binds once ``attached`` is set; pod Y is left waiting;
+When the driver sets ``failed`` instead, the scheduler must give the device up at once: the
+claim is deallocated and allocated anew (a later allocation timestamp, no device status) and the
+pod waits on the new allocation. That is scheduler code (Filter finds the failure, PostFilter
+deallocates), so every phase's scheduler is put through it: checked only after the downgrade, it
+would see the older release's scheduler alone. The wait is ``RESCHEDULE_TIMEOUT`` (120 s; a few
+seconds normally, as PreBind looks every 5 s), well under the binding timeout (600 s), after
+which even a scheduler that ignores the failure gives the device up.
+
+- before the upgrade: pod X binds once ``attached`` is set; pod Y waits, ``failed`` gets its
+  claim allocated anew, and Y is left waiting;
 - after the upgrade: X's allocation and device status are as recorded; the new scheduler takes
-  Y over and binds it once ``attached`` is set; pod Z is left waiting;
-- after the downgrade: X and Y as recorded; Z still waits; ``failed`` on Z's device makes the
-  scheduler deallocate the claim and allocate it anew (a later allocation timestamp, no device
-  status), and Z binds once ``attached`` is set on the new allocation.
+  Y over and binds it once ``attached`` is set; pod Z waits, fails over the same way, and is
+  left waiting;
+- after the downgrade: X and Y as recorded; Z still waits; ``failed`` again gets its claim
+  allocated anew by the older scheduler, and Z binds once ``attached`` is set;
+- after the re-upgrade: what the older release wrote still holds; pod W waits and fails over.
 
 Each bound pod must also run untouched across every restart after it bound (X across both, Y
 across the downgrade), checked first thing in the phase: the same pod, its container neither
@@ -30,18 +40,17 @@ from e2e_dra.subtest import Context, Phase, Subtest
 from e2e_dra.subtest_kit import Running, older_writes_hold, running, still_untouched
 from e2e_dra.subtests._binding_conditions import (
     ATTACHED,
-    FAILED,
     GATES,
     check_pod,
     check_recorded,
     check_still_waiting,
     claim_and_pod,
     claim_status,
+    fail_and_reallocate,
     pod_env,
     resources,
     set_condition,
     wait_for_binding_conditions,
-    wait_reallocated,
 )
 
 
@@ -58,6 +67,7 @@ def initial(ctx: Context) -> Phase:
     with ctx.step("another pod is left waiting"):
         claim_y, pod_y = claim_and_pod(ctx)
         waiting_y = wait_for_binding_conditions(ctx, claim_y, pod_y)
+    waiting_y = _failure_reallocates(ctx, claim_y, pod_y, waiting_y)
     pods = {claim_x: pod_x}
 
     def after_upgrade(ctx: Context) -> Phase:
@@ -75,6 +85,7 @@ def initial(ctx: Context) -> Phase:
         with ctx.step("a third pod is left waiting"):
             claim_z, pod_z = claim_and_pod(ctx)
             waiting_z = wait_for_binding_conditions(ctx, claim_z, pod_z)
+        waiting_z = _failure_reallocates(ctx, claim_z, pod_z, waiting_z)
 
         def after_downgrade(ctx: Context) -> Phase:
             with ctx.step("both bound pods run untouched"):
@@ -83,9 +94,7 @@ def initial(ctx: Context) -> Phase:
                 check_recorded(ctx, recorded, pods)
             with ctx.step("the waiting pod still waits under the older scheduler"):
                 check_still_waiting(ctx, claim_z, pod_z, waiting_z)
-            with ctx.step("a failure condition sends the claim back to scheduling"):
-                set_condition(ctx, claim_z, FAILED)
-                wait_reallocated(ctx, claim_z, pod_z, waiting_z)
+            _failure_reallocates(ctx, claim_z, pod_z, waiting_z)
             with ctx.step("the pod binds once the new allocation is attached"):
                 set_condition(ctx, claim_z, ATTACHED)
                 check_pod(ctx, pod_z)
@@ -93,11 +102,26 @@ def initial(ctx: Context) -> Phase:
             for claim_name, pod in ((claim_x, pod_x), (claim_y, pod_y), (claim_z, pod_z)):
                 ctx.builder.delete_pod_and_wait(pod["metadata"]["name"])
                 ctx.builder.delete("resourceclaims", claim_name)
-            return older_writes_hold
+            return after_re_upgrade
 
         return after_downgrade
 
     return after_upgrade
+
+
+def after_re_upgrade(ctx: Context) -> None:
+    older_writes_hold(ctx)
+    with ctx.step("a pod waits for its device under the re-upgraded scheduler"):
+        claim_w, pod_w = claim_and_pod(ctx)
+        waiting_w = wait_for_binding_conditions(ctx, claim_w, pod_w)
+    _failure_reallocates(ctx, claim_w, pod_w, waiting_w)  # the tear-down removes W
+
+
+def _failure_reallocates(ctx: Context, claim_name: str, pod: dict, allocation: dict) -> dict:
+    """The failure path as one step, the same in every phase, so that each phase's scheduler is
+    put through it; the new allocation, which the pod now waits on."""
+    with ctx.step("a failure condition sends the claim back to scheduling"):
+        return fail_and_reallocate(ctx, claim_name, pod, allocation)
 
 
 def _still_untouched(ctx: Context, bound: dict[str, Running]) -> None:

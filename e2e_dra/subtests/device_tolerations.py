@@ -68,11 +68,17 @@ MARKED = "Marking for deletion"  # the controller's DeviceTaintManagerEviction e
 
 
 def tainted_slice(driver: str, name: str) -> dict:
-    """One cluster-wide slice (its own pool) with a NoExecute-tainted device per toleration."""
+    """One cluster-wide slice (its own pool, ``name``) with a NoExecute-tainted device per
+    toleration, each with the pool's name as an attribute: a claim must select its own phase's
+    device. A phase that stopped early (a known bug) leaves its slice until the tear-down, and
+    its devices' taints are older: a claim given one of them would be due for eviction at once."""
     devices = [
         {
             "name": device,
-            "attributes": {"example.com/toleration": {"string": device}},
+            "attributes": {
+                "example.com/toleration": {"string": device},
+                "example.com/pool": {"string": name},
+            },
             "taints": [TAINT],
         }
         for device in [*TOLERATIONS, BOUNDED]
@@ -92,7 +98,10 @@ def tolerated(ctx: Context) -> None:
     wanted[BOUNDED] = BOUNDED_TOLERATION
     claims, pods = {}, {}
     for device, toleration in wanted.items():
-        selector = f'device.attributes["example.com"].toleration == "{device}"'
+        selector = (
+            f'device.attributes["example.com"].toleration == "{device}" && '
+            f'device.attributes["example.com"].pool == "{name}"'
+        )
         claims[device] = b.external_claim(
             requests=[request(selectors=[selector], tolerations=[toleration])]
         )

@@ -156,6 +156,11 @@ def run_suite(suite: str, tree: Path, artifacts: Path, select: str | None = None
     return {"status": status, "wall": round(time.monotonic() - started, 1), "failure": failure}
 
 
+def selection(suite: str, select: str | None) -> str:
+    """How a run is named in the report: its suite, and the ``-k`` expression that narrowed it."""
+    return f"{suite} -k {select}" if select else suite
+
+
 def verdict(run: dict[str, Any], *, mutated: bool) -> str:
     """From what the suite reported: an entry that failed is a catch (or, unpatched, a false
     alarm) whatever the exit status (a run stopped after its failure still caught it)."""
@@ -204,11 +209,16 @@ def main(argv: list[str] | None = None) -> int:
         (root / "mutants.json").write_text(json.dumps(report, indent=2) + "\n")
 
     if not args.no_baseline:
-        for suite in sorted({m.suite for m in mutants} - set(report["baseline"])):
-            print(f"unpatched {args.version}: {suite}", flush=True)
+        # A baseline is the run of a selection: a narrowed one is no false-alarm check of the
+        # whole suite, so each is kept (and resumed) under its own name.
+        chosen = {selection(m.suite, args.select): m.suite for m in mutants}
+        for name, suite in sorted(chosen.items()):
+            if name in report["baseline"]:
+                continue
+            print(f"unpatched {args.version}: {name}", flush=True)
             build(tree)
             run = run_suite(suite, tree, root / f"unpatched-{suite}", args.select)
-            report["baseline"][suite] = run | {"verdict": verdict(run, mutated=False)}
+            report["baseline"][name] = run | {"verdict": verdict(run, mutated=False)}
             save()
     for mutant in (m for m in mutants if m.name not in done):
         print(f"{mutant.name}: {mutant.what}", flush=True)
@@ -240,16 +250,16 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|")
     for row in report["mutants"]:
         said = (row.get("failure") or "").replace("|", "/").replace("\n", " ")[:MESSAGE]
-        suite = row["suite"] + (f" -k {row['select']}" if row.get("select") else "")
+        ran = selection(row["suite"], row.get("select"))
         print(
-            f"| {row['mutant']} | {row['component']} | {suite} | {row['rebuild']:.0f} s "
+            f"| {row['mutant']} | {row['component']} | {ran} | {row['rebuild']:.0f} s "
             f"| {row.get('wall', 0):.0f} s | {row['verdict']} | {said} |"
         )
     rows = [r for r in report["mutants"] if r["verdict"] in ("caught", "missed")]
     caught = sum(r["verdict"] == "caught" for r in rows)
     print(f"\ncaught {caught} of {len(rows)} mutants that built ({len(report['mutants'])} in all)")
-    for suite, run in report["baseline"].items():
-        print(f"unpatched {suite}: {run['verdict']} in {run['wall']:.0f} s")
+    for name, run in report["baseline"].items():
+        print(f"unpatched {name}: {run['verdict']} in {run['wall']:.0f} s")
     print(f"details: {root / 'mutants.json'}")
     return 0
 

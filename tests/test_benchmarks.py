@@ -278,6 +278,9 @@ def test_a_version_without_mutants_of_its_own_gets_the_nearest_set_and_a_moved_p
     assert mutants.written_for("v1.37.2") == "v1.38.0-beta.0"
     assert mutants.written_for("v1.36.5") == "v1.35.0"  # one minor older, not two newer
     assert mutants.written_for("v1.39.0-alpha.0") == "v1.38.0-beta.0"
+    # A narrowed run is named apart: it is no false-alarm check of the whole suite.
+    assert mutants.selection("upgrade-downgrade", None) == "upgrade-downgrade"
+    assert mutants.selection("upgrade-downgrade", "core-dra") == "upgrade-downgrade -k core-dra"
     [mutant] = mutants.load("v1.37.2")
     assert mutant.patch == sets / "v1.38.0-beta.0" / "01-greeting-dropped.patch"
 

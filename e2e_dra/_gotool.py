@@ -97,6 +97,33 @@ def binary_go_version(binary: Path) -> str | None:
     return text if _GO_VERSION_RE.match(text) else None
 
 
+def binary_modules(binary: Path) -> dict[str, str]:
+    """The modules ``binary`` was linked with, by path (``k8s.io/dynamic-resource-allocation``
+    -> ``v0.36.2``; a replaced module at its replacement's version): ``go version -m`` without
+    Go installed. Its main module is under ``"main"``. Empty when the file has no build info."""
+    try:
+        with binary.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            at = data.find(BUILDINFO_MAGIC, 0, BUILDINFO_SCANNED)
+            if at < 0 or at + 32 >= len(data) or not data[at + 15] & 2:
+                return {}
+            length, start = _uvarint(data, at + 32)  # the Go version, then the module info
+            length, start = _uvarint(data, start + length)
+            text = bytes(data[start : start + min(length, 1 << 20)]).decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return {}
+    modules: dict[str, str] = {}
+    for line in text.splitlines():
+        fields = line.split("\t")
+        if fields[0] == "mod" and len(fields) >= 3:
+            modules["main"] = f"{fields[1]} {fields[2]}"
+        elif fields[0] == "dep" and len(fields) >= 3:
+            modules[fields[1]] = fields[2]
+        elif fields[0] == "=>" and len(fields) >= 3 and modules:
+            last = list(modules)[-1]  # the dependency just listed was replaced by this one
+            modules[last] = fields[2] if fields[2] != "(devel)" else fields[1]
+    return modules
+
+
 def _uvarint(data: mmap.mmap, at: int) -> tuple[int, int]:
     """The unsigned varint at ``at`` and where what follows it starts."""
     value = shift = 0

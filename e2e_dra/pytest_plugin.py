@@ -39,10 +39,11 @@ import pytest
 
 from e2e_dra._console import LINE_FORMAT, PROGRESS_LOGGERS, TIME_FORMAT, is_progress
 from e2e_dra._paths import artifacts_dir
-from e2e_dra._suite import SUITES, Entry, Plan, Suite, needed
+from e2e_dra._suite import SUITES, Entry, Plan, SubtestPackages, Suite, needed
 from e2e_dra._suite._artifacts import Summary, set_aside
 from e2e_dra._suite._run import Backend, SuiteRun
 from e2e_dra._suite._together import subtest_of
+from e2e_dra.driver import parse_drivers
 from e2e_dra.errors import E2EDRAError, InputError
 from e2e_dra.hostkit import atomic_write_text, handling_interrupts
 from e2e_dra.report import (
@@ -58,7 +59,7 @@ from e2e_dra.report import (
     write_report,
 )
 from e2e_dra.settings import Settings, settings, use
-from e2e_dra.subtest import Subtest, discover
+from e2e_dra.subtest import Subtest
 
 SUITE_ATTR = "E2E_DRA_SUITE"
 STEP_FIXTURE = "e2e_dra_step"
@@ -120,6 +121,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # The edge of a pytest run: the environment is read here, once, for all the code below.
     try:
         settings = Settings.from_environ(os.environ)
+        parse_drivers(settings.drivers)  # the driver suite's, checked before anything runs
     except InputError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.addinivalue_line(
@@ -186,8 +188,10 @@ class SuitePlugin:
     def plan(self, suite: Suite[Any]) -> Plan:
         """The suite's plan (discovering its subtests the first time)."""
         if suite.name not in self.plans:
-            ini = GATE_CYCLE_SUBTESTS_INI if suite.gate_cycle else SUBTESTS_INI
-            found = discover(self.config.getini(ini), gate_cycle=suite.gate_cycle)
+            packages = SubtestPackages(
+                self.config.getini(SUBTESTS_INI), self.config.getini(GATE_CYCLE_SUBTESTS_INI)
+            )
+            found = suite.find_subtests(packages)
             self.subtests[suite.name] = {s.name: s for s in found}
             self.plans[suite.name] = suite.plan(sorted(self.subtests[suite.name]), self.seed)
         return self.plans[suite.name]

@@ -357,6 +357,14 @@ class Settings:
             shown="previous release",
         ),
     )
+    drivers: str = field(
+        default="upstream,example",
+        metadata=_about(
+            "E2E_DRA_DRIVERS",
+            "the real drivers of the `drivers` suite, comma-separated: `upstream`, "
+            "`upstream@v1.36.5`, `example`, `example@v0.3.0`, `command:LINE`",
+        ),
+    )
     kubernetes_version: str | None = field(
         default=None,
         metadata=_about(

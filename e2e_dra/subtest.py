@@ -31,7 +31,7 @@ from e2e_dra.versions import matches, release_specifier
 
 if TYPE_CHECKING:
     from e2e_dra.builder import Builder
-    from e2e_dra.driver import Driver, Pool
+    from e2e_dra.driver import Driver, DriverKind, Pool, ProcessDriver
     from e2e_dra.kube import Kube
 
 PHASES = (
@@ -189,6 +189,9 @@ class Subtest:
     resources: Callable[[Sequence[str]], list[Pool]] | None = None
     # Drivers besides the subtest's own, each with its resources.
     other_drivers: tuple[OtherDriver, ...] = ()
+    # A real driver (upstream's Go test driver, the example driver, a user's command) that the
+    # subtest runs instead of e2e-dra's own plugin; its phases find it in ``ctx.real_driver``.
+    node_driver: DriverKind | None = None
     # Use the admin client for the driver (cluster-wide slices are refused to a node identity).
     privileged_client: bool = False
     # The DRAResourceHealth versions the driver offers the kubelet, newest first; None: every
@@ -343,7 +346,7 @@ class Context:
     builder over that client, the subtest's driver, and where to keep artifacts and facts."""
 
     kube: Kube
-    driver: Driver
+    plugin: Driver | None  # e2e-dra's own kubelet plugin; None when a real driver serves
     builder: Builder
     nodes: list[str]
     phase: str
@@ -366,6 +369,19 @@ class Context:
     steps: list[StepTime] = field(default_factory=list)
     # What this phase asked the next cluster step to do while the kubelet is down, in order.
     kubelet_down: list[WhileKubeletDown] = field(default_factory=list)
+    # The release each component runs in this phase (``kubelet`` -> ``v1.37.2``).
+    releases: Mapping[str, str] = field(default_factory=dict)
+    # The real driver of a subtest that runs one (``Subtest.node_driver``), else None.
+    real_driver: ProcessDriver | None = None
+
+    @property
+    def driver(self) -> Driver:
+        """The subtest's own e2e-dra plugin (every gRPC call it answered can be seen)."""
+        if self.plugin is None:
+            raise AssertionError(
+                "this subtest runs a real driver (ctx.real_driver), not e2e-dra's plugin"
+            )
+        return self.plugin
 
     def while_kubelet_down(self, what: str, action: Callable[[Kube], None]) -> WhileKubeletDown:
         """Have the next cluster step run ``action`` while the kubelet is stopped and the

@@ -188,7 +188,9 @@ request of all devices, a pool of *any* driver blocks it. The scheduler tries ag
 is whole, so this verdict is no answer yet (seen when another subtest's driver republished)."""
 
 
-def fits_and_runs(b: Builder, pod: dict, timeout: float = POD_START_TIMEOUT) -> None:
+def fits_and_runs(
+    b: Builder, pod: dict, timeout: float = POD_START_TIMEOUT, env: Sequence[str] = DEFAULT_ENV
+) -> None:
     """``pod`` runs and sees its devices (``b.test_pod``); for a pod whose devices are free now,
     one the scheduler finds unschedulable fails at once with the scheduler's reason, instead of
     waiting out the timeout for something that cannot come, unless the reason is a pool being
@@ -204,10 +206,24 @@ def fits_and_runs(b: Builder, pod: dict, timeout: float = POD_START_TIMEOUT) -> 
             said = scheduled[0].get("message", "") if scheduled else ""
             if WAITS_FOR_A_POOL not in said:
                 raise PodFailed(f"pod {name} is unschedulable, though its devices are free: {said}")
+        if cdi := cdi_refused(now):
+            raise PodFailed(f"pod {name} cannot start: {cdi}")
         return now.get("status", {}).get("phase")
 
     eventually(probe, what=f"pod {name} to run", timeout=timeout, until=lambda p: p == "Running")
-    b.test_pod(pod, timeout=timeout)
+    b.test_pod(pod, env, timeout=timeout)
+
+
+def cdi_refused(pod: dict) -> str | None:
+    """The runtime's refusal of a container's CDI devices, if one is waiting on it. A driver
+    writes a claim's CDI spec before NodePrepareResources returns, so a device the runtime cannot
+    resolve then is the driver's error, which retrying does not mend in time."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        waiting = (status.get("state") or {}).get("waiting") or {}
+        message = str(waiting.get("message", ""))
+        if waiting.get("reason") == "CreateContainerError" and "CDI" in message:
+            return f"{waiting['reason']}: {message[:400]}"
+    return None
 
 
 def kubelet_version(b: Builder, node: str) -> str:
@@ -394,7 +410,8 @@ def kubelet_checkpoint(ctx: Context) -> dict[str, Any]:
     """The kubelet's DRA checkpoint (``{"Data": "<JSON>", "Checksum": n}``), Data decoded: what
     the kubelet recorded of each claim it prepares, which it hands the runtime and reads back
     after a restart."""
-    path = ctx.driver.registry_dir.parent / CHECKPOINT
+    registry = ctx.real_driver.site.registry_dir if ctx.real_driver else ctx.driver.registry_dir
+    path = registry.parent / CHECKPOINT
     with path.open("rb") as file:
         raw = file.read(MAX_CHECKPOINT_BYTES + 1)
     if len(raw) > MAX_CHECKPOINT_BYTES:

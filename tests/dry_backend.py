@@ -95,7 +95,7 @@ class DryBackend:
             self._crashed = True
         yield Context(
             kube=None,  # type: ignore[arg-type]
-            driver=None,  # type: ignore[arg-type]
+            plugin=None,
             builder=None,  # type: ignore[arg-type]
             nodes=["127.0.0.1"],
             phase=phase.name,

@@ -60,7 +60,7 @@ def _context(phase: str, said: list[str]) -> Context:
     """A phase context without a cluster: only what steps and facts use."""
     return Context(
         kube=None,  # type: ignore[arg-type]
-        driver=None,  # type: ignore[arg-type]
+        plugin=None,
         builder=None,  # type: ignore[arg-type]
         nodes=["127.0.0.1"],
         phase=phase,

@@ -55,6 +55,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "e2e_dra.test_control_plane_first",
             "e2e_dra.test_kubelet_last",
             "e2e_dra.test_feature_gate_cycle",
+            "e2e_dra.test_drivers",
         ),
     ),
     ("commands", ("e2e_dra.commands", "e2e_dra.cli")),

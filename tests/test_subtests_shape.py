@@ -2194,7 +2194,7 @@ def test_the_schedulers_word_needs_to_know_when_it_started() -> None:
 
     ctx = Context(
         kube=None,  # type: ignore[arg-type]
-        driver=None,  # type: ignore[arg-type]
+        plugin=None,
         builder=None,  # type: ignore[arg-type]
         nodes=["127.0.0.1"],
         phase="after-cluster-upgrade",
@@ -2232,7 +2232,7 @@ def test_only_a_no_fit_decided_after_the_slices_were_back_is_the_schedulers_verd
     )
     ctx = Context(
         kube=None,  # type: ignore[arg-type]
-        driver=SimpleNamespace(slices_written_at=back),  # type: ignore[arg-type]
+        plugin=SimpleNamespace(slices_written_at=back),  # type: ignore[arg-type]
         builder=None,  # type: ignore[arg-type]
         nodes=["127.0.0.1"],
         phase="after-cluster-upgrade",

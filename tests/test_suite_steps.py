@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from fake_k8s.gate_validator import fake_release
 
 from e2e_dra._suite import (
     CONTROL_PLANE_FIRST,
+    DRIVERS,
     GATE_CYCLE,
     KUBELET_LAST,
     SUITES,
@@ -28,7 +30,7 @@ from e2e_dra._suite import (
 from e2e_dra._suite._steps import Phases, SubtestPhase
 from e2e_dra._suite._upgrade import FEATURE_GATES, Downgrade, Versions
 from e2e_dra.localupcluster import KUBE_CLUSTER_COMPONENTS, ModifyOptions
-from e2e_dra.releases import Release, VersionsUnderTest
+from e2e_dra.releases import Program, Release, VersionsUnderTest
 from e2e_dra.subtest import discover
 
 GATES = " ".join([*FEATURE_GATES, "DRAConsumableCapacity", "DRADeviceBindingConditions"])
@@ -49,12 +51,12 @@ class Recorded:
 
 @dataclass
 class Drivers:
-    driver: Recorded
+    plugin: Recorded
     others: dict[str, Recorded] = field(default_factory=dict)
 
     @property
-    def drivers(self) -> list[Recorded]:
-        return [self.driver, *self.others.values()]
+    def plugins(self) -> list[Recorded]:
+        return [self.plugin, *self.others.values()]
 
 
 class RecordingCluster:
@@ -244,7 +246,7 @@ def test_the_gate_cycle_toggles_gates_and_has_the_drivers_publish_whole_again(
     assert "DRAConsumableCapacity=true" in on[2] and on[1] == "phase-2-gate-on-again"
     (early,) = calls_named(cluster, "start_early")
     assert early[2] == calls_named(cluster, "bring_up")[0][4]  # the same gates as its bring-up
-    calls = cluster.drivers.driver.calls
+    calls = cluster.drivers.plugin.calls
     assert [call[0] for call in calls] == ["expect-dropped", "publish", "expect-dropped"]
     assert (calls[0][1], calls[2][1]) == (True, False)  # fields dropped only while it is off
     assert cluster.calls.index(on) < cluster.calls.index(("wait_for_slices", f"after {on[1]}"))
@@ -263,3 +265,40 @@ def test_the_gate_cycle_waits_for_the_kubelets_slice_removal_in_its_first_cluste
 
     closes = calls_named(cluster, "close")
     assert closes == [("close", True)] + [("close", False)] * (len(subtests) - 1)
+
+
+@dataclass
+class RecordedKind:
+    """A driver kind that records which kubelet releases it was built for."""
+
+    label: str = "recorded"
+    built: list[str] = field(default_factory=list)
+
+    def program(self, kubelet: str) -> Program:
+        self.built.append(kubelet)
+        return Program("drv", f"for-{kubelet}", Path("/bin/drv"))
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "recorded"}
+
+
+def test_the_driver_suite_builds_each_driver_for_every_kubelet_before_the_cluster_is_up(
+    tmp_path: Path,
+) -> None:
+    kind = RecordedKind()
+    subtest = SimpleNamespace(
+        name="driver-recorded",
+        node_driver=kind,
+        requires=(),
+        feature_gates=(),
+        unmet_release=lambda *_: None,
+    )
+    cluster = RecordingCluster(DRIVERS, {"driver-recorded": subtest}, tmp_path)
+    ran = run_cluster_steps(SUITES[DRIVERS].plan(["driver-recorded"], 1), cluster)
+
+    assert ran[:4] == ["versions", "node-runtime", "driver-builds", "bring-up"]
+    assert ran[4:] == ["upgrade", "downgrade", "re-upgrade", "cleanup"]
+    assert kind.built == ["v1.37.2", "v1.38.0-beta.0"]
+    described = cluster.state.describe()["drivers"]["recorded"]
+    assert described["v1.37.2"]["version"] == "for-v1.37.2"
+    assert described["v1.38.0-beta.0"]["kind"] == "recorded"

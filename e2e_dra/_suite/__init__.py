@@ -7,8 +7,18 @@ itself with ``E2E_DRA_SUITE = <suite name>`` (a key of :data:`SUITES`) and impor
 
 from typing import Any
 
+from e2e_dra._suite._drivers import DRIVER_SUITE, DRIVERS
 from e2e_dra._suite._gate_cycle import GATE_CYCLE, GateCycleSuite
-from e2e_dra._suite._steps import ClusterStep, Entry, Phases, Plan, SubtestPhase, Suite, needed
+from e2e_dra._suite._steps import (
+    ClusterStep,
+    Entry,
+    Phases,
+    Plan,
+    SubtestPackages,
+    SubtestPhase,
+    Suite,
+    needed,
+)
 from e2e_dra._suite._upgrade import (
     CONTROL_PLANE_FIRST,
     KUBELET_LAST,
@@ -16,11 +26,16 @@ from e2e_dra._suite._upgrade import (
     UPGRADE_SUITES,
 )
 
-SUITES: dict[str, Suite[Any]] = {**UPGRADE_SUITES, GATE_CYCLE: GateCycleSuite()}
+SUITES: dict[str, Suite[Any]] = {
+    **UPGRADE_SUITES,
+    GATE_CYCLE: GateCycleSuite(),
+    DRIVERS: DRIVER_SUITE,
+}
 """Every suite by the name a suite module declares."""
 
 __all__ = [
     "CONTROL_PLANE_FIRST",
+    "DRIVERS",
     "GATE_CYCLE",
     "KUBELET_LAST",
     "SUITES",
@@ -29,6 +44,7 @@ __all__ = [
     "Entry",
     "Phases",
     "Plan",
+    "SubtestPackages",
     "SubtestPhase",
     "Suite",
     "needed",

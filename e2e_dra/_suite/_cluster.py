@@ -25,7 +25,7 @@ from e2e_dra._suite._contexts import phase_context
 from e2e_dra._suite._disruption import DisruptionNet
 from e2e_dra._suite._early import BringUpArgs, EarlyStart
 from e2e_dra._suite._findings import Findings
-from e2e_dra._suite._harnesses import Harness, Harnesses
+from e2e_dra._suite._harnesses import DriverHost, Harness, Harnesses
 from e2e_dra._suite._liveness import ComponentNet, Running
 from e2e_dra._suite._nodelogs import StateLogs
 from e2e_dra._suite._report import crash_reason, failure_report
@@ -121,7 +121,7 @@ class RealCluster(Generic[S]):
         subtest's driver is set up before its first phase."""
         if self.api is None:
             raise AssertionError("no cluster is up")
-        harness = self.harnesses.ready(phase.subtest, self.api, self.nodes)
+        harness = self.harnesses.ready(phase.subtest, self.api, self.nodes, self._driver_host())
         with phase_context(
             phase,
             self.api,
@@ -131,6 +131,7 @@ class RealCluster(Generic[S]):
             namespace=NAMESPACE,
             facts=self.state.facts.setdefault(phase.subtest, {}),
             cluster=self.cluster,
+            releases=self.releases_now(),
         ) as context:
             yield context
         self._kubelet_down += context.kubelet_down  # a phase that passed: its asks stand
@@ -171,6 +172,10 @@ class RealCluster(Generic[S]):
 
     def releases_now(self) -> dict[str, str]:
         return self.state.releases_now()
+
+    def _driver_host(self) -> DriverHost:
+        cluster, _ = self._up()
+        return DriverHost(cluster.kubeconfig, self.releases_now(), cluster.note_process)
 
     def checks(self, entry: Entry) -> list[str]:
         """The claim, slice and driver nets' findings, then the components' (a panic logged, a

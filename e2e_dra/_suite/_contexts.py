@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ def phase_context(
     namespace: str,
     facts: dict[str, Any],
     cluster: Cluster | None,
+    releases: Mapping[str, str],
 ) -> Iterator[Context]:
     """``phase``'s context over a fresh client of ``api`` (closed when the phase ends), with
     its subtest's drivers and a builder of that client."""
@@ -40,7 +41,9 @@ def phase_context(
     try:
         yield Context(
             kube=kube,
-            driver=harness.driver,
+            plugin=harness.plugin,
+            real_driver=harness.real_driver,
+            releases=releases,
             others=dict(harness.others),
             builder=harness.objects.builder(kube, phase.name),
             nodes=list(nodes),

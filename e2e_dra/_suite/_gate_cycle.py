@@ -25,10 +25,11 @@ from e2e_dra._suite._steps import (
     Phases,
     Plan,
     Step,
+    SubtestPackages,
 )
 from e2e_dra._suite._upgrade import RUNTIME_CONFIG
 from e2e_dra.localupcluster import PROBED_BINARY, refusal
-from e2e_dra.subtest import GATE_CYCLE_PHASES, Subtest
+from e2e_dra.subtest import GATE_CYCLE_PHASES, Subtest, discover
 
 GATE_CYCLE = "gate-cycle"
 
@@ -107,7 +108,7 @@ class _Toggle(ClusterStep[GateCycleState]):
         assert self.subtest is not None
         subtest = cluster.subtests[self.subtest]
         harness = cluster.harness(subtest.name)
-        drivers = harness.drivers if harness is not None else []
+        drivers = harness.plugins if harness is not None else []
         if not self.on:
             for driver in drivers:
                 driver.set_expect_dropped_fields(True)
@@ -115,8 +116,8 @@ class _Toggle(ClusterStep[GateCycleState]):
         if harness is not None and self.on:
             # While the gate was off the publisher settled on the stripped slices; publishing
             # again (to an apiserver that keeps the fields now) restores them.
-            if subtest.resources is not None:
-                harness.driver.publish(subtest.resources(list(cluster.nodes)))
+            if subtest.resources is not None and harness.plugin is not None:
+                harness.plugin.publish(subtest.resources(list(cluster.nodes)))
             for other in subtest.other_drivers:
                 harness.others[other.suffix].publish(other.resources(list(cluster.nodes)))
         cluster.wait_for_slices(f"after {self.state_name}")
@@ -161,7 +162,10 @@ class GateCycleSuite:
 
     name: ClassVar[str] = GATE_CYCLE
     phases: ClassVar[tuple[str, ...]] = GATE_CYCLE_PHASES
-    gate_cycle: ClassVar[bool] = True
+
+    def find_subtests(self, packages: SubtestPackages) -> list[Subtest]:
+        """The gate cycle's own package: each subtest names the gates it toggles."""
+        return discover(packages.gate_cycle, gate_cycle=True)
 
     def plan(self, subtests: Sequence[str], seed: int) -> Plan:
         """Upstream's TestFeatureGateCycle: per subtest (in an order drawn from ``seed``) bring

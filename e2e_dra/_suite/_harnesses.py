@@ -15,16 +15,25 @@ import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from e2e_dra._suite._artifacts import write_json
 from e2e_dra._suite._nets import Finding
 from e2e_dra.builder import SubtestObjects, driver_name, wait_torn_down
-from e2e_dra.driver import HEALTH_VERSIONS, RESYNC_GRACE, ClaimRef, Driver
+from e2e_dra.driver import (
+    HEALTH_VERSIONS,
+    RESYNC_GRACE,
+    ClaimRef,
+    Driver,
+    NodeDriver,
+    ProcessDriver,
+    Site,
+)
 from e2e_dra.hostkit import Attempts
 from e2e_dra.kube import Kube
+from e2e_dra.supervise import ProcessId
 
 SLICES_TIMEOUT = 300.0
 REGISTRATION_TIMEOUT = 60.0
@@ -32,22 +41,46 @@ REGISTRATION_TIMEOUT = 60.0
 logger = logging.getLogger(__name__)
 
 
+@dataclasses.dataclass(frozen=True)
+class DriverHost:
+    """What a real driver needs of the cluster it joins: credentials, the releases running (its
+    build may follow the kubelet's) and the host lock's ledger, which must know its process."""
+
+    kubeconfig: Path
+    releases: Mapping[str, str]
+    note_process: Callable[[str, ProcessId], None]
+
+
 @dataclasses.dataclass
 class Harness:
     """One subtest's own driver and objects (what its builders created, over all phases)."""
 
-    driver: Driver
+    driver: NodeDriver
     objects: SubtestObjects
     publishes: bool  # the driver publishes ResourceSlices we have to wait for after restarts
     others: dict[str, Driver] = dataclasses.field(default_factory=dict)  # by suffix; publish
 
     @property
-    def drivers(self) -> list[Driver]:
+    def plugin(self) -> Driver | None:
+        """The subtest's own e2e-dra plugin, unless it runs a real driver."""
+        return self.driver if isinstance(self.driver, Driver) else None
+
+    @property
+    def plugins(self) -> list[Driver]:
+        """Its e2e-dra plugins: its own unless it runs a real driver, then its others."""
+        return [d for d in self.drivers if isinstance(d, Driver)]
+
+    @property
+    def real_driver(self) -> ProcessDriver | None:
+        return self.driver if isinstance(self.driver, ProcessDriver) else None
+
+    @property
+    def drivers(self) -> list[NodeDriver]:
         """The subtest's own driver, then its others."""
         return [self.driver, *self.others.values()]
 
     @property
-    def publishing(self) -> list[Driver]:
+    def publishing(self) -> list[NodeDriver]:
         """The drivers whose slices are waited for after restarts."""
         return self.drivers if self.publishes else list(self.others.values())
 
@@ -85,11 +118,14 @@ class Harnesses:
         """``subtest``'s harness if it is set up, without setting it up."""
         return self._harnesses.get(subtest)
 
-    def ready(self, subtest: str, kube: Kube, nodes: list[str]) -> Harness:
+    def ready(
+        self, subtest: str, kube: Kube, nodes: list[str], host: DriverHost | None = None
+    ) -> Harness:
         """``subtest``'s harness for its next phase: set up on first use; a failure recorded for
-        the subtest since its last phase (slices that did not come back) is raised here."""
+        the subtest since its last phase (slices that did not come back) is raised here.
+        ``host``: what a real driver needs of the cluster (a subtest that runs one needs it)."""
         if subtest not in self._harnesses:
-            self._set_up(subtest, kube, nodes)
+            self._set_up(subtest, kube, nodes, host)
         pending = self._pending.pop(subtest, None)
         if pending is not None:
             raise pending
@@ -136,12 +172,21 @@ class Harnesses:
             for text in _slice_findings(driver, grace.left())
         ]
 
-    def save_calls(self, subtest: str) -> Path:
-        """The gRPC calls ``subtest``'s driver answered, as JSON."""
+    def save_calls(self, subtest: str) -> Path | None:
+        """The gRPC calls ``subtest``'s driver answered, as JSON (None: they cannot be seen)."""
         return _save_calls(self._harnesses[subtest].driver, self.log_dir)
 
+    def describe(self) -> dict[str, dict[str, Any]]:
+        """Every running subtest's drivers, by subtest (for summary.json)."""
+        return {
+            name: {d.name: d.describe() for d in harness.drivers}
+            for name, harness in sorted(self._harnesses.items())
+        }
+
     def driver_log(self, subtest: str) -> Path:
-        return self.log_dir / f"driver-{self.driver_name(subtest)}.log"
+        harness = self._harnesses.get(subtest)
+        name = harness.driver.name if harness is not None else self.driver_name(subtest)
+        return self.log_dir / f"driver-{name}.log"
 
     def close(
         self, attempts: Attempts, kube: Kube | None, *, tear_down: bool
@@ -197,11 +242,15 @@ class Harnesses:
         self._pending.clear()
         self._dropped.clear()
 
-    def _set_up(self, name: str, kube: Kube, nodes: list[str]) -> None:
+    def _set_up(self, name: str, kube: Kube, nodes: list[str], host: DriverHost | None) -> None:
         assert nodes
         subtest = self.subtests[name]
         resources = subtest.resources(nodes) if subtest.resources else None
-        driver = self._driver(self.driver_name(name), subtest, kube, nodes, resources)
+        driver: NodeDriver
+        if subtest.node_driver is not None:
+            driver = self._real_driver(name, subtest, kube, nodes, host)
+        else:
+            driver = self._driver(self.driver_name(name), subtest, kube, nodes, resources)
         others = {
             other.suffix: self._driver(
                 self.driver_name(f"{name}-{other.suffix}"),
@@ -213,15 +262,28 @@ class Harnesses:
             for other in subtest.other_drivers
         }
         objects = SubtestObjects(name, suite=self.suite, namespace=self.namespace, log=logger.info)
-        harness = Harness(driver, objects, publishes=resources is not None, others=others)
+        publishes = resources is not None or subtest.node_driver is not None
+        harness = Harness(driver, objects, publishes=publishes, others=others)
         self._harnesses[name] = harness
         for started in harness.drivers:
             logger.info(f"starting driver {started.name} on node {nodes[0]}")
-            started.start()
+            if isinstance(started, ProcessDriver):
+                assert host is not None
+                started.start(host.releases.get("kubelet", ""))
+            else:
+                started.start()
             started.wait_registered(REGISTRATION_TIMEOUT)
         for publishing in harness.publishing:
             publishing.wait_for_slices(SLICES_TIMEOUT)
         objects.builder(kube).set_up()
+
+    def _real_driver(
+        self, name: str, subtest: Any, kube: Kube, nodes: list[str], host: DriverHost | None
+    ) -> ProcessDriver:
+        if host is None:
+            raise AssertionError(f"{name} runs a real driver, and nobody said where it runs")
+        site = Site(nodes[0], host.kubeconfig, self.log_dir)
+        return ProcessDriver(subtest.node_driver, site, kube, before_run=host.note_process)
 
     def _driver(
         self, name: str, subtest: Any, kube: Kube, nodes: list[str], resources: list | None
@@ -250,13 +312,15 @@ class _Grace:
         return max(0.0, self._deadline - time.monotonic())
 
 
-def _slice_findings(driver: Driver, grace: float) -> list[str]:
+def _slice_findings(driver: NodeDriver, grace: float) -> list[str]:
     """Fields the API server dropped that nobody expected, and publish errors that still stand
     after ``grace`` seconds of a fresh try."""
     return driver.take_dropped_fields() + driver.take_publish_errors(grace)
 
 
-def _save_calls(driver: Driver, directory: Path) -> Path:
+def _save_calls(driver: NodeDriver, directory: Path) -> Path | None:
+    if driver.calls is None:
+        return None
     records = [
         {
             "method": call.method,

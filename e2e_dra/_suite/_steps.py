@@ -47,17 +47,20 @@ class Runner(Protocol):
 
 
 class SubtestDrivers(Protocol):
-    """A subtest's drivers, as a step that restarts the cluster handles them."""
+    """A subtest's e2e-dra plugins, as a step that restarts the cluster handles them (a real
+    driver is the same program before and after: nothing to tell it)."""
 
     @property
-    def driver(self) -> Driver: ...
+    def plugin(self) -> Driver | None:
+        """Its own plugin, unless it runs a real driver."""
+        ...
 
     @property
     def others(self) -> Mapping[str, Driver]: ...
 
     @property
-    def drivers(self) -> list[Driver]:
-        """Its own driver, then its others."""
+    def plugins(self) -> list[Driver]:
+        """Its own plugin (if any), then its others."""
         ...
 
 
@@ -258,6 +261,14 @@ class Plan:
         return list(self._together.get(phase, [phase]))
 
 
+@dataclass(frozen=True)
+class SubtestPackages:
+    """Where the suites' subtest modules live (the pytest ini options name them)."""
+
+    upgrade: str = "e2e_dra.subtests"
+    gate_cycle: str = "e2e_dra.subtests.gate_cycle"
+
+
 class Suite(Protocol[S]):
     """A suite: its plan (the flow, top to bottom), its run state, and why a subtest cannot run
     in it."""
@@ -268,9 +279,8 @@ class Suite(Protocol[S]):
     @property
     def phases(self) -> tuple[str, ...]: ...
 
-    @property
-    def gate_cycle(self) -> bool:
-        """Its subtests live in the gate cycle's package and toggle gates."""
+    def find_subtests(self, packages: SubtestPackages) -> list[Subtest]:
+        """Its subtests: the modules of its package, or what its settings name."""
         ...
 
     def plan(self, subtests: Sequence[str], seed: int) -> Plan: ...

@@ -34,6 +34,7 @@ from e2e_dra._suite._steps import (
     Phases,
     Plan,
     Step,
+    SubtestPackages,
 )
 from e2e_dra.errors import InputError
 from e2e_dra.localupcluster import KUBE_CLUSTER_COMPONENTS, ModifyOptions
@@ -46,7 +47,7 @@ from e2e_dra.releases import (
     resolve_release,
 )
 from e2e_dra.settings import settings
-from e2e_dra.subtest import PHASES, THREE_PHASES, Subtest
+from e2e_dra.subtest import PHASES, THREE_PHASES, Subtest, discover
 from e2e_dra.versions import parse_version
 
 logger = logging.getLogger(__name__)
@@ -326,7 +327,10 @@ class UpgradeSuite:
     """One upgrade/downgrade variant: every subtest's chain around an upgrade and a downgrade."""
 
     variant: Variant
-    gate_cycle: ClassVar[bool] = False
+
+    def find_subtests(self, packages: SubtestPackages) -> list[Subtest]:
+        """Every module of the upgrade subtests' package."""
+        return discover(packages.upgrade)
 
     @property
     def name(self) -> str:
@@ -345,8 +349,7 @@ class UpgradeSuite:
             return Phases(index, order.next(), names=PHASES)
 
         steps: list[Step] = [
-            Versions(variant=v),
-            NodeRuntime(),
+            *self.before_bring_up(),
             BringUp(variant=v),
             phases(0),
             Upgrade(variant=v),
@@ -357,6 +360,10 @@ class UpgradeSuite:
         if v.re_upgrade:
             steps += [ReUpgrade(variant=v), phases(3)]
         return Plan(self.name, [*steps, Cleanup()])
+
+    def before_bring_up(self) -> list[Step]:
+        """What the cluster needs before it comes up: the releases, the node runtime."""
+        return [Versions(variant=self.variant), NodeRuntime()]
 
     def new_state(self) -> UpgradeState:
         return UpgradeState()

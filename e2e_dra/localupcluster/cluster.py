@@ -51,7 +51,7 @@ from e2e_dra.localupcluster._modify import ModifyOptions, RestartPlan
 from e2e_dra.localupcluster._script import DryRun, checked_script
 from e2e_dra.localupcluster._teardown import stop_processes
 from e2e_dra.localupcluster.cmd import Cmd
-from e2e_dra.supervise import describe_exit
+from e2e_dra.supervise import ProcessId, describe_exit
 
 
 def log_dir_for_test(artifacts: Path, test_name: str) -> Path:
@@ -128,6 +128,12 @@ class Cluster:
         if len(value) >= 2 and value[0] == value[-1] == "'":
             value = value[1:-1]
         return value
+
+    def note_process(self, name: str, who: ProcessId) -> None:
+        """Note a process that runs beside the cluster (a DRA driver) in the host lock's ledger,
+        before it runs (``Process.start(before_run=...)``): a run killed outright then leaves
+        nothing that the next holder of the lock does not stop."""
+        self._lock.record(name, who.pid)
 
     def log_path(self, component: str) -> Path | None:
         cmd = self.running.get(component)

@@ -9,6 +9,7 @@ from e2e_dra.releases._gobuild import (
     GoBuildSource,
 )
 from e2e_dra.releases._http import Budget
+from e2e_dra.releases._programs import HELPER_MODULE, Program, kubernetes_program, module_program
 from e2e_dra.releases._release import SERVER_COMPONENTS, Release, ReleaseSource
 from e2e_dra.releases._select import (
     VersionsUnderTest,
@@ -23,16 +24,20 @@ from e2e_dra.releases._select import (
 __all__ = [
     "BUILT_COMMANDS",
     "CONTROL_PLANE_COMMANDS",
+    "HELPER_MODULE",
     "NODE_COMMANDS",
     "SERVER_COMPONENTS",
     "Budget",
     "Checkout",
     "DownloadSource",
     "GoBuildSource",
+    "Program",
     "Release",
     "ReleaseSource",
     "VersionsUnderTest",
     "current_release",
+    "kubernetes_program",
+    "module_program",
     "plan_versions",
     "previous_release",
     "release_source",

@@ -191,24 +191,14 @@ class GoBuildSource:
 
     def _build(self, version: str, out: Path, commands: tuple[str, ...]) -> dict[str, Any]:
         started = time.monotonic()
-        log = self._log(version)
-        recipe = self.recipe(version, out / "standins", log, commands)
-        module_dir = out / "module"
-        module_dir.mkdir()
-        (module_dir / "go.mod").write_text(
-            build_go_mod(
-                recipe.go_mod,
-                version,
-                recipe.substitutes,
-                {module: f"../standins/{module}" for module in recipe.standins},
-            )
-        )
+        log = self.log_for(version)
+        recipe, module_dir = self.build_module(version, out, log, commands)
         module_src, toolchain, info = recipe.module_src, recipe.toolchain, recipe.info
         upstream_go = _go_version_file(module_src)
         bin_dir = out / "bin"
         bin_dir.mkdir()
         ldflags = version_ldflags(version, info)
-        env = self._go_env()
+        env = self.go_environment()
         timings: dict[str, float] = {}
         with _progress(len(commands), f"building Kubernetes {version}") as bar:
             for index, command in enumerate(commands, 1):
@@ -245,6 +235,25 @@ class GoBuildSource:
             "build_seconds": timings,
             "total_seconds": round(time.monotonic() - started, 1),
         }
+
+    def build_module(
+        self, version: str, out: Path, log: Path, commands: tuple[str, ...]
+    ) -> tuple[Recipe, Path]:
+        """``out/module``: a module whose ``go build`` of a ``k8s.io/kubernetes`` package
+        builds ``version`` from published modules (stand-ins in ``out/standins``), with the
+        recipe that says how (its toolchain, its deviations)."""
+        recipe = self.recipe(version, out / "standins", log, commands)
+        module_dir = out / "module"
+        module_dir.mkdir()
+        (module_dir / "go.mod").write_text(
+            build_go_mod(
+                recipe.go_mod,
+                version,
+                recipe.substitutes,
+                {module: f"../standins/{module}" for module in recipe.standins},
+            )
+        )
+        return recipe, module_dir
 
     def recipe(
         self,
@@ -286,7 +295,7 @@ class GoBuildSource:
 
     def _source_only(self, version: str, out: Path) -> dict[str, Any]:
         info = self.proxy.info(version)
-        log = self._log(version + _SOURCE_SUFFIX)
+        log = self.log_for(version + _SOURCE_SUFFIX)
         module_src = self._download_kubernetes(version, log, self._toolchain(version))
         copy_source_tree(module_src, out / "src", version, info, link_bin=False)
         return {"version": version, "origin": "build", "proxy": self.proxy.base_url}
@@ -297,7 +306,7 @@ class GoBuildSource:
 
     def download(self, module_path: str, version: str, log: Path, toolchain: GoToolchain) -> Path:
         """Fetch ``module_path@version`` into the module cache; its directory there."""
-        env = self._go_env()
+        env = self.go_environment()
         module = f"{module_path}@{version}"
         scratch = Path(env["GOMODCACHE"]).parent / "scratch"
         scratch.mkdir(parents=True, exist_ok=True)
@@ -392,7 +401,7 @@ class GoBuildSource:
             f"the Go module proxy serves no version of {', '.join(m for m, _ in unserved)}: "
             f"fetching the source of Kubernetes {tag} to see which commands import it"
         )
-        log = self._log(f"{tag}-check")
+        log = self.log_for(f"{tag}-check")
         try:
             module_src = self._download_kubernetes(tag, log, self._toolchain(tag))
             self._substitutes(tag, module_src, commands)
@@ -466,14 +475,14 @@ class GoBuildSource:
             found[module] = (substitute, dest)
         return found
 
-    def _go_env(self) -> dict[str, str]:
+    def go_environment(self) -> dict[str, str]:
         """Our Go environment, fetching modules from the same proxy we resolved against."""
         env = go_env()
         if self._proxy_url:
             env["GOPROXY"] = self._proxy_url
         return env
 
-    def _log(self, name: str) -> Path:
+    def log_for(self, name: str) -> Path:
         """Outside the entry, so that the log of a failed build survives the failed entry."""
         log = self.cache_dir / ".logs" / f"{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,272 @@
+"""A real DRA driver run as a program of its own next to the kubelet (no container, no image).
+
+What we can see of it from outside is what the kubelet and the API server see: its registration
+socket answering ``GetInfo`` under its name, its ResourceSlices, the CDI specs it writes and the
+files it keeps in its data directory. A driver that exits, never opens its socket or never
+publishes is said in one line naming the driver, its log and what is missing, as soon as it is
+clear (an exit ends the wait at once), never as a cascade of timeouts.
+
+Its process is noted in the host lock's ledger before it runs (``before_run``), so a run that is
+killed outright leaves no driver behind: the next run stops it with the cluster's components.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from e2e_dra.driver._kinds import DriverKind, Site, environment, served_name
+from e2e_dra.driver._pb import pluginregistration_v1_pb2 as registration_pb
+from e2e_dra.driver._plugin import DriverError
+from e2e_dra.driver._rpc import stub
+from e2e_dra.hostkit import poll
+from e2e_dra.kube import Kube, path
+from e2e_dra.releases import HELPER_MODULE, Program
+from e2e_dra.supervise import Process, ProcessId, describe_exit
+
+logger = logging.getLogger(__name__)
+
+STOP_GRACE = 15.0
+"""Seconds a driver gets after SIGTERM to remove its sockets, as a pod's termination grace."""
+RESOURCE_API = "resource.k8s.io/v1"
+_SUPERVISOR_NOTE = re.compile(r"^\d{4}-\d\d-\d\dT\S+: (starting|terminated|killing)")
+
+
+class ProcessDriver:
+    """One real driver on one node: started, switched to another build, stopped (see module)."""
+
+    calls = None  # its gRPC calls go from the kubelet to it directly: we see none of them
+
+    def __init__(
+        self,
+        kind: DriverKind,
+        site: Site,
+        kube: Kube,
+        *,
+        before_run: Callable[[str, ProcessId], None] | None = None,
+    ) -> None:
+        self.kind = kind
+        self.name = served_name(kind)
+        self.node_name = site.node
+        self.site = site
+        self.cdi_dir = site.cdi_dir
+        self.data_dir = site.plugins_dir / self.name
+        self.log_file = site.log_dir / f"driver-{self.name}.log"
+        self._kube = kube
+        self._before_run = before_run
+        self._process: Process | None = None
+        self._pod_uid = ""  # the running instance's
+        self.instance = 0  # how many instances were started: tells a restart since a prepare
+        self.program: Program | None = None
+        self.history: list[dict[str, Any]] = []  # each build it ran, in order
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def start(self, kubelet: str = "") -> None:
+        """Start the build for a kubelet of release ``kubelet`` (built first if need be)."""
+        program = self.kind.program(kubelet)
+        self._launch(program)
+
+    def switch(self, kubelet: str) -> bool:
+        """Move to the build for a kubelet of release ``kubelet``, as a driver upgrade or
+        downgrade does (stop the old instance, start the new one); False when it runs already."""
+        program = self.kind.program(kubelet)
+        if _binary(program) == _binary(self.program) and self.exit_status() is None:
+            return False  # the same build (or the same command line) runs already
+        self.stop()
+        self._launch(program)
+        return True
+
+    def roll(self, kubelet: str, during: Callable[[], None]) -> None:
+        """A rolling update with maxSurge: the build for ``kubelet`` starts as a second instance
+        and registers while the first still serves; ``during()`` runs while both are
+        registered; then the first instance stops."""
+        leaving = self._process
+        self._launch(self.kind.program(kubelet))
+        try:
+            self.wait_registered(60)
+            during()
+        finally:
+            if leaving is not None:
+                leaving.stop(
+                    f"driver {self.name}: the rolling update replaced it", grace=STOP_GRACE
+                )
+
+    def _launch(self, program: Program | None) -> None:
+        """Start an instance of ``program``. Its directories exist first, as a DaemonSet's
+        hostPath volumes (``DirectoryOrCreate``) make them; upstream's driver expects that."""
+        for directory in (self.site.log_dir, self.data_dir, self.site.registry_dir, self.cdi_dir):
+            directory.mkdir(parents=True, exist_ok=True)
+        pod_uid = self._pod_uid = str(uuid.uuid4())
+        self.instance += 1
+        argv = self.kind.argv(program, self.site, self.name, pod_uid)
+        env = environment(self.site.values(self.name, pod_uid))
+        what = program.version if program else argv[0]
+        logger.info(
+            f"starting driver {self.name} ({self.kind.label}, {what}; log: {self.log_file})"
+        )
+        process = Process(
+            f"driver-{self.name}", argv, log_file=self.log_file, env=env, new_session=True
+        )
+        before = self._before_run
+        try:
+            process.start(before_run=(lambda who: before(process.name, who)) if before else None)
+        except Exception as exc:
+            raise DriverError(f"driver {self.name} ({self.kind.label}): {exc}") from None
+        self._process, self.program = process, program
+        self.history.append(self.describe())
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after :data:`STOP_GRACE`: a driver removes its sockets on
+        SIGTERM, as in a pod."""
+        if self._process is not None:
+            self._process.stop(f"driver {self.name} stopped", grace=STOP_GRACE)
+
+    def exit_status(self) -> int | None:
+        """Its exit status once it ended by itself, else None."""
+        return None if self._process is None else self._process.returncode
+
+    # --- what the kubelet and the API server see ----------------------------------------------
+
+    def wait_registered(self, timeout: float = 60) -> None:
+        """Until its registration socket answers ``GetInfo`` with its name."""
+        seen = poll(
+            self._registration_info,
+            timeout=timeout,
+            interval=0.5,
+            before_each=lambda: self._check_alive("registered"),
+        )
+        if not seen.done:
+            raise DriverError(
+                f"driver {self.name} ({self.kind.label}) did not open a registration socket "
+                f"answering GetInfo as {self.name} in {self.site.registry_dir} within "
+                f"{timeout:.0f}s; log: {self.log_file}{self._tail()}"
+            )
+
+    def _registration_info(self) -> str:
+        """The registration socket of the running instance that answers as the driver: one
+        named by its pod UID if there is one (another instance may still serve its own)."""
+        sockets = sorted(self.site.registry_dir.glob(f"{self.name}*reg.sock"))
+        own = [socket for socket in sockets if self._pod_uid in socket.name]
+        for socket in own or sockets:
+            with (
+                contextlib.suppress(grpc.RpcError),
+                grpc.insecure_channel(f"unix://{socket}") as ch,
+            ):
+                info = stub(ch, registration_pb, "Registration").GetInfo(
+                    registration_pb.InfoRequest(), timeout=2
+                )
+                if info.name == self.name:
+                    return str(socket)
+        return ""
+
+    def slices(self) -> list[dict]:
+        """Its ResourceSlices on its node, as the API server has them."""
+        return self._kube.list(
+            path(RESOURCE_API, "resourceslices"),
+            fieldSelector=f"spec.driver={self.name},spec.nodeName={self.node_name}",
+        )
+
+    def wait_for_slices(self, timeout: float = 300) -> None:
+        """Until it published at least one slice and every pool of its is complete."""
+
+        seen = poll(  # the API server may be restarting: an error is "not yet"
+            lambda: pools_complete(self.slices()),
+            timeout=timeout,
+            interval=0.5,
+            retry_on=(Exception,),
+            before_each=lambda: self._check_alive("published"),
+        )
+        if not seen.done:
+            raise DriverError(
+                f"driver {self.name} ({self.kind.label}) published no complete pool of "
+                f"ResourceSlices for node {self.node_name} within {timeout:.0f}s; log: "
+                f"{self.log_file}{self._tail()}"
+            )
+
+    def _check_alive(self, doing: str) -> None:
+        status = self.exit_status()
+        if status is not None:
+            raise DriverError(
+                f"driver {self.name} ({self.kind.label}) {describe_exit(status)} before it "
+                f"{doing}; log: {self.log_file}{self._tail()}"
+            )
+
+    def _tail(self) -> str:
+        """The last line the driver wrote (not the supervisor's own notes around it)."""
+        if self._process is None:
+            return ""
+        lines = self._process.tail(20).splitlines()
+        said = [line for line in lines if line.strip() and not _SUPERVISOR_NOTE.match(line)]
+        return f"; its last line: {said[-1][:300]}" if said else ""
+
+    def files_naming(self, claim_uid: str) -> list[Path]:
+        """Its CDI specs and data files that name ``claim_uid`` (in their name or content): what
+        it keeps of a prepared claim."""
+        found = []
+        for directory in (self.cdi_dir, self.data_dir):
+            for file in sorted(directory.rglob("*")) if directory.is_dir() else []:
+                with contextlib.suppress(OSError):
+                    if (
+                        file.is_file()
+                        and not file.is_socket()
+                        and (
+                            claim_uid in file.name or claim_uid in file.read_text(errors="replace")
+                        )
+                    ):
+                        found.append(file)
+        return found
+
+    # --- what the harness asks of every driver ------------------------------------------------
+
+    def prepared_claims(self) -> list[Any]:
+        return []  # not visible from outside; its files say it (files_naming)
+
+    def take_dropped_fields(self) -> list[str]:
+        return []
+
+    def take_publish_errors(self, grace: float = 0.0) -> list[str]:
+        return []
+
+    def describe(self) -> dict[str, Any]:
+        """What runs: the kind, its build and the DRA helper library it links."""
+        info = {"name": self.name, **self.kind.describe(), "log": str(self.log_file)}
+        if self.program is not None:
+            info.update(self.program.describe())
+        else:
+            info[HELPER_MODULE] = None
+        return info
+
+
+def _binary(program: Program | None) -> Path | None:
+    return program.binary if program is not None else None
+
+
+def pools_complete(slices: Sequence[Mapping[str, Any]]) -> bool:
+    """At least one slice, and for each pool the newest generation's slices all published."""
+    newest: dict[str, tuple[int, int, int]] = {}  # pool -> generation, count, seen
+    for item in slices:
+        pool = item.get("spec", {}).get("pool", {})
+        name, generation = pool.get("name", ""), int(pool.get("generation", 0))
+        count = int(pool.get("resourceSliceCount", 1))
+        have = newest.get(name)
+        if have is None or generation > have[0]:
+            newest[name] = (generation, count, 1)
+        elif generation == have[0]:
+            newest[name] = (generation, count, have[2] + 1)
+    return bool(newest) and all(seen >= count for _, count, seen in newest.values())
+
+
+def wait_files_gone(driver: ProcessDriver, claim_uid: str, timeout: float) -> list[Path]:
+    """Until no file of ``driver`` names ``claim_uid``; what is left after ``timeout``."""
+    left = poll(
+        lambda: driver.files_naming(claim_uid), timeout=timeout, interval=1.0, until=lambda f: not f
+    )
+    return [] if left.done else list(left.value or [])

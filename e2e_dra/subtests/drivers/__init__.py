@@ -1,0 +1,387 @@
+"""The driver suite's chain: what every real DRA driver must keep true across upgrade, downgrade
+and re-upgrade, whoever wrote it.
+
+One subtest per driver of ``E2E_DRA_DRIVERS`` (``driver-upstream``, ``driver-example-v0.4.0``).
+Nothing here knows a driver's internals; each rule comes from what the kubelet and the API
+promise a driver's users:
+
+- its ResourceSlices are published, and after every step they are back with the same devices;
+- a claim is allocated from those slices and prepared: the pod runs and sees its device (the
+  environment the driver's CDI spec for that claim sets);
+- a pod prepared before a step runs on untouched after it (same containers, nothing restarted,
+  its claim still reserved, its device still seen);
+- a new claim after the step works;
+- a deleted pod's claim is unprepared: the kubelet's checkpoint lets go of it, and no CDI spec
+  or file of the driver's own (its checkpoint) names it any more;
+- a driver that follows the kubelet's release (``upstream``) is upgraded and downgraded with
+  it, with prepared claims in place, and the rules above hold across that change too;
+- a driver stopped past the kubelet's wipe delay loses nothing: the prepared pod runs on, a new
+  pod waits, an unprepare asked meanwhile happens once it is back, the waiting pod then starts.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from e2e_dra.builder import Builder
+from e2e_dra.driver import CLEANUP_AFTER_RESTART, DriverKind, ProcessDriver, pools_complete
+from e2e_dra.kube import retrying
+from e2e_dra.subtest import PHASES, Context, Phase, Subtest
+from e2e_dra.subtest_kit import (
+    Running,
+    fits_and_runs,
+    running,
+    still_untouched,
+    wait_out_of_checkpoint,
+)
+from e2e_dra.waits import WaitTimeout, eventually
+
+UNPREPARE_TIMEOUT = 150.0
+"""From a pod's deletion to its claim unprepared: the kubelet's pod sync, then the DRA manager's
+once-a-minute reconcile for a claim it missed, twice."""
+CLEANUP_GRACE = 10.0
+"""From the kubelet letting go of a claim to the driver's files for it gone: the kubelet drops a
+claim from its checkpoint only once the driver's NodeUnprepareResources returned, so a driver
+has cleaned up by then; the grace is for one that removes its files just after answering."""
+WIPE_DELAY = 30.0
+"""The kubelet wipes a driver's ResourceSlices this long after the driver went away
+(kubernetes#141912); a driver's downtime in the suite lasts longer than that."""
+DOWNTIME = WIPE_DELAY + 10.0
+DOWNTIME_PHASE = 1
+"""The phase in which the driver goes away for :data:`DOWNTIME` (after the upgrade)."""
+ROLLING_PHASE = 3
+"""The phase in which a driver that can run two instances at once is updated in place, as a
+DaemonSet with maxSurge does (after the re-upgrade)."""
+
+
+def driver_subtests(kinds: Sequence[DriverKind]) -> list[Subtest]:
+    """One subtest per real driver, named after it."""
+    return [
+        Subtest(name=f"driver-{kind.label}", initial=_first, node_driver=kind) for kind in kinds
+    ]
+
+
+@dataclass(frozen=True)
+class _Claimed:
+    """A running pod with one claim, as the driver prepared it."""
+
+    pod: dict  # as created
+    claim: str  # the claim's name (its own claim) or uid (from a template)
+    uid: str
+    env: tuple[str, ...]  # what the driver's CDI spec for the claim sets
+    instance: int  # which of the driver's instances prepared it
+
+    @property
+    def name(self) -> str:
+        return str(self.pod["metadata"]["name"])
+
+
+@dataclass(frozen=True)
+class _Held:
+    """What one phase leaves the next: the pod that must run on untouched through every step,
+    the pod whose claim the next phase deletes and sees unprepared, the devices published."""
+
+    kept: Running
+    kept_claim: _Claimed
+    passing: _Claimed
+    devices: dict[str, list[str]]  # the driver's devices by pool
+
+    def untouched(self, b: Builder) -> None:
+        still_untouched(b, self.kept, [self.kept_claim.claim], self.kept_claim.env)
+
+
+def _first(ctx: Context) -> Phase:
+    driver = _driver(ctx)
+    b = ctx.builder
+    _note(ctx, driver)
+    with ctx.step("a DeviceClass selects the driver's devices"):
+        _select_driver(b, driver)
+    with ctx.step("the driver's ResourceSlices are published"):
+        devices = _devices(driver)
+    with ctx.step("a pod whose claim the driver prepared runs and sees its device"):
+        kept = _claimed_pod(ctx, b, driver, template=False)
+    with ctx.step("a second pod with a claim from a template runs"):
+        passing = _claimed_pod(ctx, b, driver)
+    following = _next(_Held(running(b, kept.name), kept, passing, devices), 1)
+    assert following is not None  # a chain has more than one phase
+    return following
+
+
+def _next(held: _Held, index: int) -> Phase | None:
+    if index >= len(PHASES):
+        return None
+
+    def after_step(ctx: Context) -> Phase | None:
+        driver = _driver(ctx)
+        b = ctx.builder
+        with ctx.step("the driver's ResourceSlices are back with the same devices"):
+            _same_devices(driver, held.devices)
+        _follow_kubelet(ctx, driver)
+        _note(ctx, driver)
+        with ctx.step("the pod prepared before the step runs on untouched"):
+            held.untouched(b)
+        if index == DOWNTIME_PHASE:
+            passing = _driver_away(ctx, b, driver, held)
+        elif index == ROLLING_PHASE and driver.kind.rolls:
+            passing = _rolling_update(ctx, b, driver, held)
+        else:
+            with ctx.step("the last phase's pod deleted: its claim is unprepared"):
+                _delete_and_unprepared(ctx, b, driver, held.passing)
+            with ctx.step("a new pod with a new claim runs and sees its device"):
+                passing = _claimed_pod(ctx, b, driver)
+        return _next(_Held(held.kept, held.kept_claim, passing, held.devices), index + 1)
+
+    return after_step
+
+
+# --- the steps -----------------------------------------------------------------------------------
+
+
+def _driver(ctx: Context) -> ProcessDriver:
+    if ctx.real_driver is None:
+        raise AssertionError("the driver suite's chain runs on a real driver, and has none")
+    return ctx.real_driver
+
+
+def _note(ctx: Context, driver: ProcessDriver) -> None:
+    """What runs in this phase, kept in summary.json (``driver/<phase>``)."""
+    ctx.facts[f"driver/{ctx.phase}"] = driver.describe()
+    helper = driver.describe().get("k8s.io/dynamic-resource-allocation")
+    ctx.log(f"{ctx.phase}: driver {driver.name}: {driver.kind.label}, helper library {helper}")
+
+
+def _follow_kubelet(ctx: Context, driver: ProcessDriver) -> None:
+    """A driver built for each kubelet release moves with the kubelet: stopped and started
+    again as its new build while claims are prepared, as a DaemonSet update does."""
+    kubelet = ctx.releases.get("kubelet", "")
+    with ctx.step(f"the driver runs the build for kubelet {kubelet}"):
+        if driver.switch(kubelet):
+            driver.wait_registered(60)
+            driver.wait_for_slices(120)
+
+
+def _select_driver(b: Builder, driver: ProcessDriver) -> None:
+    """The subtest's default class selects the driver by the name it really serves under (a
+    driver that takes no name has its own)."""
+    if driver.name != b.driver_name:
+        selector = {"cel": {"expression": f'device.driver == "{driver.name}"'}}
+        b.patch("deviceclasses", b.class_name(), {"spec": {"selectors": [selector]}})
+
+
+def _devices(driver: ProcessDriver) -> dict[str, list[str]]:
+    """The driver's devices on its node by pool, from the newest generation of each pool."""
+    slices = retrying(driver.slices)()
+    assert pools_complete(slices), f"driver {driver.name}: no complete pool: {_names(slices)}"
+    newest: dict[str, int] = {}
+    for item in slices:
+        pool = item["spec"]["pool"]
+        newest[pool["name"]] = max(newest.get(pool["name"], 0), int(pool.get("generation", 0)))
+    devices: dict[str, list[str]] = {}
+    for item in slices:
+        pool = item["spec"]["pool"]
+        if int(pool.get("generation", 0)) == newest[pool["name"]]:
+            names = [d["name"] for d in item["spec"].get("devices") or []]
+            devices.setdefault(pool["name"], []).extend(names)
+    return {pool: sorted(names) for pool, names in sorted(devices.items())}
+
+
+def _names(slices: list[dict]) -> list[str]:
+    return [s["metadata"]["name"] for s in slices]
+
+
+def _same_devices(driver: ProcessDriver, before: dict[str, list[str]]) -> None:
+    """After a restart, the slices are back (the harness waited) with the devices they had: a
+    driver or kubelet that republishes less, more or other devices fails here."""
+    now = _devices(driver)
+    assert now == before, (
+        f"driver {driver.name}: its devices changed across the step (by pool, before -> now): "
+        f"{before} -> {now}"
+    )
+
+
+def _claim_spec(b: Builder) -> dict:
+    """One device of the subtest's class, with no config: a real driver defines its own
+    configuration format, which a driver-agnostic check cannot know."""
+    spec = b.claim_spec()
+    spec["devices"].pop("config", None)
+    return spec
+
+
+def _claimed_pod(
+    ctx: Context, b: Builder, driver: ProcessDriver, *, template: bool = True
+) -> _Claimed:
+    """A pod with a claim (from a template, or its own), running and seeing its device."""
+    if template:
+        pod, claim_template = b.pod_inline()
+        claim_template["spec"]["spec"] = _claim_spec(b)
+        b.create(claim_template, pod)
+    else:
+        claim = b.external_claim()
+        claim["spec"] = _claim_spec(b)
+        pod = b.pod_external(claim["metadata"]["name"])
+        b.create(claim, pod)
+    return _runs_with_device(ctx, b, driver, pod, template=template)
+
+
+def _runs_with_device(
+    ctx: Context, b: Builder, driver: ProcessDriver, pod: dict, *, template: bool = True
+) -> _Claimed:
+    """``pod`` runs (an unschedulable verdict fails at once), its claim is allocated from the
+    driver's devices, and its containers see what the driver's CDI spec for that claim sets
+    (not what e2e-dra's plugin would set)."""
+    fits_and_runs(b, pod, env=())
+    claim = _claim_of(b, pod)
+    _allocated_from_driver(claim, driver)
+    uid = claim["metadata"]["uid"]
+    env = _device_env(ctx, driver, uid)
+    for container in pod["spec"]["containers"]:
+        b.check_container_env(pod["metadata"]["name"], container["name"], env)
+    name = uid if template else claim["metadata"]["name"]
+    return _Claimed(pod, name, uid, env, driver.instance)
+
+
+def _claim_of(b: Builder, pod: dict) -> dict:
+    """The ResourceClaim the pod's first claim resolved to."""
+    name = pod["metadata"]["name"]
+    now = b.read_pod(name)
+    ref = pod["spec"]["resourceClaims"][0]
+    claim_name = ref.get("resourceClaimName")
+    if claim_name is None:
+        statuses = now.get("status", {}).get("resourceClaimStatuses") or []
+        claim_name = next((s.get("resourceClaimName") for s in statuses), None)
+    assert claim_name, f"pod {name}: no ResourceClaim in its status"
+    return b.get("resourceclaims", claim_name)
+
+
+def _allocated_from_driver(claim: dict, driver: ProcessDriver) -> None:
+    """The claim's allocation names devices the driver published, on its node."""
+    results = ((claim.get("status") or {}).get("allocation") or {}).get("devices", {})
+    results = results.get("results") or []
+    name = claim["metadata"]["name"]
+    assert results, f"ResourceClaim {name} runs a pod but has no allocated device"
+    published = {(p, d) for p, names in _devices(driver).items() for d in names}
+    for result in results:
+        where = (result.get("pool"), result.get("device"))
+        assert result.get("driver") == driver.name and where in published, (
+            f"ResourceClaim {name} was allocated {result}, which driver {driver.name} does not "
+            f"publish on node {driver.node_name}"
+        )
+
+
+def _device_env(ctx: Context, driver: ProcessDriver, uid: str) -> tuple[str, ...]:
+    """What the driver's CDI specs for claim ``uid`` put into a container's environment."""
+    specs = [f for f in driver.files_naming(uid) if f.is_relative_to(driver.cdi_dir)]
+    env = tuple(line for spec in specs for line in _cdi_env(spec))
+    if not env:
+        why = f"no CDI spec under {driver.cdi_dir} for claim {uid} sets an environment variable"
+        if driver.kind.writes_cdi:
+            raise AssertionError(f"driver {driver.name} prepared the claim, but {why}")
+        ctx.nothing_to_prove(f"the pod's view of its device: {why}")
+    return env
+
+
+def _cdi_env(spec_file: Path) -> list[str]:
+    text = spec_file.read_text()
+    spec = json.loads(text) if spec_file.suffix == ".json" else yaml.safe_load(text)
+    edits = [spec.get("containerEdits") or {}]
+    edits += [d.get("containerEdits") or {} for d in spec.get("devices") or []]
+    return [line for edit in edits for line in edit.get("env") or []]
+
+
+def _delete_and_unprepared(
+    ctx: Context, b: Builder, driver: ProcessDriver, claimed: _Claimed
+) -> None:
+    """Delete the pod; its claim must be unprepared."""
+    b.delete_pod_and_wait(claimed.name)
+    _unprepared(ctx, driver, claimed)
+
+
+def _unprepared(ctx: Context, driver: ProcessDriver, claimed: _Claimed) -> None:
+    """The kubelet lets go of the claim (its checkpoint), and then no CDI spec or file of the
+    driver names it. A driver restarted since it prepared the claim is held to that too, unless
+    it declares it cannot be (:data:`CLEANUP_AFTER_RESTART`): then what it left is said."""
+    wait_out_of_checkpoint(ctx, claimed.uid, UNPREPARE_TIMEOUT)
+    restarted = driver.instance != claimed.instance
+    limit = driver.kind.limit(CLEANUP_AFTER_RESTART) if restarted else None
+    try:
+        eventually(
+            lambda: driver.files_naming(claimed.uid),
+            what=f"driver {driver.name} to remove every CDI spec and file naming claim "
+            f"{claimed.uid}" + (" (it restarted since it prepared the claim)" if restarted else ""),
+            timeout=CLEANUP_GRACE,
+            until=lambda files: not files,
+            retry_on=(),
+        )
+    except WaitTimeout:
+        if limit is None:
+            raise
+        left = [str(f) for f in driver.files_naming(claimed.uid)]
+        ctx.facts[f"driver_limit/{ctx.phase}"] = {"limit": limit.what, "left": left}
+        ctx.nothing_to_prove(
+            f"{CLEANUP_AFTER_RESTART}: driver {driver.name} {limit.what} ({limit.source}); "
+            f"left: {', '.join(left)}"
+        )
+        return
+    if limit is not None:
+        raise AssertionError(
+            f"driver {driver.name} cleaned up claim {claimed.uid} after a restart, though its "
+            f"kind declares it cannot ({limit.what}; {limit.source}): remove the declaration"
+        )
+
+
+def _rolling_update(ctx: Context, b: Builder, driver: ProcessDriver, held: _Held) -> _Claimed:
+    """A second instance starts and registers while the first still serves; a pod started in
+    the overlap runs (the kubelet uses the newer instance), the slices stay, and once the first
+    instance left, nothing it prepared is lost and the new one unprepares what it did."""
+    started: list[_Claimed] = []
+
+    def overlap() -> None:
+        with ctx.step("both instances registered: the slices stay and a new pod starts"):
+            _same_devices(driver, held.devices)
+            started.append(_claimed_pod(ctx, b, driver))
+
+    with ctx.step("a rolling update of the driver, both instances registered for a while"):
+        driver.roll(ctx.releases.get("kubelet", ""), overlap)
+    with ctx.step("the old instance left: the slices stay and the prepared pods run on"):
+        driver.wait_for_slices(120)
+        _same_devices(driver, held.devices)
+        held.untouched(b)
+    with ctx.step("the new instance unprepares a claim the old one prepared"):
+        _delete_and_unprepared(ctx, b, driver, held.passing)
+    return started[0]
+
+
+def _driver_away(ctx: Context, b: Builder, driver: ProcessDriver, held: _Held) -> _Claimed:
+    """The driver stops for longer than the kubelet's wipe delay. Meanwhile the prepared pod
+    runs on, a pod deleted asks for an unprepare, and a new pod waits; once it is back its
+    slices return, the unprepare happens, and the waiting pod starts."""
+    with ctx.step(f"the driver stops for {DOWNTIME:.0f}s, past the kubelet's wipe delay"):
+        driver.stop()
+        started = time.monotonic()
+        b.delete("pods", held.passing.name)
+        pod, claim_template = b.pod_inline()
+        claim_template["spec"]["spec"] = _claim_spec(b)
+        b.create(claim_template, pod)
+        time.sleep(max(0.0, DOWNTIME - (time.monotonic() - started)))
+    with ctx.step("while the driver is away the prepared pod runs on and the new pod waits"):
+        held.untouched(b)
+        phase = b.read_pod(pod["metadata"]["name"]).get("status", {}).get("phase")
+        assert phase != "Running", (
+            f"pod {pod['metadata']['name']} runs although driver {driver.name} is stopped"
+        )
+    with ctx.step("the driver is back: its slices return with the same devices"):
+        driver.start(ctx.releases.get("kubelet", ""))
+        driver.wait_registered(60)
+        driver.wait_for_slices(120)
+        _same_devices(driver, held.devices)
+    with ctx.step("the unprepare asked while the driver was away happens"):
+        b.wait_pod_gone(held.passing.name, timeout=UNPREPARE_TIMEOUT)
+        _unprepared(ctx, driver, held.passing)
+    with ctx.step("the pod that waited for the driver runs and sees its device"):
+        return _runs_with_device(ctx, b, driver, pod)

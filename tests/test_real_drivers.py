@@ -1,0 +1,283 @@
+"""Real drivers as values: E2E_DRA_DRIVERS' grammar, command lines, and a driver run as a program
+of its own (tiny programs stand in for drivers here; the driver suite runs the real ones)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from e2e_dra._gotool import BUILDINFO_MAGIC, binary_modules
+from e2e_dra.driver import (
+    CommandDriver,
+    DriverError,
+    ExampleDriver,
+    ProcessDriver,
+    Site,
+    UpstreamTestDriver,
+    parse_drivers,
+    pools_complete,
+)
+from e2e_dra.driver._kinds import environment, fill_placeholders, served_name
+from e2e_dra.errors import InputError
+from e2e_dra.releases import Program
+from e2e_dra.subtest_kit import cdi_refused
+
+# --- E2E_DRA_DRIVERS ------------------------------------------------------------------------------
+
+
+def test_the_default_drivers_are_upstreams_following_the_kubelet_and_the_newest_example() -> None:
+    assert parse_drivers("upstream,example") == (UpstreamTestDriver(None), ExampleDriver("v0.4.0"))
+
+
+def test_versions_pin_a_driver() -> None:
+    kinds = parse_drivers(" upstream@v1.36.5 , example@0.3.0, upstream@1.35 ")
+    assert kinds == (
+        UpstreamTestDriver("v1.36.5"),
+        ExampleDriver("v0.3.0"),
+        UpstreamTestDriver("1.35"),
+    )
+    assert [k.label for k in kinds] == ["upstream-v1.36.5", "example-v0.3.0", "upstream-1.35"]
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("nvidia", "'nvidia' is not a driver"),
+        ("upstream@", "'upstream@' is not a driver"),
+        ("example@v0.9.0", "knows the command lines of v0.2.1, v0.3.0, v0.4.0"),
+        ("upstream@banana", "upstream@banana: not a Kubernetes version"),
+        ("command:", "needs a command line"),
+        ("command:/bin/drv --x {nodes}", "unknown placeholder {nodes}"),
+        ("command:/bin/drv 'open", "cannot be split"),
+        ("example,example@v0.4.0", "example-v0.4.0 named twice"),
+        ("command:/a/drv --a,command:/b/drv --b", "command-drv named twice"),
+    ],
+)
+def test_a_wrong_entry_is_one_line_naming_the_setting_and_the_entry(value: str, says: str) -> None:
+    with pytest.raises(InputError) as raised:
+        parse_drivers(value)
+    assert str(raised.value).startswith("E2E_DRA_DRIVERS: ")
+    assert says in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_served_names_leave_room_for_a_pod_uid_in_a_unix_socket_path() -> None:
+    kinds = parse_drivers(
+        "upstream@v1.36.15,example@v0.3.0,example@v0.2.1,command:/x/a-very-long-name"
+    )
+    sockets = [
+        Path("/var/lib/kubelet/plugins_registry") / f"{served_name(k)}-{'u' * 36}-reg.sock"
+        for k in kinds
+    ]
+    assert max(len(str(s)) for s in sockets) <= 107  # sun_path: 108 bytes with its NUL
+    assert [served_name(k) for k in kinds][1:3] == ["examplev030.e2e.k8s.io", "gpu.example.com"]
+
+
+# --- command lines --------------------------------------------------------------------------------
+
+SITE = Site("node-1", Path("/k/admin.kubeconfig"), Path("/logs"))
+
+
+def test_a_command_gets_every_placeholder_and_the_same_values_in_its_environment() -> None:
+    line = "/opt/drv --node={node} --name {driver} --reg={registry_dir} --data {plugin_dir} {{x}}"
+    argv = CommandDriver(line).argv(None, SITE, "d.example.com", "uid-1")
+    assert argv == [
+        "/opt/drv",
+        "--node=node-1",
+        "--name",
+        "d.example.com",
+        "--reg=/var/lib/kubelet/plugins_registry",
+        "--data",
+        "/var/lib/kubelet/plugins/d.example.com",
+        "{x}",
+    ]
+    env = environment(SITE.values("d.example.com", "uid-1"))
+    assert env["E2E_DRA_NODE"] == "node-1" and env["NODE_NAME"] == "node-1"
+    assert env["KUBECONFIG"] == "/k/admin.kubeconfig" == env["E2E_DRA_KUBECONFIG"]
+    assert env["E2E_DRA_POD_UID"] == "uid-1" and env["E2E_DRA_CDI_DIR"] == "/var/run/cdi"
+
+
+def test_the_example_driver_before_v0_3_takes_neither_a_name_nor_a_pod_uid() -> None:
+    program = Program("p", "v0.2.1", Path("/bin/p"))
+    old = ExampleDriver("v0.2.1").argv(program, SITE, "mine.k8s.io", "u")
+    new = ExampleDriver("v0.3.0").argv(program, SITE, "mine.k8s.io", "u")
+    assert not any(a.startswith(("--driver-name", "--pod-uid")) for a in old)
+    assert ExampleDriver("v0.2.1").fixed_name() == "gpu.example.com"
+    assert "--driver-name=mine.k8s.io" in new and "--pod-uid=u" in new
+    assert ExampleDriver("v0.3.0").fixed_name() is None
+
+
+def test_upstreams_test_driver_is_started_as_its_readme_starts_it_beside_local_up_cluster() -> None:
+    program = Program("dra-test-driver", "v1.37.2", Path("/bin/dra-test-driver"))
+    argv = UpstreamTestDriver().argv(program, SITE, "d.k8s.io", "u")
+    assert argv[argv.index("kubelet-plugin") + 1 :] == [
+        "--node-name=node-1",
+        "--plugin-registration-path=/var/lib/kubelet/plugins_registry",
+        "--datadir=/var/lib/kubelet/plugins",
+        "--cdi-dir=/var/run/cdi",
+    ]
+    assert "--drivername=d.k8s.io" in argv[: argv.index("kubelet-plugin")]
+
+
+def test_placeholders_are_filled_word_by_word_after_splitting() -> None:
+    assert fill_placeholders("a '{node} b'", {"node": "x y"}) == ["a", "x y b"]
+
+
+# --- a driver that is a program -------------------------------------------------------------------
+
+REGISTERING = """
+import sys, time
+from pathlib import Path
+from e2e_dra.driver._pb import pluginregistration_v1_pb2 as pb
+from e2e_dra.driver._registration import RegistrationServicer
+from e2e_dra.driver._rpc import handler
+from e2e_dra.driver._server import serve_unix
+name, registry = sys.argv[1], Path(sys.argv[2])
+servicer = RegistrationServicer(name, "/nowhere/dra.sock", ["v1.DRAPlugin"])
+serve_unix(registry / f"{name}-reg.sock", [handler(pb, "Registration", servicer)])
+print("serving", flush=True)
+time.sleep(600)
+"""
+
+
+def _driver(tmp_path: Path, line: str) -> ProcessDriver:
+    site = Site(
+        "node-1",
+        tmp_path / "kubeconfig",
+        tmp_path / "logs",
+        registry_dir=tmp_path / "registry",
+        plugins_dir=tmp_path / "plugins",
+        cdi_dir=tmp_path / "cdi",
+    )
+    noted: list[str] = []
+    driver = ProcessDriver(
+        CommandDriver(line),
+        site,
+        kube=None,  # type: ignore[arg-type]
+        before_run=lambda name, who: noted.append(name),
+    )
+    driver.noted = noted  # type: ignore[attr-defined]
+    return driver
+
+
+def test_a_driver_that_exits_is_said_at_once_with_its_status_its_log_and_its_last_line(
+    tmp_path: Path,
+) -> None:
+    driver = _driver(tmp_path, "sh -c 'echo no such device >&2; exit 3'")
+    driver.start()
+    began = time.monotonic()
+    with pytest.raises(DriverError) as raised:
+        driver.wait_registered(60)
+    said = str(raised.value)
+    assert time.monotonic() - began < 10
+    assert driver.name == "commandsh.e2e.k8s.io"
+    assert f"driver {driver.name} (command-sh) exit status 3 before it registered" in said
+    assert str(tmp_path / "logs" / f"driver-{driver.name}.log") in said
+    assert "its last line: no such device" in said
+    assert driver.noted == [f"driver-{driver.name}"]  # type: ignore[attr-defined]
+
+
+def test_a_driver_that_never_opens_its_socket_is_said_when_the_wait_ends(tmp_path: Path) -> None:
+    driver = _driver(tmp_path, "sleep 60")
+    driver.start()
+    try:
+        with pytest.raises(DriverError, match="did not open a registration socket answering"):
+            driver.wait_registered(1)
+    finally:
+        driver.stop()
+    assert driver.exit_status() is not None
+
+
+def test_a_driver_that_serves_its_registration_socket_under_its_name_is_registered(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "driver.py"
+    script.write_text(REGISTERING)
+    line = f"{shlex.quote(sys.executable)} {script} {{driver}} {{registry_dir}}"
+    driver = _driver(tmp_path, line)
+    driver.start()
+    try:
+        driver.wait_registered(30)
+        assert driver.describe()["kind"] == "command"
+    finally:
+        driver.stop()
+    assert driver.exit_status() is not None  # stopped: its whole process group is gone
+
+
+def test_files_naming_a_claim_are_its_cdi_specs_and_its_own_data(tmp_path: Path) -> None:
+    driver = _driver(tmp_path, "true")
+    (tmp_path / "cdi").mkdir()
+    (tmp_path / "plugins" / driver.name).mkdir(parents=True)
+    spec = tmp_path / "cdi" / f"{driver.name}-uid-7-req.json"
+    spec.write_text("{}")
+    checkpoint = tmp_path / "plugins" / driver.name / "checkpoint.json"
+    checkpoint.write_text('{"claims": {"uid-7": {}}}')
+    (tmp_path / "cdi" / "other.json").write_text('{"uid": "uid-8"}')
+    assert driver.files_naming("uid-7") == [spec, checkpoint]
+    assert driver.files_naming("uid-9") == []
+
+
+# --- slices ---------------------------------------------------------------------------------
+
+
+def _slice(pool: str, generation: int, count: int) -> dict:
+    return {"spec": {"pool": {"name": pool, "generation": generation, "resourceSliceCount": count}}}
+
+
+def test_a_pool_is_complete_when_its_newest_generation_has_all_its_slices() -> None:
+    assert not pools_complete([])
+    assert pools_complete([_slice("a", 1, 1)])
+    assert not pools_complete([_slice("a", 1, 2)])
+    assert pools_complete([_slice("a", 1, 2), _slice("a", 1, 2)])
+    assert not pools_complete([_slice("a", 2, 2), _slice("a", 1, 2), _slice("a", 1, 2)])
+    assert not pools_complete([_slice("a", 1, 1), _slice("b", 1, 2)])
+
+
+# --- what a binary links ----------------------------------------------------------------------
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def test_the_modules_a_go_binary_links_are_read_from_its_build_info(tmp_path: Path) -> None:
+    sentinel = b"0" * 16
+    info = (
+        b"path\tsigs.k8s.io/dra-example-driver/cmd/dra-example-kubeletplugin\n"
+        b"mod\tsigs.k8s.io/dra-example-driver\tv0.4.0\th1:x\n"
+        b"dep\tk8s.io/dynamic-resource-allocation\tv0.36.2\th1:y\n"
+        b"dep\tk8s.io/api\tv0.0.0\n"
+        b"=>\tk8s.io/api\tv0.38.0-beta.0\th1:z\n"
+    )
+    header = BUILDINFO_MAGIC + bytes([8, 2]) + b"\0" * 16
+    version = b"go1.26.8"
+    payload = _uvarint(len(version)) + version + _uvarint(len(info) + 32) + sentinel + info
+    binary = tmp_path / "driver"
+    binary.write_bytes(b"\x7fELF" + b"\0" * 100 + header + payload + sentinel)
+    modules = binary_modules(binary)
+    assert modules["k8s.io/dynamic-resource-allocation"] == "v0.36.2"
+    assert modules["k8s.io/api"] == "v0.38.0-beta.0"  # replaced: the replacement's version
+    assert modules["main"] == "sigs.k8s.io/dra-example-driver v0.4.0"
+    (tmp_path / "script").write_text("#!/bin/sh\n")
+    assert binary_modules(tmp_path / "script") == {}
+
+
+def test_a_container_whose_cdi_devices_the_runtime_cannot_resolve_is_said_at_once() -> None:
+    message = (
+        "failed to create containerd container: CDI device injection failed: unresolvable CDI "
+        "devices k8s.d.e2e.k8s.io/gpu=uid-gpu-0"
+    )
+    waiting = {"state": {"waiting": {"reason": "CreateContainerError", "message": message}}}
+    pod = {"status": {"containerStatuses": [{"state": {"running": {}}}, waiting]}}
+    assert cdi_refused(pod) == f"CreateContainerError: {message}"
+    other = {"state": {"waiting": {"reason": "CreateContainerError", "message": "no such image"}}}
+    assert cdi_refused({"status": {"containerStatuses": [other]}}) is None
+    assert cdi_refused({"status": {}}) is None

@@ -432,7 +432,7 @@ class _JUnit:
                 suite,
                 self.cases(suite, record),
                 record.wall_seconds if record is not None else None,
-                properties,
+                {**properties, **dict(record.drivers if record is not None else ())},
             )
             for suite, record in records.items()
         ]

@@ -38,10 +38,11 @@ import yaml
 from synthetic_run import synthetic_run
 
 from e2e_dra._suite import SUITES
+from e2e_dra._urls import report_link_base
 from e2e_dra.provision._containerd import ContainerdLayout, render_config
 from e2e_dra.provision._kubelet import KUBELET_ROOT
 from e2e_dra.report import find_summaries
-from e2e_dra.settings import Settings, report_link_base
+from e2e_dra.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "ci"

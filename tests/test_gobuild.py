@@ -33,14 +33,7 @@ from e2e_dra._gotool import (
 )
 from e2e_dra.errors import E2EDRAError, InputError, ProvisionError, ReleaseError, VersionError
 from e2e_dra.releases import release_source, versions_under_test
-from e2e_dra.releases._gobuild import (
-    BUILT_COMMANDS,
-    CONTROL_PLANE_COMMANDS,
-    VERSION_DEFS_FILE,
-    GoBuildSource,
-    copy_source_tree,
-    version_ldflags,
-)
+from e2e_dra.releases._gobuild import BUILT_COMMANDS, CONTROL_PLANE_COMMANDS, GoBuildSource
 from e2e_dra.releases._gomodule import (
     Substitute,
     build_go_mod,
@@ -55,6 +48,7 @@ from e2e_dra.releases._goproxy import (
     proxy_url,
     served_substitutes,
 )
+from e2e_dra.releases._stamp import VERSION_DEFS_FILE, copy_source_tree, version_ldflags
 
 
 def _fill_fake_release(cache_dir: Path, key: str) -> Path:

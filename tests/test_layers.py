@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "e2e_dra._platform",
             "e2e_dra._cache",
             "e2e_dra._gotool",
+            "e2e_dra._urls",
         ),
     ),
     ("report", ("e2e_dra.report",)),  # reads artifacts: summaries in, HTML/trace/JUnit out

@@ -24,6 +24,8 @@ from e2e_dra.driver import (
 from e2e_dra.driver._kinds import environment, fill_placeholders, served_name
 from e2e_dra.errors import InputError
 from e2e_dra.releases import Program
+from e2e_dra.report import load_summary
+from e2e_dra.report._drivers import driver_builds
 from e2e_dra.subtest_kit import cdi_refused
 
 # --- E2E_DRA_DRIVERS ------------------------------------------------------------------------------
@@ -281,3 +283,19 @@ def test_a_container_whose_cdi_devices_the_runtime_cannot_resolve_is_said_at_onc
     other = {"state": {"waiting": {"reason": "CreateContainerError", "message": "no such image"}}}
     assert cdi_refused({"status": {"containerStatuses": [other]}}) is None
     assert cdi_refused({"status": {}}) is None
+
+
+def test_a_drivers_summary_names_each_build_and_the_dra_library_it_links() -> None:
+    record = load_summary(Path(__file__).parent / "data" / "summaries" / "drivers.json")
+    builds = dict(record.drivers)
+    upstream = builds["driver upstream beside kubelet v1.37.2"]
+    assert upstream.startswith("v1.37.2, k8s.io/dynamic-resource-allocation v0.37.2")
+    example = builds["driver example-v0.4.0 beside kubelet v1.38.0-beta.0"]
+    assert "k8s.io/dynamic-resource-allocation v0.36.2" in example
+    said = driver_builds({"x": {"v1": {"command": "/bin/drv"}, "v2": "not a build"}}, _said)
+    assert said == (("driver x beside kubelet v1", "/bin/drv"),)
+    assert driver_builds(["not", "a", "map"], _said) == ()
+
+
+def _said(value: object, where: str) -> str:
+    return str(value)

@@ -46,8 +46,9 @@ def register(subparsers: Any) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from e2e_dra._urls import report_link_base
     from e2e_dra.report import summaries_of, write_report
-    from e2e_dra.settings import parsed, report_link_base, settings
+    from e2e_dra.settings import parsed, settings
 
     base = settings().report_link_base
     if args.link_base is not None:

@@ -27,15 +27,10 @@ from pathlib import Path
 
 from e2e_dra.errors import InputError, UnbuildableRelease
 from e2e_dra.releases._checkout_build import OURS, STANDINS, TREE_ENV, git
-from e2e_dra.releases._gobuild import (
-    BUILT_COMMANDS,
-    UNLINKED_STAGING,
-    GoBuildSource,
-    Recipe,
-    copy_writable,
-)
+from e2e_dra.releases._gobuild import BUILT_COMMANDS, UNLINKED_STAGING, GoBuildSource, Recipe
 from e2e_dra.releases._gomodule import go_directive, local_replaced, staging_version
 from e2e_dra.releases._goproxy import served_substitutes
+from e2e_dra.releases._stamp import copy_writable
 
 logger = logging.getLogger(__name__)
 

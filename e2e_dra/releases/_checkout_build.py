@@ -31,9 +31,10 @@ from pathlib import Path, PurePosixPath
 from e2e_dra._gotool import GoToolchain, go_build, go_env, toolchain_for
 from e2e_dra._platform import host_platform
 from e2e_dra.errors import E2EDRAError, ReleaseError
-from e2e_dra.releases._gobuild import BUILT_COMMANDS, stamp_ldflags
+from e2e_dra.releases._gobuild import BUILT_COMMANDS
 from e2e_dra.releases._gomodule import KUBERNETES_MODULE, go_directive
 from e2e_dra.releases._release import Release
+from e2e_dra.releases._stamp import stamp_ldflags
 from e2e_dra.supervise import ProcessError, ask
 from e2e_dra.versions import parse_version, workspace_status
 

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 
 from e2e_dra._gotool import go_binary, go_env, go_version_key
+from e2e_dra._urls import module_proxy_url
 from e2e_dra.errors import InputError, NotFoundError, ProvisionError, ReleaseError, VersionError
 from e2e_dra.releases import _gosemver as gosemver
 from e2e_dra.releases._gomodule import Substitute, go_directive
@@ -32,7 +33,7 @@ from e2e_dra.releases._http import (
     status_error,
     with_retries,
 )
-from e2e_dra.settings import module_proxy_url, parsed, settings
+from e2e_dra.settings import parsed, settings
 from e2e_dra.versions import KubeVersion, Minor, parse_minor, parse_version
 
 _MISSING = {403, 404, 410}

@@ -61,9 +61,10 @@ import httpx
 import tenacity
 
 from e2e_dra import __version__
+from e2e_dra._urls import release_tree_url
 from e2e_dra.errors import InputError, NotFoundError, ReleaseError
 from e2e_dra.hostkit import redact
-from e2e_dra.settings import Settings, parsed, rate, release_tree_url, seconds, settings
+from e2e_dra.settings import Settings, parsed, rate, seconds, settings
 
 T = TypeVar("T")
 

@@ -19,8 +19,9 @@ from typing import Any
 from e2e_dra._cache import CacheEntry
 from e2e_dra._gotool import binary_go_version, binary_modules, go_build, go_env, run_go
 from e2e_dra._paths import cache_root
-from e2e_dra.releases._gobuild import GoBuildSource, version_ldflags
+from e2e_dra.releases._gobuild import GoBuildSource
 from e2e_dra.releases._goproxy import escape_module_path
+from e2e_dra.releases._stamp import version_ldflags
 
 logger = logging.getLogger(__name__)
 

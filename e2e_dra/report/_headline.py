@@ -123,7 +123,7 @@ def _environment(runs: list[Run]) -> tuple[tuple[str, str], ...]:
     """(what, the values the runs recorded, each once) of every fact some summary records."""
     values: dict[str, dict[str, None]] = {}
     for run in runs:
-        for what, value in run.record.environment:
+        for what, value in (*run.record.environment, *run.record.drivers):
             values.setdefault(what, {})[value] = None
     return tuple((what, "; ".join(found)) for what, found in values.items())
 

@@ -6,7 +6,7 @@ Only files that exist are named, so no link of a report is dead; and only files 
 suite's folder, as a relative URL without a scheme, so no link of a report leads out of the
 artifacts or runs anything (a folder named ``javascript:...`` stays a folder). A report read
 where relative links break (Prow's Spyglass inlines the page into its own) is given a base: each
-link is then that base, an http(s) URL checked by :func:`e2e_dra.settings.report_link_base`,
+link is then that base, an http(s) URL checked by :func:`e2e_dra._urls.report_link_base`,
 followed by the same relative path.
 
 A summary of schema 1 lists a failure's own files (``logs``, from its notes); for an older one

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e_dra.errors import LocalError, describe_os_error
+from e2e_dra.report._drivers import driver_builds
 from e2e_dra.report._limits import (
     EARLIEST,
     LATEST,
@@ -142,6 +143,7 @@ class SuiteRecord:
     kubelet: str | None = None  # the kubelet's first release when it differs (kubelet-last)
     seed: str | None = None
     environment: tuple[tuple[str, str], ...] = ()  # (what, value) of :data:`ENVIRONMENT`
+    drivers: tuple[tuple[str, str], ...] = ()  # (driver beside kubelet, its build): drivers suite
 
     @property
     def directory(self) -> Path:
@@ -350,6 +352,7 @@ class _Checker:
             kubelet=self.fact(doc, ("kubelet", "version")),
             seed=self.seed(doc.get("seed")),
             environment=self.environment(doc),
+            drivers=driver_builds(doc.get("drivers"), self.said),
         )
 
     # --- numbers: finite, and in their field's range ------------------------------------------

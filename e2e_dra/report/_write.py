@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from e2e_dra._urls import report_link_base
 from e2e_dra.errors import E2EDRAError, LocalError, describe_os_error
 from e2e_dra.hostkit import atomic_write_text
 from e2e_dra.report._evidence import EVIDENCE_FILE, Evidence
@@ -18,7 +19,7 @@ from e2e_dra.report._html import Page, printable
 from e2e_dra.report._limits import FEWER, MAX_SUMMARIES, Budget, SummaryError
 from e2e_dra.report._load import SuiteRecord, find_summaries, load_summary
 from e2e_dra.report._trace import trace_events
-from e2e_dra.settings import parsed, report_link_base
+from e2e_dra.settings import parsed
 
 REPORT_FILE = "report.html"
 TRACE_FILE = "trace.json"
@@ -62,7 +63,7 @@ def write_report(
     all summaries together), fails the whole report, or with ``lenient`` (a run's own report,
     where a half-written summary must not cost the others) is left out and said on the page.
     ``link_base``: the http(s) URL ``out`` is served at, which every link of the page then
-    starts with (:func:`e2e_dra.settings.report_link_base`; one it refuses is an InputError
+    starts with (:func:`e2e_dra._urls.report_link_base`; one it refuses is an InputError
     naming it, before anything is read)."""
     if link_base is not None:
         link_base = parsed(report_link_base, link_base, "the report's link base")

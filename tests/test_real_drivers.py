@@ -103,13 +103,21 @@ def test_a_command_gets_every_placeholder_and_the_same_values_in_its_environment
 
 
 def test_the_example_driver_before_v0_3_takes_neither_a_name_nor_a_pod_uid() -> None:
-    program = Program("p", "v0.2.1", Path("/bin/p"))
-    old = ExampleDriver("v0.2.1").argv(program, SITE, "mine.k8s.io", "u")
-    new = ExampleDriver("v0.3.0").argv(program, SITE, "mine.k8s.io", "u")
+    old = ExampleDriver("v0.2.1").argv(Program("p", "v0.2.1", Path("/p")), SITE, "mine.k8s.io", "u")
+    new = ExampleDriver("v0.3.0").argv(Program("p", "v0.3.0", Path("/p")), SITE, "mine.k8s.io", "u")
     assert not any(a.startswith(("--driver-name", "--pod-uid")) for a in old)
     assert ExampleDriver("v0.2.1").fixed_name() == "gpu.example.com"
     assert "--driver-name=mine.k8s.io" in new and "--pod-uid=u" in new
     assert ExampleDriver("v0.3.0").fixed_name() is None
+
+
+def test_an_example_driver_upgraded_with_the_cluster_keeps_its_first_releases_name() -> None:
+    (kind,) = parse_drivers("example@v0.2.1..v0.3.0")
+    assert kind == ExampleDriver("v0.2.1", "v0.3.0") and kind.label == "example-v0.2.1-to-v0.3.0"
+    assert served_name(kind) == "gpu.example.com" and not kind.rolls
+    upgraded = kind.argv(Program("p", "v0.3.0", Path("/p")), SITE, served_name(kind), "u")
+    assert "--driver-name=gpu.example.com" in upgraded  # the same driver, its next release
+    assert parse_drivers("example@v0.3.0..v0.4.0")[0].rolls
 
 
 def test_upstreams_test_driver_is_started_as_its_readme_starts_it_beside_local_up_cluster() -> None:

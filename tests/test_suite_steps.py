@@ -274,8 +274,8 @@ class RecordedKind:
     label: str = "recorded"
     built: list[str] = field(default_factory=list)
 
-    def program(self, kubelet: str) -> Program:
-        self.built.append(kubelet)
+    def program(self, kubelet: str, upgraded: bool = False) -> Program:
+        self.built.append(f"{kubelet}{' (upgraded)' if upgraded else ''}")
         return Program("drv", f"for-{kubelet}", Path("/bin/drv"))
 
     def describe(self) -> dict[str, Any]:
@@ -298,7 +298,7 @@ def test_the_driver_suite_builds_each_driver_for_every_kubelet_before_the_cluste
 
     assert ran[:4] == ["versions", "node-runtime", "driver-builds", "bring-up"]
     assert ran[4:] == ["upgrade", "downgrade", "re-upgrade", "cleanup"]
-    assert kind.built == ["v1.37.2", "v1.38.0-beta.0"]
+    assert kind.built == ["v1.37.2", "v1.38.0-beta.0 (upgraded)"]
     described = cluster.state.describe()["drivers"]["recorded"]
     assert described["v1.37.2"]["version"] == "for-v1.37.2"
     assert described["v1.38.0-beta.0"]["kind"] == "recorded"

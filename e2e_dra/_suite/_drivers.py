@@ -55,9 +55,10 @@ class DriverBuilds(ClusterStep[DriverState]):
             if kind is None:
                 continue
             builds = {}
-            for kubelet in releases.runs("kubelet"):
+            first, *_ = kubelets = releases.runs("kubelet")
+            for kubelet in kubelets:
                 logger.info(f"driver {kind.label} for kubelet {kubelet}")
-                program = kind.program(kubelet)
+                program = kind.program(kubelet, upgraded=kubelet != first)
                 builds[kubelet] = {**kind.describe(), **(program.describe() if program else {})}
             cluster.state.drivers[kind.label] = builds
 

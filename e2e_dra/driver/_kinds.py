@@ -124,8 +124,9 @@ class DriverKind(Protocol):
         """The only driver name it can serve under, or None when it takes one."""
         ...
 
-    def program(self, kubelet: str) -> Program | None:
-        """The build it runs next to a kubelet of release ``kubelet`` (None: not ours to build)."""
+    def program(self, kubelet: str, upgraded: bool = False) -> Program | None:
+        """The build it runs next to a kubelet of release ``kubelet`` (None: not ours to build);
+        ``upgraded``: the cluster runs another release than the one it came up with."""
         ...
 
     def argv(self, program: Program | None, site: Site, name: str, pod_uid: str) -> list[str]:
@@ -167,7 +168,7 @@ class UpstreamTestDriver:
     def fixed_name(self) -> str | None:
         return None
 
-    def program(self, kubelet: str) -> Program:
+    def program(self, kubelet: str, upgraded: bool = False) -> Program:
         return kubernetes_program(self.release or kubelet, UPSTREAM_PACKAGE, "dra-test-driver")
 
     def argv(self, program: Program | None, site: Site, name: str, pod_uid: str) -> list[str]:
@@ -190,33 +191,31 @@ class UpstreamTestDriver:
 
 @dataclass(frozen=True)
 class ExampleDriver:
-    """``sigs.k8s.io/dra-example-driver``'s kubelet plugin (gpu profile) at ``version``."""
+    """``sigs.k8s.io/dra-example-driver``'s kubelet plugin (gpu profile) at ``version``; with
+    ``then``, upgraded to that release whenever the cluster runs its newer release, and back
+    (``example@v0.2.1..v0.3.0``): a driver update combined with the cluster's, claims prepared."""
 
     version: str = EXAMPLE_DEFAULT
+    then: str | None = None
     writes_cdi = True
 
     @property
     def rolls(self) -> bool:
-        return self._named
+        return _takes_name(self.version) and _takes_name(self.then or self.version)
 
     @property
     def label(self) -> str:
-        return f"example-{self.version}"
-
-    @property
-    def _named(self) -> bool:
-        """v0.3.0 and later take a driver name and a pod UID (rolling updates)."""
-        return EXAMPLE_VERSIONS.index(self.version) >= 1
+        return f"example-{self.version}" + (f"-to-{self.then}" if self.then else "")
 
     def fixed_name(self) -> str | None:
-        return None if self._named else "gpu.example.com"
+        """v0.2.1 serves only ``gpu.example.com``; a later release it is upgraded to is given
+        that name, as one DaemonSet's next release serves the same driver."""
+        return None if _takes_name(self.version) else "gpu.example.com"
 
-    def program(self, kubelet: str) -> Program:
+    def program(self, kubelet: str, upgraded: bool = False) -> Program:
+        version = self.then if upgraded and self.then else self.version
         return module_program(
-            EXAMPLE_MODULE,
-            self.version,
-            "cmd/dra-example-kubeletplugin",
-            "dra-example-kubeletplugin",
+            EXAMPLE_MODULE, version, "cmd/dra-example-kubeletplugin", "dra-example-kubeletplugin"
         )
 
     def argv(self, program: Program | None, site: Site, name: str, pod_uid: str) -> list[str]:
@@ -230,12 +229,13 @@ class ExampleDriver:
             f"--kubelet-plugins-directory-path={site.plugins_dir}",
             "--num-devices=4",
         ]
-        if self._named:
+        if _takes_name(program.version):
             argv += [f"--driver-name={name}", f"--pod-uid={pod_uid}"]
         return argv
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "example", "module": EXAMPLE_MODULE, "release": self.version}
+        releases = f"{self.version} -> {self.then}" if self.then else self.version
+        return {"kind": "example", "module": EXAMPLE_MODULE, "release": releases}
 
     def limit(self, rule: str) -> DriverLimit | None:
         return None  # it checkpoints what it prepared
@@ -257,7 +257,7 @@ class CommandDriver:
     def fixed_name(self) -> str | None:
         return None
 
-    def program(self, kubelet: str) -> Program | None:
+    def program(self, kubelet: str, upgraded: bool = False) -> Program | None:
         return None
 
     def argv(self, program: Program | None, site: Site, name: str, pod_uid: str) -> list[str]:
@@ -304,9 +304,22 @@ def fill_placeholders(line: str, values: Mapping[str, str]) -> list[str]:
     return filled
 
 
+def _takes_name(version: str) -> bool:
+    """Example driver v0.3.0 and later take a driver name and a pod UID (rolling updates)."""
+    return EXAMPLE_VERSIONS.index(version) >= 1
+
+
+def _example_kind(versions: str | None) -> ExampleDriver:
+    """``v0.3.0``, or ``v0.2.1..v0.3.0`` for one upgraded with the cluster."""
+    if not versions:
+        return ExampleDriver()
+    first, dots, then = versions.partition("..")
+    return ExampleDriver(_example(first), _example(then) if dots else None)
+
+
 _KINDS: dict[str, Callable[[str | None], DriverKind]] = {
     "upstream": lambda version: UpstreamTestDriver(_release(version) if version else None),
-    "example": lambda version: ExampleDriver(_example(version) if version else EXAMPLE_DEFAULT),
+    "example": _example_kind,
 }
 
 
@@ -327,7 +340,7 @@ def parse_drivers(text: str) -> tuple[DriverKind, ...]:
         if kind not in _KINDS or (_ and not version):
             raise InputError(
                 f"{DRIVERS_SETTING}: {entry!r} is not a driver; use upstream, upstream@v1.37.2, "
-                f"example, example@{EXAMPLE_DEFAULT} or command:PATH"
+                f"example, example@{EXAMPLE_DEFAULT}, example@v0.2.1..v0.3.0 or command:PATH"
             )
         kinds.append(_KINDS[kind](version or None))
     for what in (lambda k: k.label, served_name):

@@ -63,6 +63,7 @@ class ProcessDriver:
         self._before_run = before_run
         self._process: Process | None = None
         self._pod_uid = ""  # the running instance's
+        self._first_kubelet = ""  # the kubelet release it first ran beside
         self.instance = 0  # how many instances were started: tells a restart since a prepare
         self.program: Program | None = None
         self.history: list[dict[str, Any]] = []  # each build it ran, in order
@@ -71,13 +72,18 @@ class ProcessDriver:
 
     def start(self, kubelet: str = "") -> None:
         """Start the build for a kubelet of release ``kubelet`` (built first if need be)."""
-        program = self.kind.program(kubelet)
-        self._launch(program)
+        self._launch(self._program(kubelet))
+
+    def _program(self, kubelet: str) -> Program | None:
+        """The kind's build beside ``kubelet``; the first kubelet it runs beside is the one the
+        cluster came up with, any other one an upgrade."""
+        self._first_kubelet = self._first_kubelet or kubelet
+        return self.kind.program(kubelet, upgraded=kubelet != self._first_kubelet)
 
     def switch(self, kubelet: str) -> bool:
         """Move to the build for a kubelet of release ``kubelet``, as a driver upgrade or
         downgrade does (stop the old instance, start the new one); False when it runs already."""
-        program = self.kind.program(kubelet)
+        program = self._program(kubelet)
         if _binary(program) == _binary(self.program) and self.exit_status() is None:
             return False  # the same build (or the same command line) runs already
         self.stop()
@@ -89,7 +95,7 @@ class ProcessDriver:
         and registers while the first still serves; ``during()`` runs while both are
         registered; then the first instance stops."""
         leaving = self._process
-        self._launch(self.kind.program(kubelet))
+        self._launch(self._program(kubelet))
         try:
             self.wait_registered(60)
             during()

@@ -26,7 +26,7 @@ from e2e_dra.driver._kinds import (
 from e2e_dra.driver._node_driver import NodeDriver
 from e2e_dra.driver._node_service import ClaimRef, claim_env_name
 from e2e_dra.driver._plugin import HEALTH_VERSIONS, Driver, DriverError
-from e2e_dra.driver._process_driver import ProcessDriver, pools_complete, wait_files_gone
+from e2e_dra.driver._process_driver import ProcessDriver, pools_complete
 from e2e_dra.driver._slices import RESYNC_GRACE, DroppedFieldsError, Pool, node_devices
 
 __all__ = [
@@ -56,5 +56,4 @@ __all__ = [
     "node_devices",
     "parse_drivers",
     "pools_complete",
-    "wait_files_gone",
 ]

@@ -66,7 +66,6 @@ class ProcessDriver:
         self._first_kubelet = ""  # the kubelet release it first ran beside
         self.instance = 0  # how many instances were started: tells a restart since a prepare
         self.program: Program | None = None
-        self.history: list[dict[str, Any]] = []  # each build it ran, in order
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -127,7 +126,6 @@ class ProcessDriver:
         except Exception as exc:
             raise DriverError(f"driver {self.name} ({self.kind.label}): {exc}") from None
         self._process, self.program = process, program
-        self.history.append(self.describe())
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after :data:`STOP_GRACE`: a driver removes its sockets on
@@ -143,18 +141,13 @@ class ProcessDriver:
 
     def wait_registered(self, timeout: float = 60) -> None:
         """Until its registration socket answers ``GetInfo`` with its name."""
-        seen = poll(
+        self._wait(
             self._registration_info,
-            timeout=timeout,
-            interval=0.5,
-            before_each=lambda: self._check_alive("registered"),
+            timeout,
+            "registered",
+            f"did not open a registration socket answering GetInfo as {self.name} in "
+            f"{self.site.registry_dir}",
         )
-        if not seen.done:
-            raise DriverError(
-                f"driver {self.name} ({self.kind.label}) did not open a registration socket "
-                f"answering GetInfo as {self.name} in {self.site.registry_dir} within "
-                f"{timeout:.0f}s; log: {self.log_file}{self._tail()}"
-            )
 
     def _registration_info(self) -> str:
         """The registration socket of the running instance that answers as the driver: one
@@ -181,20 +174,36 @@ class ProcessDriver:
         )
 
     def wait_for_slices(self, timeout: float = 300) -> None:
-        """Until it published at least one slice and every pool of its is complete."""
-
-        seen = poll(  # the API server may be restarting: an error is "not yet"
+        """Until it published at least one slice and every pool of its is complete (the API
+        server may be restarting: an error is "not yet")."""
+        self._wait(
             lambda: pools_complete(self.slices()),
+            timeout,
+            "published",
+            f"published no complete pool of ResourceSlices for node {self.node_name}",
+            retry_on=(Exception,),
+        )
+
+    def _wait(
+        self,
+        probe: Callable[[], object],
+        timeout: float,
+        doing: str,
+        missing: str,
+        retry_on: tuple[type[BaseException], ...] = (),
+    ) -> None:
+        """Until ``probe`` answers; a driver that exits meanwhile ends the wait at once."""
+        seen = poll(
+            probe,
             timeout=timeout,
             interval=0.5,
-            retry_on=(Exception,),
-            before_each=lambda: self._check_alive("published"),
+            retry_on=retry_on,
+            before_each=lambda: self._check_alive(doing),
         )
         if not seen.done:
             raise DriverError(
-                f"driver {self.name} ({self.kind.label}) published no complete pool of "
-                f"ResourceSlices for node {self.node_name} within {timeout:.0f}s; log: "
-                f"{self.log_file}{self._tail()}"
+                f"driver {self.name} ({self.kind.label}) {missing} within {timeout:.0f}s; "
+                f"log: {self.log_file}{self._tail()}"
             )
 
     def _check_alive(self, doing: str) -> None:
@@ -268,11 +277,3 @@ def pools_complete(slices: Sequence[Mapping[str, Any]]) -> bool:
         elif generation == have[0]:
             newest[name] = (generation, count, have[2] + 1)
     return bool(newest) and all(seen >= count for _, count, seen in newest.values())
-
-
-def wait_files_gone(driver: ProcessDriver, claim_uid: str, timeout: float) -> list[Path]:
-    """Until no file of ``driver`` names ``claim_uid``; what is left after ``timeout``."""
-    left = poll(
-        lambda: driver.files_naming(claim_uid), timeout=timeout, interval=1.0, until=lambda f: not f
-    )
-    return [] if left.done else list(left.value or [])

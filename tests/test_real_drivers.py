@@ -307,3 +307,26 @@ def test_a_drivers_summary_names_each_build_and_the_dra_library_it_links() -> No
 
 def _said(value: object, where: str) -> str:
     return str(value)
+
+
+def test_the_kubelets_unprepare_errors_for_a_claim_are_read_after_a_point(tmp_path: Path) -> None:
+    from e2e_dra.subtests.drivers import _Claimed, _unprepare_errors
+
+    line = (
+        'E1206 19:34:50.145699    1184 pod_workers.go:1338] "Error syncing pod, skipping" '
+        'err="unprepare dynamic resources: NodeUnprepareResources failed for ResourceClaim '
+        "{claim}: error unpreparing devices for claim {uid}: unable to sync from checkpoint: "
+        'checkpoint is corrupted" pod="default/p-3"\n'
+    )
+    log = tmp_path / "kubelet.log"
+    before = line.format(claim="c-1", uid="u-1")
+    log.write_text(
+        before + line.format(claim="c-1", uid="u-1") + line.format(claim="c-2", uid="u-2")
+    )
+    claimed = _Claimed({}, "c-1", "u-1", (), 1)
+    said = _unprepare_errors(log, len(before), claimed)
+    assert said == [
+        "NodeUnprepareResources failed for ResourceClaim c-1: error unpreparing devices for claim "
+        "u-1: unable to sync from checkpoint: checkpoint is corrupted"
+    ]
+    assert _unprepare_errors(tmp_path / "none.log", 0, claimed) == []

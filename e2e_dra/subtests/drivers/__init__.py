@@ -22,6 +22,7 @@ promise a driver's users:
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,15 +31,21 @@ from pathlib import Path
 import yaml
 
 from e2e_dra.builder import Builder
-from e2e_dra.driver import CLEANUP_AFTER_RESTART, DriverKind, ProcessDriver, pools_complete
+from e2e_dra.driver import (
+    CLEANUP_AFTER_RESTART,
+    DriverError,
+    DriverKind,
+    ProcessDriver,
+    pools_complete,
+)
 from e2e_dra.kube import retrying
 from e2e_dra.subtest import PHASES, Context, Phase, Subtest
 from e2e_dra.subtest_kit import (
     Running,
+    checkpoint_entry,
     fits_and_runs,
     running,
     still_untouched,
-    wait_out_of_checkpoint,
 )
 from e2e_dra.waits import WaitTimeout, eventually
 
@@ -72,7 +79,7 @@ class _Claimed:
     """A running pod with one claim, as the driver prepared it."""
 
     pod: dict  # as created
-    claim: str  # the claim's name (its own claim) or uid (from a template)
+    claim: str  # the claim's name
     uid: str
     env: tuple[str, ...]  # what the driver's CDI spec for the claim sets
     instance: int  # which of the driver's instances prepared it
@@ -226,12 +233,10 @@ def _claimed_pod(
         claim["spec"] = _claim_spec(b)
         pod = b.pod_external(claim["metadata"]["name"])
         b.create(claim, pod)
-    return _runs_with_device(ctx, b, driver, pod, template=template)
+    return _runs_with_device(ctx, b, driver, pod)
 
 
-def _runs_with_device(
-    ctx: Context, b: Builder, driver: ProcessDriver, pod: dict, *, template: bool = True
-) -> _Claimed:
+def _runs_with_device(ctx: Context, b: Builder, driver: ProcessDriver, pod: dict) -> _Claimed:
     """``pod`` runs (an unschedulable verdict fails at once), its claim is allocated from the
     driver's devices, and its containers see what the driver's CDI spec for that claim sets
     (not what e2e-dra's plugin would set)."""
@@ -242,8 +247,7 @@ def _runs_with_device(
     env = _device_env(ctx, driver, uid)
     for container in pod["spec"]["containers"]:
         b.check_container_env(pod["metadata"]["name"], container["name"], env)
-    name = uid if template else claim["metadata"]["name"]
-    return _Claimed(pod, name, uid, env, driver.instance)
+    return _Claimed(pod, claim["metadata"]["name"], uid, env, driver.instance)
 
 
 def _claim_of(b: Builder, pod: dict) -> dict:
@@ -297,16 +301,18 @@ def _cdi_env(spec_file: Path) -> list[str]:
 def _delete_and_unprepared(
     ctx: Context, b: Builder, driver: ProcessDriver, claimed: _Claimed
 ) -> None:
-    """Delete the pod; its claim must be unprepared."""
-    b.delete_pod_and_wait(claimed.name)
+    """Delete the pod; its claim must be unprepared, and then the pod goes (a driver that
+    refuses the unprepare keeps it terminating: said in its own words, not waited out)."""
+    b.delete("pods", claimed.name)
     _unprepared(ctx, driver, claimed)
+    b.wait_pod_gone(claimed.name)
 
 
 def _unprepared(ctx: Context, driver: ProcessDriver, claimed: _Claimed) -> None:
     """The kubelet lets go of the claim (its checkpoint), and then no CDI spec or file of the
     driver names it. A driver restarted since it prepared the claim is held to that too, unless
     it declares it cannot be (:data:`CLEANUP_AFTER_RESTART`): then what it left is said."""
-    wait_out_of_checkpoint(ctx, claimed.uid, UNPREPARE_TIMEOUT)
+    _kubelet_lets_go(ctx, driver, claimed)
     restarted = driver.instance != claimed.instance
     limit = driver.kind.limit(CLEANUP_AFTER_RESTART) if restarted else None
     try:
@@ -333,6 +339,59 @@ def _unprepared(ctx: Context, driver: ProcessDriver, claimed: _Claimed) -> None:
             f"driver {driver.name} cleaned up claim {claimed.uid} after a restart, though its "
             f"kind declares it cannot ({limit.what}; {limit.source}): remove the declaration"
         )
+
+
+REFUSALS = 3
+"""Failed unprepares of one claim the kubelet logs before the driver counts as refusing it (the
+kubelet retries every 10 to 15 s; one failure may be a driver still starting)."""
+
+
+def _kubelet_lets_go(ctx: Context, driver: ProcessDriver, claimed: _Claimed) -> None:
+    """Until the kubelet took the claim out of its checkpoint (it does once the driver's
+    NodeUnprepareResources succeeded). A driver that keeps refusing is said at once, in its own
+    words as the kubelet logged them, with the claim it keeps prepared: a change the driver
+    does not support (a checkpoint it cannot read) is no timeout."""
+    log = ctx.logs.get("kubelet")
+    start = log.stat().st_size if log is not None and log.exists() else 0
+
+    def unprepared() -> dict | None:
+        """The claim's checkpoint entry; a refusing driver fails the wait."""
+        said = _unprepare_errors(log, start, claimed) if log is not None else []
+        if len(said) >= REFUSALS:  # not an AssertionError: a wait retries those
+            raise DriverError(
+                f"driver {driver.name} refuses to unprepare ResourceClaim {claimed.claim} "
+                f"({claimed.uid}), which stays prepared on the node and its pod terminating; "
+                f"the kubelet logged {len(said)} failures since the pod was deleted, the last: "
+                f"{said[-1]}"
+            )
+        return checkpoint_entry(ctx, claimed.uid)
+
+    eventually(
+        unprepared,
+        what=f"claim {claimed.uid} to leave the kubelet's checkpoint",
+        timeout=UNPREPARE_TIMEOUT,
+        poll=1.0,
+        until=lambda entry: entry is None,
+    )
+
+
+_UNPREPARE_ERROR = re.compile(r'err="unprepare dynamic resources: (?P<said>(?:[^"\\]|\\.)*)"')
+
+
+def _unprepare_errors(log: Path, start: int, claimed: _Claimed) -> list[str]:
+    """The kubelet's unprepare errors naming the claim, logged after byte ``start``."""
+    try:
+        with log.open("rb") as file:
+            file.seek(start)
+            text = file.read(16 << 20).decode(errors="replace")
+    except OSError:
+        return []
+    return [
+        found["said"][:400]
+        for line in text.splitlines()
+        if (found := _UNPREPARE_ERROR.search(line))
+        and (claimed.claim in line or claimed.uid in line)
+    ]
 
 
 def _rolling_update(ctx: Context, b: Builder, driver: ProcessDriver, held: _Held) -> _Claimed:
@@ -381,7 +440,7 @@ def _driver_away(ctx: Context, b: Builder, driver: ProcessDriver, held: _Held) -
         driver.wait_for_slices(120)
         _same_devices(driver, held.devices)
     with ctx.step("the unprepare asked while the driver was away happens"):
-        b.wait_pod_gone(held.passing.name, timeout=UNPREPARE_TIMEOUT)
         _unprepared(ctx, driver, held.passing)
+        b.wait_pod_gone(held.passing.name)
     with ctx.step("the pod that waited for the driver runs and sees its device"):
         return _runs_with_device(ctx, b, driver, pod)

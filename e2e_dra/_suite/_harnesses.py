@@ -176,13 +176,6 @@ class Harnesses:
         """The gRPC calls ``subtest``'s driver answered, as JSON (None: they cannot be seen)."""
         return _save_calls(self._harnesses[subtest].driver, self.log_dir)
 
-    def describe(self) -> dict[str, dict[str, Any]]:
-        """Every running subtest's drivers, by subtest (for summary.json)."""
-        return {
-            name: {d.name: d.describe() for d in harness.drivers}
-            for name, harness in sorted(self._harnesses.items())
-        }
-
     def driver_log(self, subtest: str) -> Path:
         harness = self._harnesses.get(subtest)
         name = harness.driver.name if harness is not None else self.driver_name(subtest)

@@ -14,11 +14,9 @@ import logging
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import grpc
 
-from e2e_dra import __version__
 from e2e_dra.driver._calls import CallLog
 from e2e_dra.driver._health import HealthServicer, HealthState
 from e2e_dra.driver._identity import PluginIdentity
@@ -302,10 +300,6 @@ class Driver:
         """Dropped-field errors (the API server stored less than published) that nobody declared
         with :meth:`set_expect_dropped_fields`, since the last call."""
         return self._publisher.take_dropped() if self._publisher else []
-
-    def describe(self) -> dict[str, Any]:
-        """What it is, for summary.json (the same for every subtest that runs it)."""
-        return {"name": self.name, "kind": "e2e-dra", "release": __version__}
 
     # --- kubelet side -------------------------------------------------------------------------
 

@@ -121,7 +121,10 @@ class RealCluster(Generic[S]):
         subtest's driver is set up before its first phase."""
         if self.api is None:
             raise AssertionError("no cluster is up")
-        harness = self.harnesses.ready(phase.subtest, self.api, self.nodes, self._driver_host())
+        releases = self.releases_now()
+        harness = self.harnesses.ready(
+            phase.subtest, self.api, self.nodes, self._driver_host(releases)
+        )
         with phase_context(
             phase,
             self.api,
@@ -131,7 +134,7 @@ class RealCluster(Generic[S]):
             namespace=NAMESPACE,
             facts=self.state.facts.setdefault(phase.subtest, {}),
             cluster=self.cluster,
-            releases=self.releases_now(),
+            releases=releases,
         ) as context:
             yield context
         self._kubelet_down += context.kubelet_down  # a phase that passed: its asks stand
@@ -173,9 +176,9 @@ class RealCluster(Generic[S]):
     def releases_now(self) -> dict[str, str]:
         return self.state.releases_now()
 
-    def _driver_host(self) -> DriverHost:
+    def _driver_host(self, releases: dict[str, str]) -> DriverHost:
         cluster, _ = self._up()
-        return DriverHost(cluster.kubeconfig, self.releases_now(), cluster.note_process)
+        return DriverHost(cluster.kubeconfig, releases, cluster.note_process)
 
     def checks(self, entry: Entry) -> list[str]:
         """The claim, slice and driver nets' findings, then the components' (a panic logged, a

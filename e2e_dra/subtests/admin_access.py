@@ -72,10 +72,7 @@ from __future__ import annotations
 
 from e2e_dra.builder import (
     POD_DELETE_TIMEOUT,
-    KubeError,
-    NotFound,
     PodFailed,
-    resource_of,
     retrying,
 )
 from e2e_dra.subtest import Context, Phase, Subtest
@@ -90,8 +87,6 @@ from e2e_dra.subtest_kit import (
 )
 from e2e_dra.subtests._admin_access import (
     ADMIN_LABEL,
-    CLAIM_CREATION_REFUSED,
-    CONTROLLER_EVENT_TIMEOUT,
     DISABLED,
     FORBIDDEN,
     FREED_HOLD,
@@ -101,7 +96,6 @@ from e2e_dra.subtests._admin_access import (
     Result,
     Waiting,
     admin_claim,
-    admin_claim_template,
     admin_namespace,
     admin_pod_inline,
     allocated_as_admin,
@@ -109,17 +103,17 @@ from e2e_dra.subtests._admin_access import (
     disabled_namespace,
     generated_claim,
     in_namespace,
-    label_said,
     namespace_objects,
     ordinary_claim,
     ordinary_held,
     plain_namespace,
-    pod_from_template,
     pod_using,
     published_devices,
+    refused,
     refused_by_scheduler,
     requested_admin_access,
     results_of,
+    template_claim_refused,
     wait_service_account,
 )
 from e2e_dra.waits import WaitTimeout, consistently, eventually
@@ -491,88 +485,17 @@ def _refused_since_unlabelled(ctx: Context, admins: list[Held]) -> None:
     refused, and so is the claim generated for a new pod from an admin template made while the
     label was there."""
     b = ctx.builder
-    _refused(ctx, admin_namespace(b), "its label was taken off")
+    refused(ctx, admin_namespace(b), "its label was taken off")
     template = next(held.template for held in admins if held.template)
-    _template_claim_refused(ctx, template)
+    template_claim_refused(ctx, template)
 
 
 def _refused_where_not_true(ctx: Context) -> None:
     """Where the label never said "true", admin access is refused alike: in the namespace
     without it, and in the one where it says :data:`DISABLED`."""
     b = ctx.builder
-    _refused(ctx, plain_namespace(b), "it never had the label")
-    _refused(ctx, disabled_namespace(b), f'its label says "{DISABLED}"')
-
-
-def _refused(ctx: Context, namespace: str, why: str) -> None:
-    """An admin-access claim and claim template are refused in ``namespace``, whose label does
-    not say "true" (``why``; read first, so that a refusal proves what it claims to)."""
-    b = ctx.builder
-    labels = retrying(b.get)("namespaces", namespace)["metadata"].get("labels") or {}
-    label = labels.get(ADMIN_LABEL)
-    assert label != "true", f"namespace {namespace} {label_said(label)}: no refusal is due there"
-    for obj in (admin_claim(b, namespace), admin_claim_template(b, namespace)):
-        what = f"{obj['kind']} {namespace}/{obj['metadata']['name']}"
-        with ctx.step(f"{what} with admin access is refused: {why}"):
-            try:
-                retrying(b.create)(obj)
-            except KubeError as exc:
-                assert exc.status == 422 and FORBIDDEN in exc.message, (
-                    f"creating {what} failed, but not as refused admin access "
-                    f"(want 422 with {FORBIDDEN!r}): {exc}"
-                )
-                ctx.log(f"refused as expected: {exc.message}")
-            else:
-                raise AssertionError(
-                    f"the API server created {what} with adminAccess: true although namespace "
-                    f'{namespace} {label_said(label)}: only "true" grants admin access'
-                )
-            try:
-                there = in_namespace(ctx, namespace)
-                retrying(there.get)(resource_of(obj), obj["metadata"]["name"])
-            except NotFound:
-                pass
-            else:
-                raise AssertionError(f"{what} was refused, yet it exists")
-
-
-def _template_claim_refused(ctx: Context, template: str) -> None:
-    """A new pod from admin template ``template`` in the labelled namespace, which has lost its
-    label: the resourceclaim controller's claim for it is refused (its event says so with the
-    API server's words), the pod gets no claim and is not scheduled. The pod is deleted at once:
-    the controller would retry and, once the label is back, succeed."""
-    b = ctx.builder
-    namespace = admin_namespace(b)
-    admin = in_namespace(ctx, namespace)
-    pod = pod_from_template(b, namespace, template)
-    name = pod["metadata"]["name"]
-    with ctx.step(f"pod {namespace}/{name} gets no claim from admin template {template}"):
-        b.create(pod)
-        selector = f"involvedObject.name={name},reason={CLAIM_CREATION_REFUSED}"
-        events = eventually(
-            lambda: admin.list("events", fieldSelector=selector),
-            what=f"a {CLAIM_CREATION_REFUSED} event about pod {name} with {FORBIDDEN!r}",
-            timeout=CONTROLLER_EVENT_TIMEOUT,
-            until=lambda events: any(FORBIDDEN in e.get("message", "") for e in events),
-        )
-        ctx.log(f"refused as expected: {events[-1].get('message')}")
-        now = retrying(admin.read_pod)(name)
-        assert generated_claim(now) is None, (
-            f"pod {namespace}/{name} names claim {generated_claim(now)} although its creation "
-            "was refused"
-        )
-        assert now.get("status", {}).get("phase") == "Pending" and not now["spec"].get(
-            "nodeName"
-        ), f"pod {namespace}/{name} without its claim was scheduled: {now.get('status')}"
-        uid = now["metadata"]["uid"]
-        owned = [
-            c["metadata"]["name"]
-            for c in retrying(admin.list)("resourceclaims")
-            if uid in [o.get("uid") for o in c["metadata"].get("ownerReferences") or []]
-        ]
-        assert not owned, f"the claim for pod {namespace}/{name} was refused, yet {owned} exist"
-        retrying(admin.delete)("pods", name)
-        admin.wait_pod_gone(name)
+    refused(ctx, plain_namespace(b), "it never had the label")
+    refused(ctx, disabled_namespace(b), f'its label says "{DISABLED}"')
 
 
 def _delete_all(ctx: Context, in_use: Held, waiting: list[Waiting], admins: list[Held]) -> None:

@@ -6,9 +6,11 @@ runs once (``./run.sh pytest e2e_dra -k "upgrade_downgrade and (<its bugs' subte
 ``E2E_DRA_KUBERNETES_VERSION`` and ``E2E_DRA_PREVIOUS_VERSION`` naming the pair, ``$ARTIFACTS`` a
 folder of its own), then each bug is judged from the pairs' ``summary.json``:
 
-- on the buggy pair, **caught** when its entry failed: an expected failure naming the bug
-  (``xfailed``: the subtest declares it), or a plain failure (a bug not declared yet); **missed**
-  when it passed (the run then fails too: a declared bug that does not show is a failure);
+- on the buggy pair, **caught** when its entry failed as the expected failure naming the bug
+  (``xfailed``: the subtest declares it, and the failure showed its sign); **failed without its
+  sign** when the entry failed some other way (something broke, but not as this bug does: no
+  proof of catching it); **missed** when it passed (the run then fails too: a declared bug that
+  does not show is a failure);
 - on the fixed pair, **clean** when the entry passed, **false alarm** when it failed.
 
 Prints a table with the suite's own failure line for each, and writes ``bug_replay.json``
@@ -135,7 +137,10 @@ def verdict(result: dict[str, Any] | None, issue: int, *, buggy: bool) -> str:
     if outcome == "xfailed" and other and other.group(1) != f"kubernetes#{issue}":
         return f"masked by {other.group(1)}"
     if buggy:
-        return "missed" if outcome == "passed" else "caught"
+        if outcome == "passed":
+            return "missed"
+        named = outcome == "xfailed" and other is not None
+        return "caught" if named else "failed without its sign"
     return "clean" if outcome == "passed" else "false alarm"
 
 

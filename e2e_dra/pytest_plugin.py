@@ -39,7 +39,7 @@ import pytest
 
 from e2e_dra._console import LINE_FORMAT, PROGRESS_LOGGERS, TIME_FORMAT, is_progress
 from e2e_dra._paths import artifacts_dir
-from e2e_dra._suite import SUITES, Entry, Plan, SubtestPackages, Suite, needed
+from e2e_dra._suite import DRIVERS_MARK, SUITES, Entry, Plan, SubtestPackages, Suite, needed
 from e2e_dra._suite._artifacts import Summary, set_aside
 from e2e_dra._suite._run import Backend, SuiteRun
 from e2e_dra._suite._together import subtest_of
@@ -127,6 +127,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "real: needs real Kubernetes components and a node runtime (see README)"
     )
+    config.addinivalue_line(
+        "markers", f"{DRIVERS_MARK}: a real DRA driver's phase (E2E_DRA_DRIVERS; -k drivers)"
+    )
     seed = config.getoption("e2e_dra_seed")
     if seed is None:
         seed = random.SystemRandom().randrange(1, 2**31)
@@ -204,7 +207,14 @@ class SuitePlugin:
         for fixture, phases in ((STEP_FIXTURE, False), (PHASE_FIXTURE, True)):
             if fixture in metafunc.fixturenames:
                 steps = [e for e in plan if (e.chain_position is not None) == phases]
-                metafunc.parametrize(fixture, steps, ids=[step.id for step in steps])
+                metafunc.parametrize(fixture, [self._param(suite, step) for step in steps])
+
+    def _param(self, suite: Suite[Any], step: Entry) -> Any:
+        """A step as a test's parameter; a real driver's phases carry the drivers mark."""
+        subtest = self.subtests[suite.name].get(step.subtest or "")
+        real = subtest is not None and subtest.node_driver is not None
+        marks = [getattr(pytest.mark, DRIVERS_MARK)] if real else []
+        return pytest.param(step, id=step.id, marks=marks)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_collection_modifyitems(

@@ -115,6 +115,14 @@ def count(text: str) -> int:
     return number
 
 
+def seed(text: str) -> int:
+    """A seed: a whole number of up to 18 digits (``42``)."""
+    value = text.strip()
+    if not value.isdigit() or len(value) > 18:
+        raise ValueError("is not a whole number of up to 18 digits (e.g. 42)")
+    return int(value)
+
+
 def rate(text: str) -> float:
     """``50000`` or ``50k`` or ``1M`` (bytes per second) -> bytes per second; ``0`` means none."""
     value = _scaled(text.strip().lower().removesuffix("/s").removesuffix("b"), _SUFFIXES, 1e12)
@@ -280,8 +288,8 @@ class Settings:
         default="upstream,example",
         metadata=_about(
             "E2E_DRA_DRIVERS",
-            "the real drivers of the `drivers` suite, comma-separated: `upstream`, "
-            "`upstream@v1.36.5`, `example`, `example@v0.3.0`, `command:LINE`",
+            "the real drivers `upgrade-downgrade` runs (`none`: none), comma-separated: "
+            "`upstream`, `upstream@v1.36.5`, `example`, `example@v0.3.0`, `command:LINE`",
         ),
     )
     kubernetes_version: str | None = field(
@@ -400,6 +408,23 @@ class Settings:
         default=Path("/tmp/e2e-dra-host.lock"),
         metadata=_about(
             "E2E_DRA_HOST_LOCK", "one local cluster per host: later runs wait for it", path
+        ),
+    )
+    world_seed: int | None = field(
+        default=None,
+        metadata=_about(
+            "E2E_DRA_WORLD_SEED",
+            "seed of `random-worlds`' DRA worlds (printed and kept in `summary.json` facts)",
+            seed,
+            shown="drawn per run",
+        ),
+    )
+    world_budget: float = field(
+        default=20.0,
+        metadata=_about(
+            "E2E_DRA_WORLD_BUDGET",
+            "seconds per phase `random-worlds` draws new worlds for (at least one each phase)",
+            seconds,
         ),
     )
     slice_removal_timeout: float = field(

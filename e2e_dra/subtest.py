@@ -432,6 +432,11 @@ class Context:
         self.facts.setdefault(f"{PROVED}/{self.phase}", []).append(name)
 
 
+DRIVER_SUBTEST_PREFIX = "driver-"
+"""A real driver's subtest is ``driver-<its label>`` (``e2e_dra.subtests.drivers``): no module's
+subtest may be named so."""
+
+
 def discover(package: str = "e2e_dra.subtests", *, gate_cycle: bool = False) -> list[Subtest]:
     """Every ``SUBTEST`` defined by a module of ``package``, by name.
 
@@ -450,6 +455,11 @@ def discover(package: str = "e2e_dra.subtests", *, gate_cycle: bool = False) -> 
             raise TypeError(f"{module.__name__}.SUBTEST {wanted} toggled_gates")
         if subtest.name in found:
             raise ValueError(f"two subtests are named {subtest.name!r}")
+        if subtest.name.startswith(DRIVER_SUBTEST_PREFIX):
+            raise ValueError(
+                f"{module.__name__}.SUBTEST: {subtest.name!r} starts with "
+                f"{DRIVER_SUBTEST_PREFIX!r}, which names the real drivers' subtests"
+            )
         found[subtest.name] = subtest
     return [found[name] for name in sorted(found)]
 

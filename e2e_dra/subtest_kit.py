@@ -35,7 +35,7 @@ from e2e_dra.builder import (
 )
 from e2e_dra.driver import GRPCCall, Pool, claim_env_name, node_devices
 from e2e_dra.subtest import PHASES, Context, IndependentPhase, Phase
-from e2e_dra.waits import eventually
+from e2e_dra.waits import WaitTimeout, eventually
 
 __all__ = [
     "CLAIMS_VERSIONS",
@@ -91,6 +91,8 @@ SCHEDULER_EVENT_TIMEOUT = 60.0
 NO_FIT = '"Unable to schedule pod; no fit; waiting"'
 """What every kube-scheduler from 1.34 on logs (at -v=2; local-up-cluster runs it at 3) when it
 tried a pod and found no node and devices for it, with ``pod="<namespace>/<name>"``."""
+NO_DEVICES = "cannot allocate all claims"
+"""The DRA plugin's reason in a no-fit (every release from 1.34 on): no devices for the claims."""
 LOG_TAIL = 32 << 20
 """Bytes of the end of a component's log read for its decisions (a phase's worth is far less)."""
 KLOG_TIME = re.compile(r"^[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{6})")
@@ -189,15 +191,22 @@ is whole, so this verdict is no answer yet (seen when another subtest's driver r
 
 
 def fits_and_runs(
-    b: Builder, pod: dict, timeout: float = POD_START_TIMEOUT, env: Sequence[str] = DEFAULT_ENV
+    b: Builder,
+    pod: dict,
+    timeout: float = POD_START_TIMEOUT,
+    env: Sequence[str] = DEFAULT_ENV,
+    watch: Callable[[], None] | None = None,
 ) -> None:
     """``pod`` runs and sees its devices (``b.test_pod``); for a pod whose devices are free now,
     one the scheduler finds unschedulable fails at once with the scheduler's reason, instead of
     waiting out the timeout for something that cannot come, unless the reason is a pool being
-    updated (:data:`WAITS_FOR_A_POOL`), which passes."""
+    updated (:data:`WAITS_FOR_A_POOL`), which passes. ``watch`` runs before each look and may
+    raise to end the wait with a cause of its own."""
     name = pod["metadata"]["name"]
 
     def probe() -> str | None:
+        if watch is not None:
+            watch()
         now = b.read_pod(name)
         if is_unschedulable(now):
             scheduled = [
@@ -340,6 +349,7 @@ def scheduler_found_no_fit(
     pod_name: str,
     namespace: str | None = None,
     timeout: float = SCHEDULER_EVENT_TIMEOUT,
+    reason: str = NO_DEVICES,
 ) -> str:
     """Until the scheduler that runs now has tried pod ``pod_name`` (in ``namespace``; the
     phase's by default) with the devices as the drivers publish them now, and found no fit; the
@@ -348,7 +358,9 @@ def scheduler_found_no_fit(
     may come from the moments a restarted kubelet had wiped the devices (the scheduler tries
     again once they are back, but a repeated event only counts up a series in its memory). So
     the scheduler's log is read: a decision counts when it was logged after the scheduler
-    started and after the drivers' last write of their ResourceSlices returned.
+    started and after the drivers' last write of their ResourceSlices returned, and only for
+    ``reason`` (by default the allocator's: no devices for the pod's claims): a pod that fits
+    nowhere for another reason (a node not ready yet) proves nothing about its devices.
     """
     log = ctx.logs.get(SCHEDULER)
     if SCHEDULER not in ctx.started or log is None:
@@ -359,19 +371,27 @@ def scheduler_found_no_fit(
     since = max([ctx.started[SCHEDULER], *(d.slices_written_at for d in drivers)])
     needle = f'pod="{namespace or ctx.builder.namespace}/{pod_name}"'
 
-    def decided() -> str:
-        found = [line for line, at in _logged(log, NO_FIT, needle) if at >= since]
-        return found[-1] if found else ""
+    def decided() -> list[str]:
+        return [line for line, at in _logged(log, NO_FIT, needle) if at >= since]
 
-    return eventually(
-        decided,
-        what=(
-            f"the {SCHEDULER} to try pod {pod_name} after "
-            f"{datetime.fromtimestamp(since, UTC):%H:%M:%S.%f} (UTC; its start, or the drivers' "
-            f"last slice write) and find no fit, in {log.name}"
-        ),
-        timeout=timeout,
-    )
+    try:
+        found = eventually(
+            decided,
+            what=(
+                f"the {SCHEDULER} to try pod {pod_name} after "
+                f"{datetime.fromtimestamp(since, UTC):%H:%M:%S.%f} (UTC; its start, or the "
+                f"drivers' last slice write) and find no fit because it {reason!r}, in {log.name}"
+            ),
+            timeout=timeout,
+            until=lambda lines: any(reason in line for line in lines),
+        )
+    except WaitTimeout as exc:
+        if lines := decided():
+            raise AssertionError(
+                f"{exc}; the last no-fit was for another reason: {lines[-1]}"
+            ) from None
+        raise
+    return [line for line in found if reason in line][-1]
 
 
 def _logged(log: Path, *needles: str) -> list[tuple[str, float]]:
@@ -380,7 +400,7 @@ def _logged(log: Path, *needles: str) -> list[tuple[str, float]]:
     with log.open("rb") as f:
         f.seek(max(0, f.seek(0, 2) - LOG_TAIL))
         text = f.read(LOG_TAIL).decode("utf-8", "replace")
-    year = time.localtime().tm_year
+    now = time.time()
     found = []
     for line in text.splitlines():
         if not all(n in line for n in needles):
@@ -388,10 +408,20 @@ def _logged(log: Path, *needles: str) -> list[tuple[str, float]]:
         stamp = KLOG_TIME.match(line)
         if stamp is None:
             continue
-        month, day, hour, minute, second, micro = (int(v) for v in stamp.groups())
-        local = (year, month, day, hour, minute, second, 0, 0, -1)
-        found.append((line.strip()[:600], time.mktime(local) + micro / 1e6))
+        found.append((line.strip()[:600], _klog_time(stamp, now)))
     return found
+
+
+def _klog_time(stamp: re.Match[str], now: float) -> float:
+    """When a klog line was written (``time.time()``): klog writes local time without a year,
+    so the year is the latest that does not put the line in the future (a line from 31 December
+    read on 1 January is last year's)."""
+    month, day, hour, minute, second, micro = (int(v) for v in stamp.groups())
+    year = time.localtime(now).tm_year
+    at = time.mktime((year, month, day, hour, minute, second, 0, 0, -1))
+    if at > now + 86400:  # more than a day ahead: the clock's zone cannot explain that
+        at = time.mktime((year - 1, month, day, hour, minute, second, 0, 0, -1))
+    return at + micro / 1e6
 
 
 def nudge(b: Builder, pod_name: str, mark: str) -> None:

@@ -203,26 +203,40 @@ def parse_minor(text: str) -> Minor:
     return Minor(int(match["major"]), int(match["minor"]))
 
 
-def release_specifier(text: str) -> SpecifierSet:
-    """A ``packaging`` specifier on Kubernetes releases (``">=1.36.3"``, ``">=1.38.0-beta.0"``).
+def release_specifier(text: str) -> tuple[SpecifierSet, ...]:
+    """A ``packaging`` specifier on Kubernetes releases (``">=1.36.3"``, ``">=1.38.0-beta.0"``),
+    or alternatives of them joined by ``||`` (a fix backported to several release lines:
+    ``">=1.34.0,<1.34.12 || >=1.35.0,<1.35.10"``), one specifier set per alternative.
 
     Kubernetes pre-release names are turned into PEP 440 ones; :func:`matches` applies it.
     """
-    converted = _SPEC_VERSION_RE.sub(
-        lambda m: f"{m[1]}{_PEP440_PRE[m[2]]}{m[3]}", text.replace(" ", "")
-    )
-    try:
-        return SpecifierSet(converted.replace("v", ""), prereleases=True)
-    except InvalidSpecifier:
-        raise VersionError(
-            f"not a release specifier: {text!r} (e.g. '>=1.36.3' or '>=1.37,<1.39')"
-        ) from None
+    if not text.strip():
+        return (SpecifierSet("", prereleases=True),)  # every release
+    alternatives = []
+    for part in text.split("||"):
+        converted = _SPEC_VERSION_RE.sub(
+            lambda m: f"{m[1]}{_PEP440_PRE[m[2]]}{m[3]}", part.replace(" ", "")
+        )
+        try:
+            if not converted:
+                raise InvalidSpecifier(part)
+            alternatives.append(SpecifierSet(converted.replace("v", ""), prereleases=True))
+        except InvalidSpecifier:
+            raise VersionError(
+                f"not a release specifier: {text!r} (e.g. '>=1.36.3', '>=1.37,<1.39' or "
+                "'<1.34.12 || >=1.35,<1.35.10')"
+            ) from None
+    return tuple(alternatives)
 
 
 def matches(specifier: str, version: str | KubeVersion) -> bool:
-    """Whether the release ``version`` satisfies ``specifier`` (pre-releases count as such)."""
+    """Whether the release ``version`` satisfies ``specifier`` (one of its alternatives;
+    pre-releases count as such)."""
     parsed = version if isinstance(version, KubeVersion) else parse_version(version)
-    return release_specifier(specifier).contains(parsed.pep440, prereleases=True)
+    return any(
+        alternative.contains(parsed.pep440, prereleases=True)
+        for alternative in release_specifier(specifier)
+    )
 
 
 def is_minor(text: str) -> bool:

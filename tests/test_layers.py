@@ -56,7 +56,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "e2e_dra.test_control_plane_first",
             "e2e_dra.test_kubelet_last",
             "e2e_dra.test_feature_gate_cycle",
-            "e2e_dra.test_drivers",
         ),
     ),
     ("commands", ("e2e_dra.commands", "e2e_dra.cli")),
@@ -318,3 +317,16 @@ def test_the_wheel_installs_one_top_level_package() -> None:
     top_level = sorted(p.parent.name for p in ROOT.glob("*/__init__.py"))
     assert include == ["e2e_dra*"]
     assert top_level == ["e2e_dra"]
+
+
+MAX_LINES = 600
+"""A module longer than this does more than one thing: split it by concern."""
+
+
+def test_no_product_module_is_longer_than_the_limit() -> None:
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for path in _modules()
+        if (lines := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}, f"over {MAX_LINES} lines: {long}"

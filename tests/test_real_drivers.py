@@ -4,7 +4,9 @@ of its own (tiny programs stand in for drivers here; the driver suite runs the r
 from __future__ import annotations
 
 import shlex
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,6 +35,12 @@ from e2e_dra.subtest_kit import cdi_refused
 
 def test_the_default_drivers_are_upstreams_following_the_kubelet_and_the_newest_example() -> None:
     assert parse_drivers("upstream,example") == (UpstreamTestDriver(None), ExampleDriver("v0.4.0"))
+
+
+def test_none_runs_no_real_driver() -> None:
+    assert parse_drivers("none") == () and parse_drivers(" none ") == ()
+    with pytest.raises(InputError, match="'none' is not a driver"):
+        parse_drivers("upstream,none")
 
 
 def test_versions_pin_a_driver() -> None:
@@ -146,19 +154,20 @@ from e2e_dra.driver._registration import RegistrationServicer
 from e2e_dra.driver._rpc import handler
 from e2e_dra.driver._server import serve_unix
 name, registry = sys.argv[1], Path(sys.argv[2])
+uid = f"-{sys.argv[3]}" if len(sys.argv) > 3 else ""  # one socket per instance, as with --pod-uid
 servicer = RegistrationServicer(name, "/nowhere/dra.sock", ["v1.DRAPlugin"])
-serve_unix(registry / f"{name}-reg.sock", [handler(pb, "Registration", servicer)])
+server = serve_unix(registry / f"{name}{uid}-reg.sock", [handler(pb, "Registration", servicer)])
 print("serving", flush=True)
 time.sleep(600)
 """
 
 
-def _driver(tmp_path: Path, line: str) -> ProcessDriver:
+def _driver(tmp_path: Path, line: str, registry: Path | None = None) -> ProcessDriver:
     site = Site(
         "node-1",
         tmp_path / "kubeconfig",
         tmp_path / "logs",
-        registry_dir=tmp_path / "registry",
+        registry_dir=registry or tmp_path / "registry",
         plugins_dir=tmp_path / "plugins",
         cdi_dir=tmp_path / "cdi",
     )
@@ -215,6 +224,39 @@ def test_a_driver_that_serves_its_registration_socket_under_its_name_is_register
     finally:
         driver.stop()
     assert driver.exit_status() is not None  # stopped: its whole process group is gone
+
+
+def test_a_rolling_update_runs_two_instances_then_the_newest_or_falls_back_after_a_crash(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "driver.py"
+    script.write_text(REGISTERING)
+    line = f"{shlex.quote(sys.executable)} {script} {{driver}} {{registry_dir}} {{pod_uid}}"
+    registry = Path(tempfile.mkdtemp(prefix="reg", dir="/tmp"))  # a socket path has 107 bytes
+    driver = _driver(tmp_path, line, registry)
+    assert driver.kind.rolls and not CommandDriver("my-driver {node}").rolls
+    driver.start()
+    try:
+        driver.wait_registered(30)
+        driver.surge("")  # waits until the new instance answers under its own pod UID
+        assert driver.surging and len(list(registry.glob("*-reg.sock"))) == 2
+        first_two = driver.instance
+        driver.retire()
+        assert not driver.surging and driver.exit_status() is None
+        driver.wait_registered(5)
+        driver.surge("")
+        driver.crash()  # the newest dies; the one before it is the driver again
+        assert not driver.surging and driver.exit_status() is None
+        assert driver.instance == first_two + 1
+        driver.wait_registered(5)
+        with pytest.raises(DriverError, match="no older instance to fall back to"):
+            driver.crash()
+    finally:
+        driver.stop()
+    assert driver.exit_status() is not None
+    left = [s.name for s in registry.glob("*-reg.sock")]
+    shutil.rmtree(registry)
+    assert len(left) <= 2, left  # what the crashed instance left is gone; the others may stay
 
 
 def test_files_naming_a_claim_are_its_cdi_specs_and_its_own_data(tmp_path: Path) -> None:
@@ -294,7 +336,7 @@ def test_a_container_whose_cdi_devices_the_runtime_cannot_resolve_is_said_at_onc
 
 
 def test_a_drivers_summary_names_each_build_and_the_dra_library_it_links() -> None:
-    record = load_summary(Path(__file__).parent / "data" / "summaries" / "drivers.json")
+    record = load_summary(Path(__file__).parent / "data" / "summaries" / "upgrade-downgrade.json")
     builds = dict(record.drivers)
     upstream = builds["driver upstream beside kubelet v1.37.2"]
     assert upstream.startswith("v1.37.2, k8s.io/dynamic-resource-allocation v0.37.2")
@@ -310,7 +352,7 @@ def _said(value: object, where: str) -> str:
 
 
 def test_the_kubelets_unprepare_errors_for_a_claim_are_read_after_a_point(tmp_path: Path) -> None:
-    from e2e_dra.subtests.drivers import _Claimed, _unprepare_errors
+    from e2e_dra.subtests.drivers import _UNPREPARE_ERROR, _Claimed, _kubelet_errors
 
     line = (
         'E1206 19:34:50.145699    1184 pod_workers.go:1338] "Error syncing pod, skipping" '
@@ -324,9 +366,26 @@ def test_the_kubelets_unprepare_errors_for_a_claim_are_read_after_a_point(tmp_pa
         before + line.format(claim="c-1", uid="u-1") + line.format(claim="c-2", uid="u-2")
     )
     claimed = _Claimed({}, "c-1", "u-1", (), 1)
-    said = _unprepare_errors(log, len(before), claimed)
+    said = _kubelet_errors(log, len(before), _UNPREPARE_ERROR, claimed.claim, claimed.uid)
     assert said == [
         "NodeUnprepareResources failed for ResourceClaim c-1: error unpreparing devices for claim "
         "u-1: unable to sync from checkpoint: checkpoint is corrupted"
     ]
-    assert _unprepare_errors(tmp_path / "none.log", 0, claimed) == []
+    assert _kubelet_errors(tmp_path / "none.log", 0, _UNPREPARE_ERROR, claimed.claim) == []
+
+
+def test_the_kubelets_prepare_errors_for_a_pod_are_its_own_words() -> None:
+    from e2e_dra.subtests.drivers import _PREPARE_ERROR
+
+    line = (  # a kubelet v1.38.0-beta.0 dialling a driver instance that crashed
+        'E1206 22:31:44.430966    8969 kuberuntime_manager.go:1755] "Failed to prepare dynamic '
+        'resources" err="prepare dynamic resources: NodePrepareResources: rpc error: code = '
+        'Unavailable desc = connection error: desc = \\"transport: Error while dialing: dial unix '
+        '/var/lib/kubelet/plugins/d/dra-1.sock: connect: connection refused\\"" pod="default/p-6"'
+    )
+    found = _PREPARE_ERROR.search(line)
+    assert found is not None and found["said"].startswith(
+        "NodePrepareResources: rpc error: code = Unavailable desc = connection error"
+    )
+    assert found["said"].endswith('connect: connection refused\\"')
+    assert _PREPARE_ERROR.search(line.replace("Failed to prepare", "Prepared")) is None

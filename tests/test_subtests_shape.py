@@ -227,6 +227,7 @@ def test_subtests_without_resources_publish_nothing() -> None:
     assert {s.name for s in discover() if s.resources is None} == {
         "device-taints",
         "device-tolerations",
+        "random-worlds",
         "resource-claim-device-status",
     }
 
@@ -1634,6 +1635,29 @@ def test_prepare_retry_tells_a_device_held_twice_by_the_known_bugs_sign(tmp_path
     assert bug.seen_in(str(missing.value)) is None
 
 
+@pytest.mark.parametrize(
+    ("kubelet", "buggy"),
+    [
+        ("v1.34.11", True),
+        ("v1.34.12", False),  # kubernetes#140953
+        ("v1.35.8", True),
+        ("v1.35.10", False),  # kubernetes#140954
+        ("v1.36.3", True),
+        ("v1.36.4", False),
+        ("v1.37.2", False),
+    ],
+)
+def test_kubernetes_140274_is_expected_only_of_kubelets_without_a_pick_of_its_fix(
+    kubelet: str, buggy: bool
+) -> None:
+    from e2e_dra.subtests import kubelet_restart, prepare_retry
+    from e2e_dra.versions import matches
+
+    bug = prepare_retry.SUBTEST.known_bugs[0]
+    assert bug.applies("after-cluster-creation", {"kubelet": kubelet}) is buggy
+    assert matches(kubelet_restart.DUPLICATING_KUBELETS, kubelet) is buggy
+
+
 def test_device_tolerations_tells_the_evicted_every_taint_pod_by_the_known_bugs_sign(
     tmp_path: Path,
 ) -> None:
@@ -2224,7 +2248,10 @@ def test_only_a_no_fit_decided_after_the_slices_were_back_is_the_schedulers_verd
     started = time.time() - 30
     back = started + 10  # the driver's slices were written again
     log = tmp_path / "kube-scheduler-1.log"
-    no_fit = NO_FIT + ' pod="default/waiting" err="0/1 nodes are available"'
+    no_fit = (
+        NO_FIT
+        + ' pod="default/waiting" err="0/1 nodes are available: 1 cannot allocate all claims."'
+    )
     log.write_text(
         _klog(started - 5, no_fit)  # the scheduler before this one
         + _klog(started + 2, no_fit)  # this one, with the devices wiped
@@ -2247,6 +2274,27 @@ def test_only_a_no_fit_decided_after_the_slices_were_back_is_the_schedulers_verd
     assert 'pod="default/waiting"' in scheduler_found_no_fit(ctx, "waiting", "default", timeout=1)
     with pytest.raises(WaitTimeout):
         scheduler_found_no_fit(ctx, "waiting", "elsewhere", timeout=1)
+    not_ready = (
+        NO_FIT
+        + ' pod="default/late" err="0/1 nodes are available: 1 node(s) had untolerated taint"'
+    )
+    with log.open("a") as f:
+        f.write(_klog(back + 3, not_ready))
+    with pytest.raises(
+        AssertionError, match=r"the last no-fit was for another reason: .*untolerated"
+    ):
+        scheduler_found_no_fit(ctx, "late", "default", timeout=1)
+
+
+def test_a_klog_line_without_a_year_is_never_put_in_the_future() -> None:
+    from e2e_dra.subtest_kit import KLOG_TIME, _klog_time
+
+    new_year = time.mktime((2027, 1, 1, 0, 0, 5, 0, 0, -1))
+    december = KLOG_TIME.match("I1231 23:59:58.500000    1 x.go:1] last year")
+    january = KLOG_TIME.match("I0101 00:00:04.000000    1 x.go:1] this year")
+    assert december is not None and january is not None
+    assert new_year - 10 < _klog_time(december, new_year) < new_year
+    assert new_year - 2 < _klog_time(january, new_year) < new_year
 
 
 def test_every_phase_runs_its_check_in_each_phase_and_ends_the_chain() -> None:

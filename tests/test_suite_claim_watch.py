@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from e2e_dra._suite._nets import ClaimWatch, Finding, WatchHealth, claim_owner
+from e2e_dra._suite._oracle import Problem
 from e2e_dra.builder import SUBTEST_LABEL
 from e2e_dra.kube import Kube
 
@@ -94,6 +95,21 @@ def test_a_finding_whose_owner_lookup_raised_is_kept_as_nobodys_and_says_why() -
     assert finding.message.startswith("ResourceClaim other/c allocated without any finalizer")
     assert finding.message.endswith("; its owner lookup failed: KeyError: 'drivers')")
     watch.check(_claim("other", "c"))  # kept once, like any other
+    assert _kept(watch) == []
+
+
+def test_the_oracles_problems_are_findings_of_the_claims_subtest_once_each() -> None:
+    watch = _watch()
+    claim = _claim("default", "c", finalizers=["resource.kubernetes.io/delete-protection"])
+    problem = Problem(claim, "count", "request r asks for 2 device(s) and got 1")
+    watch.judged([problem, problem])
+    [finding] = _kept(watch)
+    assert finding.owner == "core-dra"
+    assert finding.message.startswith(
+        "allocation oracle, rule 'count': ResourceClaim default/c (allocation seen "
+    )
+    assert finding.message.endswith("): request r asks for 2 device(s) and got 1")
+    watch.judged([problem])
     assert _kept(watch) == []
 
 
@@ -190,7 +206,8 @@ def test_a_watch_that_stops_listing_after_it_worked_says_since_when_once_per_spe
 def test_a_watch_whose_first_request_never_came_back_says_so() -> None:
     assert WatchHealth().blind(0) == (
         "safety net not working: the ResourceClaim watch has never listed ResourceClaims: "
-        "no answer yet. A claim allocated without a finalizer meanwhile may have gone unnoticed"
+        "no answer yet. A claim allocated without a finalizer, or against the API's rules, "
+        "meanwhile may have gone unnoticed"
     )
 
 

@@ -19,7 +19,6 @@ from fake_k8s.gate_validator import fake_release
 
 from e2e_dra._suite import (
     CONTROL_PLANE_FIRST,
-    DRIVERS,
     GATE_CYCLE,
     KUBELET_LAST,
     SUITES,
@@ -282,7 +281,7 @@ class RecordedKind:
         return {"kind": "recorded"}
 
 
-def test_the_driver_suite_builds_each_driver_for_every_kubelet_before_the_cluster_is_up(
+def test_upgrade_downgrade_builds_each_real_driver_for_every_kubelet_before_the_cluster_is_up(
     tmp_path: Path,
 ) -> None:
     kind = RecordedKind()
@@ -293,8 +292,8 @@ def test_the_driver_suite_builds_each_driver_for_every_kubelet_before_the_cluste
         feature_gates=(),
         unmet_release=lambda *_: None,
     )
-    cluster = RecordingCluster(DRIVERS, {"driver-recorded": subtest}, tmp_path)
-    ran = run_cluster_steps(SUITES[DRIVERS].plan(["driver-recorded"], 1), cluster)
+    cluster = RecordingCluster(UPGRADE_DOWNGRADE, {"driver-recorded": subtest}, tmp_path)
+    ran = run_cluster_steps(SUITES[UPGRADE_DOWNGRADE].plan(["driver-recorded"], 1), cluster)
 
     assert ran[:4] == ["versions", "node-runtime", "driver-builds", "bring-up"]
     assert ran[4:] == ["upgrade", "downgrade", "re-upgrade", "cleanup"]

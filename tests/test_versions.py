@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from e2e_dra.errors import E2EDRAError, VersionError
-from e2e_dra.versions import Minor, parse_minor, parse_version, previous_minor, source_version
+from e2e_dra.versions import (
+    Minor,
+    matches,
+    parse_minor,
+    parse_version,
+    previous_minor,
+    release_specifier,
+    source_version,
+)
 
 PARSE_TABLE = [
     # text, (major, minor, patch, pre, pre_number, commits, commit, dirty), tag
@@ -310,3 +319,12 @@ def test_a_ci_build_is_published_under_its_whole_version(text: str, name: str, c
     version = parse_version(text)
     assert version.is_ci_build is ci
     assert version.published_name == name
+
+
+def test_a_specifier_may_name_alternatives_for_a_fix_picked_into_several_release_lines() -> None:
+    fixed_later = "<1.34.12 || >=1.35.0,<1.35.10 || >=1.36.0,<1.36.4"
+    assert all(matches(fixed_later, v) for v in ("v1.33.13", "v1.34.11", "v1.35.8", "v1.36.3"))
+    assert not any(matches(fixed_later, v) for v in ("v1.34.12", "v1.35.10", "v1.36.4", "v1.37.2"))
+    assert matches("", "v1.38.0-beta.0")
+    with pytest.raises(VersionError, match=re.escape("not a release specifier: '>=1.34 || '")):
+        release_specifier(">=1.34 || ")

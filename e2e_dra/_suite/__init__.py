@@ -7,7 +7,7 @@ itself with ``E2E_DRA_SUITE = <suite name>`` (a key of :data:`SUITES`) and impor
 
 from typing import Any
 
-from e2e_dra._suite._drivers import DRIVER_SUITE, DRIVERS
+from e2e_dra._suite._drivers import DRIVERS_MARK, WithRealDrivers
 from e2e_dra._suite._gate_cycle import GATE_CYCLE, GateCycleSuite
 from e2e_dra._suite._steps import (
     ClusterStep,
@@ -24,18 +24,19 @@ from e2e_dra._suite._upgrade import (
     KUBELET_LAST,
     UPGRADE_DOWNGRADE,
     UPGRADE_SUITES,
+    VARIANTS,
 )
 
 SUITES: dict[str, Suite[Any]] = {
     **UPGRADE_SUITES,
+    UPGRADE_DOWNGRADE: WithRealDrivers(VARIANTS[UPGRADE_DOWNGRADE]),
     GATE_CYCLE: GateCycleSuite(),
-    DRIVERS: DRIVER_SUITE,
 }
 """Every suite by the name a suite module declares."""
 
 __all__ = [
     "CONTROL_PLANE_FIRST",
-    "DRIVERS",
+    "DRIVERS_MARK",
     "GATE_CYCLE",
     "KUBELET_LAST",
     "SUITES",

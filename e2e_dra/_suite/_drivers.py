@@ -1,31 +1,34 @@
-"""The driver suite: every real DRA driver of ``E2E_DRA_DRIVERS`` through upgrade -> downgrade ->
-re-upgrade, each as one subtest of the driver-agnostic chain (``e2e_dra.subtests.drivers``).
+"""Real DRA drivers in an upgrade suite: every driver of ``E2E_DRA_DRIVERS`` goes through the
+suite's upgrade -> downgrade -> re-upgrade as one more subtest (``driver-<label>``, the
+driver-agnostic chain of ``e2e_dra.subtests.drivers``), on the same cluster as the suite's own
+subtests: a driver costs its phases, not a cluster of its own. ``-k drivers`` runs them alone
+(their items carry the ``drivers`` mark).
 
-The cluster moves as in ``upgrade-downgrade`` (every component at once). Before the cluster comes
-up, one step builds every driver for every kubelet release the suite runs (a driver that follows
-the kubelet is switched to its other build in the phase after each step), so a build's minutes
-are a step of their own, said with progress, never a phase that seems to hang.
-``summary.json`` records each driver's builds: version, Go, and the
+Before the cluster comes up, one step builds every selected driver for every kubelet release the
+suite runs (a driver that follows the kubelet is switched to its other build in the phase after
+each step), so a build's minutes are a step of their own, said with progress, never a phase
+that seems to hang. ``summary.json`` records each driver's builds: version, Go, and the
 ``k8s.io/dynamic-resource-allocation`` it links (``drivers``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from e2e_dra._suite._steps import ClusterOps, ClusterStep, Step, SubtestPackages
-from e2e_dra._suite._upgrade import AllAtOnce, UpgradeState, UpgradeSuite
+from e2e_dra._suite._upgrade import UpgradeState, UpgradeSuite
 from e2e_dra.driver import parse_drivers
-from e2e_dra.localupcluster import KUBE_CLUSTER_COMPONENTS
 from e2e_dra.settings import settings
-from e2e_dra.subtest import Subtest
+from e2e_dra.subtest import DRIVER_SUBTEST_PREFIX, Subtest
 from e2e_dra.subtests.drivers import driver_subtests
 
 logger = logging.getLogger(__name__)
 
-DRIVERS = "drivers"
+DRIVERS_MARK = "drivers"
+"""The mark of every real driver's items: ``-k drivers`` selects them."""
 
 
 @dataclass
@@ -64,19 +67,20 @@ class DriverBuilds(ClusterStep[DriverState]):
 
 
 @dataclass(frozen=True)
-class DriverSuite(UpgradeSuite):
-    """``upgrade-downgrade``'s flow over the real drivers' subtests."""
+class WithRealDrivers(UpgradeSuite):
+    """An upgrade suite whose subtests include one per real driver."""
 
     def find_subtests(self, packages: SubtestPackages) -> list[Subtest]:
-        """One subtest per driver ``E2E_DRA_DRIVERS`` names, not a package's modules."""
-        return driver_subtests(parse_drivers(settings().drivers))
+        """The package's modules, and one subtest per driver ``E2E_DRA_DRIVERS`` names."""
+        drivers = driver_subtests(parse_drivers(settings().drivers))
+        return [*super().find_subtests(packages), *drivers]
 
-    def before_bring_up(self) -> list[Step]:
-        """The releases, the node runtime, and every driver's builds."""
-        return [*super().before_bring_up(), DriverBuilds()]
+    def before_bring_up(self, subtests: Sequence[str]) -> list[Step]:
+        """The releases, the node runtime, and, with a real driver among ``subtests``, every
+        driver's builds."""
+        real = any(name.startswith(DRIVER_SUBTEST_PREFIX) for name in subtests)
+        builds: list[Step] = [DriverBuilds()] if real else []
+        return [*super().before_bring_up(subtests), *builds]
 
     def new_state(self) -> DriverState:
         return DriverState()
-
-
-DRIVER_SUITE = DriverSuite(AllAtOnce(DRIVERS, KUBE_CLUSTER_COMPONENTS, "", re_upgrade=True))

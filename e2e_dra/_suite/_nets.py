@@ -4,9 +4,10 @@ Upstream's DRA test framework has two: every ResourceClaim of the test namespace
 namespace, as subtests make namespaces of their own) is watched for the whole test, and one that
 is allocated without any finalizer fails it (whoever allocates a claim must protect it from
 deletion that way; the API server does not enforce it); and after a driver is torn down, the
-kubelet must remove its ResourceSlices within two minutes (``ExpectResourceSliceRemoval``). A
-check that only logs proves nothing, so each finding here ends up failing a reported test, naming
-the object, what is wrong and the subtest it belongs to.
+kubelet must remove its ResourceSlices within two minutes (``ExpectResourceSliceRemoval``). The
+same watch feeds the allocation oracle (``_oracle``), which holds every allocation to the API's
+rules. A check that only logs proves nothing, so each finding here ends up failing a reported
+test, naming the object, what is wrong and the subtest it belongs to.
 
 ``_findings`` decides which test a finding fails; this module only finds.
 """
@@ -19,6 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from e2e_dra._suite._oracle import AllocationOracle, Problem
 from e2e_dra.builder import SUBTEST_LABEL
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.hostkit import poll
@@ -166,13 +168,15 @@ class WatchHealth:
                 what += f", the last with {self._last_error}"
         return (
             f"safety net not working: the ResourceClaim watch {what}. "
-            "A claim allocated without a finalizer meanwhile may have gone unnoticed"
+            "A claim allocated without a finalizer, or against the API's rules, meanwhile may "
+            "have gone unnoticed"
         )
 
 
 class ClaimWatch:
     """Watches the ResourceClaims of every namespace from bring-up to tear-down (upstream's
-    ResourceClaimListWatch) and keeps what :func:`claim_problems` finds, once per claim.
+    ResourceClaimListWatch) and keeps what :func:`claim_problems` and the allocation oracle
+    (:attr:`oracle`, fed by this one stream in its order) find, once per claim and problem.
 
     Every namespace, not just the suite's: a subtest may make claims in namespaces of its own
     (admin access needs a labelled one), and those must be protected as well. The API server
@@ -190,9 +194,13 @@ class ClaimWatch:
         *,
         grace: float = LIST_GRACE,
         health: WatchHealth | None = None,
+        oracle: AllocationOracle | None = None,
     ) -> None:
         self._owner = owner
         self._kube = kube
+        self.oracle = oracle or AllocationOracle(
+            lambda: kube.list(path(RESOURCE_V1, "resourceslices"))
+        )
         self._grace = grace
         self.health = health or WatchHealth()
         self._lock = threading.Lock()
@@ -251,6 +259,22 @@ class ClaimWatch:
                     self._reported.add(key)
                     self._found.append(Finding(owner, message))
 
+    def judged(self, problems: Iterable[Problem]) -> None:
+        """Keep what the allocation oracle found, each broken rule of a claim once."""
+        for problem in problems:
+            metadata = problem.claim.get("metadata") or {}
+            key = (metadata.get("uid", ""), f"{problem.rule}: {problem.message}")
+            owner, unknown = self._whose(problem.claim)
+            message = (
+                f"allocation oracle, rule '{problem.rule}': ResourceClaim "
+                f"{metadata.get('namespace')}/{metadata.get('name')} (allocation seen "
+                f"{time.strftime('%H:%M:%S')}): {problem.message}{unknown}"
+            )
+            with self._lock:
+                if key not in self._reported:
+                    self._reported.add(key)
+                    self._found.append(Finding(owner, message))
+
     def _whose(self, claim: dict) -> tuple[str | None, str]:
         """The claim's owner, and what to add to the finding when that could not be told."""
         try:
@@ -269,6 +293,8 @@ class ClaimWatch:
             try:
                 for claim in answer.get("items") or []:
                     self.check(claim)
+                if not self._stopping.is_set():
+                    self.judged(self.oracle.listed(answer.get("items") or []))
                 self._follow(answer["metadata"]["resourceVersion"])
             except Exception as exc:  # the watch broke: list and watch again
                 self._failed(exc)
@@ -292,6 +318,9 @@ class ClaimWatch:
                 self.events += 1
                 if event.get("type") in ("ADDED", "MODIFIED"):
                     self.check(event["object"])
+                    self.judged(self.oracle.seen(event["object"]))
+                elif event.get("type") == "DELETED":
+                    self.oracle.gone(event["object"])
                 elif event.get("type") == "ERROR":  # e.g. 410 Gone: list again
                     return
         finally:

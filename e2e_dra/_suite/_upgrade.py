@@ -349,7 +349,7 @@ class UpgradeSuite:
             return Phases(index, order.next(), names=PHASES)
 
         steps: list[Step] = [
-            *self.before_bring_up(),
+            *self.before_bring_up(subtests),
             BringUp(variant=v),
             phases(0),
             Upgrade(variant=v),
@@ -361,8 +361,9 @@ class UpgradeSuite:
             steps += [ReUpgrade(variant=v), phases(3)]
         return Plan(self.name, [*steps, Cleanup()])
 
-    def before_bring_up(self) -> list[Step]:
-        """What the cluster needs before it comes up: the releases, the node runtime."""
+    def before_bring_up(self, subtests: Sequence[str]) -> list[Step]:
+        """What the cluster needs before it comes up for ``subtests``: the releases, the node
+        runtime."""
         return [Versions(variant=self.variant), NodeRuntime()]
 
     def new_state(self) -> UpgradeState:

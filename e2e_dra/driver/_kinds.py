@@ -1,6 +1,6 @@
 """Real DRA drivers as values: which program, at which version, started with which command line.
 
-``E2E_DRA_DRIVERS`` names them, comma-separated:
+``E2E_DRA_DRIVERS`` names them, comma-separated (``none``: no real driver):
 
 - ``upstream``: Kubernetes' own ``test/e2e/dra/test-driver`` (the Go driver upstream's suite runs),
   built from ``k8s.io/kubernetes`` at the release the node's kubelet runs in each phase, so it is
@@ -247,7 +247,12 @@ class CommandDriver:
 
     line: str
     writes_cdi = False  # we cannot know: a pod without a CDI spec is said, not failed
-    rolls = False  # we cannot know that it names its sockets by {pod_uid}
+
+    @property
+    def rolls(self) -> bool:
+        """A line that passes ``{pod_uid}`` gives each instance its own sockets (the env
+        variable alone says nothing of what the driver does with it)."""
+        return "{pod_uid}" in self.line
 
     @property
     def label(self) -> str:
@@ -326,6 +331,8 @@ _KINDS: dict[str, Callable[[str | None], DriverKind]] = {
 def parse_drivers(text: str) -> tuple[DriverKind, ...]:
     """``E2E_DRA_DRIVERS``' value as driver kinds; a wrong entry is one line naming it."""
     kinds: list[DriverKind] = []
+    if text.strip() == "none":
+        return ()
     for entry in (part.strip() for part in text.split(",")):
         if not entry:
             continue

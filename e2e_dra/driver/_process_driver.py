@@ -63,6 +63,8 @@ class ProcessDriver:
         self._before_run = before_run
         self._process: Process | None = None
         self._pod_uid = ""  # the running instance's
+        self._older: list[tuple[Process, str, Program | None]] = []  # a rolling update's others
+        self._crashed: list[str] = []  # pod UIDs of instances made to crash (:meth:`crash`)
         self._first_kubelet = ""  # the kubelet release it first ran beside
         self.instance = 0  # how many instances were started: tells a restart since a prepare
         self.program: Program | None = None
@@ -89,27 +91,41 @@ class ProcessDriver:
         self._launch(program)
         return True
 
-    def roll(self, kubelet: str, during: Callable[[], None]) -> None:
-        """A rolling update with maxSurge: the build for ``kubelet`` starts as a second instance
-        and registers while the first still serves; ``during()`` runs while both are
-        registered; then the first instance stops."""
-        leaving = self._process
-        self._launch(self._program(kubelet))
-        try:
-            self.wait_registered(60)
-            during()
-        finally:
-            if leaving is not None:
-                leaving.stop(
-                    f"driver {self.name}: the rolling update replaced it", grace=STOP_GRACE
-                )
+    def surge(self, kubelet: str) -> None:
+        """A rolling update with maxSurge begins: the build for ``kubelet`` starts as one more
+        instance (its own pod UID, so its own sockets) and registers while the others still
+        serve. :meth:`retire` ends it, :meth:`crash` fails the new instance instead."""
+        self._launch(self._program(kubelet), surge=True)
+        self.wait_registered(60)
 
-    def _launch(self, program: Program | None) -> None:
-        """Start an instance of ``program``. Its directories exist first, as a DaemonSet's
+    @property
+    def surging(self) -> bool:
+        """A rolling update is under way: more than one instance runs."""
+        return bool(self._older)
+
+    def retire(self) -> None:
+        """Every instance but the newest leaves, as the old pods of a rolling update do."""
+        leaving, self._older = self._older, []
+        for process, _, _ in leaving:
+            process.stop(f"driver {self.name}: the rolling update replaced it", grace=STOP_GRACE)
+
+    def crash(self) -> None:
+        """The newest instance dies at once (SIGKILL: its sockets stay behind, as after a crash)
+        and the one before it is the driver again, as when a rolling update's new pod fails."""
+        if not self._older:
+            raise DriverError(f"driver {self.name}: no older instance to fall back to")
+        if self._process is not None:
+            self._process.stop(f"driver {self.name}: made to crash", grace=0.0)
+        self._crashed.append(self._pod_uid)
+        self._process, self._pod_uid, self.program = self._older.pop()
+
+    def _launch(self, program: Program | None, *, surge: bool = False) -> None:
+        """Start an instance of ``program``: beside the running one if ``surge``, else as the
+        only one (the caller stopped the last). Its directories exist first, as a DaemonSet's
         hostPath volumes (``DirectoryOrCreate``) make them; upstream's driver expects that."""
         for directory in (self.site.log_dir, self.data_dir, self.site.registry_dir, self.cdi_dir):
             directory.mkdir(parents=True, exist_ok=True)
-        pod_uid = self._pod_uid = str(uuid.uuid4())
+        pod_uid = str(uuid.uuid4())
         self.instance += 1
         argv = self.kind.argv(program, self.site, self.name, pod_uid)
         env = environment(self.site.values(self.name, pod_uid))
@@ -125,13 +141,23 @@ class ProcessDriver:
             process.start(before_run=(lambda who: before(process.name, who)) if before else None)
         except Exception as exc:
             raise DriverError(f"driver {self.name} ({self.kind.label}): {exc}") from None
-        self._process, self.program = process, program
+        if surge and self._process is not None:
+            self._older.append((self._process, self._pod_uid, self.program))
+        self._process, self.program, self._pod_uid = process, program, pod_uid
 
     def stop(self) -> None:
-        """SIGTERM, then SIGKILL after :data:`STOP_GRACE`: a driver removes its sockets on
-        SIGTERM, as in a pod."""
-        if self._process is not None:
-            self._process.stop(f"driver {self.name} stopped", grace=STOP_GRACE)
+        """Every instance: SIGTERM, then SIGKILL after :data:`STOP_GRACE` (a driver removes its
+        sockets on SIGTERM, as in a pod)."""
+        for process in [*(older[0] for older in self._older), self._process]:
+            if process is not None:
+                process.stop(f"driver {self.name} stopped", grace=STOP_GRACE)
+        self._older = []
+        for uid in self._crashed:  # what a crashed instance left: a kubelet would dial it
+            for leftover in self.site.registry_dir.glob(f"*{uid}*"):
+                leftover.unlink(missing_ok=True)
+            for leftover in self.data_dir.glob(f"*{uid}*"):
+                leftover.unlink(missing_ok=True)
+        self._crashed = []
 
     def exit_status(self) -> int | None:
         """Its exit status once it ended by itself, else None."""
@@ -150,11 +176,13 @@ class ProcessDriver:
         )
 
     def _registration_info(self) -> str:
-        """The registration socket of the running instance that answers as the driver: one
-        named by its pod UID if there is one (another instance may still serve its own)."""
+        """The registration socket of the running instance that answers as the driver. A
+        driver that rolls names its sockets by its pod UID: only the running instance's count
+        (another instance may serve its own meanwhile)."""
         sockets = sorted(self.site.registry_dir.glob(f"{self.name}*reg.sock"))
-        own = [socket for socket in sockets if self._pod_uid in socket.name]
-        for socket in own or sockets:
+        if self.kind.rolls:
+            sockets = [socket for socket in sockets if self._pod_uid in socket.name]
+        for socket in sockets:
             with (
                 contextlib.suppress(grpc.RpcError),
                 grpc.insecure_channel(f"unix://{socket}") as ch,

@@ -3,7 +3,8 @@ scheduler lives; checked anew in every phase, against that state's scheduler.
 
 - **Counts past the limit.** A claim whose two requests ask for 2^62 devices each (the sum
   overflows a 64-bit int) and one asking for 33 (one more than a claim may get) must be
-  refused: by the API server, or by the scheduler (its pod's PodScheduled condition says so).
+  refused: by the API server, or by the scheduler for the claim limit (its pod's PodScheduled
+  condition says so; the pool has 3 devices, so a refusal for want of devices proves nothing).
   kube-scheduler before 1.36.5 and 1.37.0 summed the counts into a negative slice capacity and
   panicked ("makeslice: cap out of range"; kubernetes#141323, fixed by kubernetes#141307).
 - **All devices, each consuming counters.** ``allocationMode: All`` over devices that consume a
@@ -32,6 +33,9 @@ DEVICES = 3
 HUGE = 2**62  # two of these overflow int64
 OVER_LIMIT = 33  # resource.k8s.io's AllocationResultsMaxSize is 32
 REFUSALS = ("Unschedulable", "SchedulerError")  # PodScheduled=False reasons that refuse a claim
+LIMIT_SIGN = "exceeds the claim limit"
+"""The allocator's words for a claim that asks for more than AllocationResultsMaxSize devices:
+the pool has only :data:`DEVICES`, so a refusal without them could be for want of devices."""
 
 
 def resources(nodes: Sequence[str]) -> list[Pool]:
@@ -84,8 +88,11 @@ def _refused(ctx: Context, counts: Sequence[int]) -> None:
         timeout=POD_START_TIMEOUT,
         until=lambda condition: condition.get("reason") in REFUSALS,
     )
-    ctx.facts[f"refused by the scheduler/{ctx.phase}/{counts}"] = (
-        f"{refusal['reason']}: {refusal.get('message', '')[:300]}"
+    said = f"{refusal['reason']}: {refusal.get('message', '')[:300]}"
+    ctx.facts[f"refused by the scheduler/{ctx.phase}/{counts}"] = said
+    assert LIMIT_SIGN in said, (
+        f"pod {pod['metadata']['name']} was refused, but not for the claim limit of "
+        f"{OVER_LIMIT - 1} devices (the pool has {DEVICES}): {said}"
     )
     remove(b, [pod], [claim])
 

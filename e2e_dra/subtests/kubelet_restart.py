@@ -31,7 +31,7 @@ container through containerd (their metadata stays, as after a real reboot). The
 kubelet cannot tell this from a reboot: no sandbox, claim not prepared in its memory. Then a new
 NodePrepareResources must succeed, exactly once, the spec file must be back, and the pod must run
 again in a new container with the claim's env, its device still checkpointed once (a kubelet
-before 1.36.4 lists it twice, kubernetes#140471: pinned, see ``DUPLICATING_KUBELETS`` and
+without the fix lists it twice, kubernetes#140471: pinned, see ``DUPLICATING_KUBELETS`` and
 docs/kubernetes-findings.md). Only this
 pod's processes die: the node is shared with the other subtests. The pod restarts with
 ``restartPolicy: Always`` (a pod with ``Never`` is not started again after a reboot at all). A
@@ -120,15 +120,17 @@ UNPREPARE_TIMEOUT = 180.0
 # From the claim's unprepare to the pod's deletion: the status manager's next sync (at most 10 s).
 POD_GONE_TIMEOUT = 120.0
 # Kubelets that append a re-prepared claim's devices to those its checkpoint already holds
-# (kubernetes#140471: every kubelet before 1.36.4, every 1.35 and 1.34 release; 1.36.4 and 1.37.0
-# reset the driver's devices before recording an answer, kubernetes#140274, as their source shows).
+# (kubernetes#140471: every kubelet before 1.34.12, 1.35 before 1.35.10, 1.36 before 1.36.4; those
+# and 1.37.0 reset the driver's devices before recording an answer, kubernetes#140274 and its
+# picks #140953 (1.34.12, as its source shows), #140954 (1.35.10; the proxy here serves 1.35 up
+# to 1.35.8, which lacks it) and #140955 (1.36.4)).
 # Their checkpoint lists the device once more after the reboot's prepare. Pinned here rather than
 # declared as a KnownBug, which would give up the whole phase: the unprepare checks after it
 # still run on those kubelets. A release that stops doing it fails the phase: narrow it then.
-DUPLICATING_KUBELETS = "<1.36.4"
+DUPLICATING_KUBELETS = "<1.34.12 || >=1.35.0,<1.35.10 || >=1.36.0,<1.36.4"
 KNOWN_BUG = (
     "kubernetes#140471: a re-prepared claim's devices are checkpointed again "
-    "(fixed in 1.36.4 by kubernetes#140274)"
+    "(fixed in 1.34.12, 1.35.10, 1.36.4 and 1.37.0 by kubernetes#140274 and its picks)"
 )
 
 

@@ -8,10 +8,11 @@ the driver lets the second claim through, and the pod must run with both claims'
 kubelet's record of the first claim (its checkpoint, from which it gives the container runtime
 the claim's CDI device IDs) must list its device once.
 
-kubelets 1.34.0 to 1.36.3 (every 1.35 release too) appended the devices of each answer to what
-the failed attempt had recorded already, so the first claim's device was listed twice and the
-runtime got duplicate CDI device IDs (kubernetes#140274; 1.36.4 and 1.37.0 reset the driver's
-devices before recording an answer, as their source shows; the 1.35 backport never merged).
+kubelets 1.34.0 to 1.34.11, 1.35.0 to 1.35.9 and 1.36.0 to 1.36.3 appended the devices of each
+answer to what the failed attempt had recorded already, so the first claim's device was listed
+twice and the runtime got duplicate CDI device IDs (kubernetes#140274; 1.37.0 and the picks in
+1.34.12 (#140953, as its source shows), 1.35.10 (#140954) and 1.36.4 (#140955) reset the
+driver's devices before recording an answer).
 
 The kubelet reads the claims of one answer in no fixed order (a Go map) and stops at the first
 error, so a failed attempt records the first claim's device only when it happens to read that
@@ -114,9 +115,10 @@ SUBTEST = Subtest(
         KnownBug(
             issue=140274,
             component="kubelet",
-            releases=">=1.34.0,<1.36.4",
+            releases=">=1.34.0,<1.34.12 || >=1.35.0,<1.35.10 || >=1.36.0,<1.36.4",
             what="a retried prepare records the devices of the claims it prepared again, "
-            "so the runtime gets duplicate CDI device IDs (fixed in 1.36.4 and 1.37.0)",
+            "so the runtime gets duplicate CDI device IDs (fixed in 1.34.12, 1.35.10, 1.36.4 "
+            "and 1.37.0)",
             sign=DUPLICATED,
         ),
     ),

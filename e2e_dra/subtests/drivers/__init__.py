@@ -1,4 +1,4 @@
-"""The driver suite's chain: what every real DRA driver must keep true across upgrade, downgrade
+"""The real drivers' chain: what every real DRA driver must keep true across upgrade, downgrade
 and re-upgrade, whoever wrote it.
 
 One subtest per driver of ``E2E_DRA_DRIVERS`` (``driver-upstream``, ``driver-example-v0.4.0``).
@@ -16,7 +16,11 @@ promise a driver's users:
 - a driver that follows the kubelet's release (``upstream``) is upgraded and downgraded with
   it, with prepared claims in place, and the rules above hold across that change too;
 - a driver stopped past the kubelet's wipe delay loses nothing: the prepared pod runs on, a new
-  pod waits, an unprepare asked meanwhile happens once it is back, the waiting pod then starts.
+  pod waits, an unprepare asked meanwhile happens once it is back, the waiting pod then starts;
+- a driver that can run two instances at once (it takes a pod UID) is updated as a DaemonSet
+  with maxSurge does, and the kubelet restarts in the overlap: pods start while both are
+  registered, before and after that restart; the old instance leaving loses nothing; a newer
+  instance that crashes after registering leaves the kubelet on the one still serving.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from e2e_dra.driver import (
     pools_complete,
 )
 from e2e_dra.kube import retrying
-from e2e_dra.subtest import PHASES, Context, Phase, Subtest
+from e2e_dra.subtest import DRIVER_SUBTEST_PREFIX, PHASES, Context, Phase, Subtest
 from e2e_dra.subtest_kit import (
     Running,
     checkpoint_entry,
@@ -62,15 +66,17 @@ WIPE_DELAY = 30.0
 DOWNTIME = WIPE_DELAY + 10.0
 DOWNTIME_PHASE = 1
 """The phase in which the driver goes away for :data:`DOWNTIME` (after the upgrade)."""
-ROLLING_PHASE = 3
-"""The phase in which a driver that can run two instances at once is updated in place, as a
-DaemonSet with maxSurge does (after the re-upgrade)."""
+ROLLING_PHASE = 2
+"""The phase in which a driver that can run two instances at once begins a rolling update, as a
+DaemonSet with maxSurge does (after the downgrade); the re-upgrade restarts the kubelet with both
+instances registered, and the next phase ends the update."""
 
 
 def driver_subtests(kinds: Sequence[DriverKind]) -> list[Subtest]:
     """One subtest per real driver, named after it."""
     return [
-        Subtest(name=f"driver-{kind.label}", initial=_first, node_driver=kind) for kind in kinds
+        Subtest(name=f"{DRIVER_SUBTEST_PREFIX}{kind.label}", initial=_first, node_driver=kind)
+        for kind in kinds
     ]
 
 
@@ -129,19 +135,24 @@ def _next(held: _Held, index: int) -> Phase | None:
         b = ctx.builder
         with ctx.step("the driver's ResourceSlices are back with the same devices"):
             _same_devices(driver, held.devices)
+        leaving = [held.passing]
+        if driver.surging:  # a rolling update begun the phase before spans the step
+            leaving += _rolling_update_ends(ctx, b, driver, held)
         _follow_kubelet(ctx, driver)
         _note(ctx, driver)
         with ctx.step("the pod prepared before the step runs on untouched"):
             held.untouched(b)
         if index == DOWNTIME_PHASE:
             passing = _driver_away(ctx, b, driver, held)
-        elif index == ROLLING_PHASE and driver.kind.rolls:
-            passing = _rolling_update(ctx, b, driver, held)
         else:
-            with ctx.step("the last phase's pod deleted: its claim is unprepared"):
-                _delete_and_unprepared(ctx, b, driver, held.passing)
-            with ctx.step("a new pod with a new claim runs and sees its device"):
-                passing = _claimed_pod(ctx, b, driver)
+            with ctx.step("the pods of before deleted: their claims are unprepared"):
+                for claimed in leaving:
+                    _delete_and_unprepared(ctx, b, driver, claimed)
+            if index == ROLLING_PHASE and driver.kind.rolls:
+                passing = _rolling_update_begins(ctx, b, driver, held)
+            else:
+                with ctx.step("a new pod with a new claim runs and sees its device"):
+                    passing = _claimed_pod(ctx, b, driver)
         return _next(_Held(held.kept, held.kept_claim, passing, held.devices), index + 1)
 
     return after_step
@@ -152,7 +163,7 @@ def _next(held: _Held, index: int) -> Phase | None:
 
 def _driver(ctx: Context) -> ProcessDriver:
     if ctx.real_driver is None:
-        raise AssertionError("the driver suite's chain runs on a real driver, and has none")
+        raise AssertionError("the real drivers' chain runs on a real driver, and has none")
     return ctx.real_driver
 
 
@@ -240,7 +251,7 @@ def _runs_with_device(ctx: Context, b: Builder, driver: ProcessDriver, pod: dict
     """``pod`` runs (an unschedulable verdict fails at once), its claim is allocated from the
     driver's devices, and its containers see what the driver's CDI spec for that claim sets
     (not what e2e-dra's plugin would set)."""
-    fits_and_runs(b, pod, env=())
+    _prepared_and_runs(ctx, b, driver, pod)
     claim = _claim_of(b, pod)
     _allocated_from_driver(claim, driver)
     uid = claim["metadata"]["uid"]
@@ -248,6 +259,36 @@ def _runs_with_device(ctx: Context, b: Builder, driver: ProcessDriver, pod: dict
     for container in pod["spec"]["containers"]:
         b.check_container_env(pod["metadata"]["name"], container["name"], env)
     return _Claimed(pod, claim["metadata"]["name"], uid, env, driver.instance)
+
+
+def _prepared_and_runs(ctx: Context, b: Builder, driver: ProcessDriver, pod: dict) -> None:
+    """``pod`` runs; a pod whose claim the kubelet keeps failing to prepare is said in the
+    kubelet's words (:data:`REFUSALS` failures, or the last one when the wait ends), not as a
+    pod that never ran."""
+    name = pod["metadata"]["name"]
+    log = ctx.logs.get("kubelet")
+    start = log.stat().st_size if log is not None and log.exists() else 0
+    pod_ref = f'pod="{pod["metadata"].get("namespace", b.namespace)}/{name}"'
+
+    def refused() -> list[str]:
+        return _kubelet_errors(log, start, _PREPARE_ERROR, pod_ref) if log is not None else []
+
+    def said(failures: list[str]) -> DriverError:
+        return DriverError(
+            f"driver {driver.name} does not prepare the claim of pod {name}: the kubelet logged "
+            f"{len(failures)} failure(s) since the pod was created, the last: {failures[-1]}"
+        )
+
+    def watched() -> None:
+        if len(failures := refused()) >= REFUSALS:
+            raise said(failures)
+
+    try:
+        fits_and_runs(b, pod, env=(), watch=watched)
+    except WaitTimeout:
+        if failures := refused():
+            raise said(failures) from None
+        raise
 
 
 def _claim_of(b: Builder, pod: dict) -> dict:
@@ -356,7 +397,11 @@ def _kubelet_lets_go(ctx: Context, driver: ProcessDriver, claimed: _Claimed) -> 
 
     def unprepared() -> dict | None:
         """The claim's checkpoint entry; a refusing driver fails the wait."""
-        said = _unprepare_errors(log, start, claimed) if log is not None else []
+        said = (
+            _kubelet_errors(log, start, _UNPREPARE_ERROR, claimed.claim, claimed.uid)
+            if log is not None
+            else []
+        )
         if len(said) >= REFUSALS:  # not an AssertionError: a wait retries those
             raise DriverError(
                 f"driver {driver.name} refuses to unprepare ResourceClaim {claimed.claim} "
@@ -376,10 +421,15 @@ def _kubelet_lets_go(ctx: Context, driver: ProcessDriver, claimed: _Claimed) -> 
 
 
 _UNPREPARE_ERROR = re.compile(r'err="unprepare dynamic resources: (?P<said>(?:[^"\\]|\\.)*)"')
+_PREPARE_ERROR = re.compile(
+    r'"Failed to prepare dynamic resources" err="(?:prepare dynamic resources: )?'
+    r'(?P<said>(?:[^"\\]|\\.)*)"'
+)
 
 
-def _unprepare_errors(log: Path, start: int, claimed: _Claimed) -> list[str]:
-    """The kubelet's unprepare errors naming the claim, logged after byte ``start``."""
+def _kubelet_errors(log: Path, start: int, error: re.Pattern[str], *names: str) -> list[str]:
+    """What the kubelet said in its ``error`` lines that name any of ``names``, logged after
+    byte ``start``."""
     try:
         with log.open("rb") as file:
             file.seek(start)
@@ -389,31 +439,43 @@ def _unprepare_errors(log: Path, start: int, claimed: _Claimed) -> list[str]:
     return [
         found["said"][:400]
         for line in text.splitlines()
-        if (found := _UNPREPARE_ERROR.search(line))
-        and (claimed.claim in line or claimed.uid in line)
+        if (found := error.search(line)) and any(name in line for name in names)
     ]
 
 
-def _rolling_update(ctx: Context, b: Builder, driver: ProcessDriver, held: _Held) -> _Claimed:
-    """A second instance starts and registers while the first still serves; a pod started in
-    the overlap runs (the kubelet uses the newer instance), the slices stay, and once the first
-    instance left, nothing it prepared is lost and the new one unprepares what it did."""
-    started: list[_Claimed] = []
+def _rolling_update_begins(
+    ctx: Context, b: Builder, driver: ProcessDriver, held: _Held
+) -> _Claimed:
+    """A second instance starts and registers while the first still serves, as a DaemonSet with
+    maxSurge does; both stay registered through the next cluster step. A pod started in the
+    overlap runs, and the slices stay."""
+    with ctx.step("a rolling update begins: a second instance registers beside the first"):
+        driver.surge(ctx.releases.get("kubelet", ""))
+    with ctx.step("both instances registered: the slices stay and a new pod starts"):
+        _same_devices(driver, held.devices)
+        return _claimed_pod(ctx, b, driver)
 
-    def overlap() -> None:
-        with ctx.step("both instances registered: the slices stay and a new pod starts"):
-            _same_devices(driver, held.devices)
-            started.append(_claimed_pod(ctx, b, driver))
 
-    with ctx.step("a rolling update of the driver, both instances registered for a while"):
-        driver.roll(ctx.releases.get("kubelet", ""), overlap)
+def _rolling_update_ends(
+    ctx: Context, b: Builder, driver: ProcessDriver, held: _Held
+) -> list[_Claimed]:
+    """The kubelet restarted (the cluster step) while both instances were registered, and
+    registered them again in an order of its own: a new pod starts. Then the old instance
+    leaves and nothing it prepared is lost; then a newer instance registers and crashes, and
+    the kubelet falls back to the one still serving (kubernetes#128964). Returns the pods
+    started meanwhile, whose claims the phase unprepares."""
+    with ctx.step("the kubelet restarted with both instances registered: a new pod starts"):
+        overlap = _claimed_pod(ctx, b, driver)
     with ctx.step("the old instance left: the slices stay and the prepared pods run on"):
+        driver.retire()
         driver.wait_for_slices(120)
         _same_devices(driver, held.devices)
         held.untouched(b)
-    with ctx.step("the new instance unprepares a claim the old one prepared"):
-        _delete_and_unprepared(ctx, b, driver, held.passing)
-    return started[0]
+    with ctx.step("a new instance registers and crashes: a new pod starts on the one serving"):
+        driver.surge(ctx.releases.get("kubelet", ""))
+        driver.crash()
+        fallback = _claimed_pod(ctx, b, driver)
+    return [overlap, fallback]
 
 
 def _driver_away(ctx: Context, b: Builder, driver: ProcessDriver, held: _Held) -> _Claimed:

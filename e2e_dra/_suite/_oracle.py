@@ -1,0 +1,426 @@
+"""The allocation oracle: every allocation the scheduler writes, held to the rules of the
+``resource.k8s.io`` API, whichever subtest made the claim and whatever that subtest checks.
+
+A subtest checks what it set out to test; a scheduler that breaks a rule elsewhere (a toleration
+check weakened, a counter summed wrongly, a device given to two claims) passes it unless the rule
+is checked for every claim. These rules come from the API's documentation and the KEPs, not
+from any bug:
+
+- **count** (KEP-4381): a request allocated in ``ExactCount`` mode (the default) gets exactly
+  ``count`` devices (default 1); a ``firstAvailable`` request (KEP-4816) gets those of exactly
+  one of its subrequests; a result names a request of the claim.
+- **one claim per device** (KEP-4381): a device is allocated to one claim at a time, unless the
+  result has admin access (KEP-5018: it does not count against availability) or the device
+  allows multiple allocations (KEP-5075: such results carry a ``shareID``).
+- **taints** (KEP-5055): a device tainted ``NoSchedule`` or ``NoExecute`` before the allocation is
+  allocated only to a request that tolerates the taint (the Pod toleration rules: an empty
+  effect matches every effect, ``Exists`` with no key every taint).
+- **counters** (KEP-4815): the devices allocated from a pool consume no more of a shared counter
+  than its counter set has.
+- **constraints** (KEP-4381): the devices of a ``matchAttribute`` constraint's requests all have
+  the attribute, with one value; those of a ``distinctAttribute`` constraint all different ones.
+
+Not checked: CEL selectors (no evaluator here) and ``All`` mode's device count (which devices
+match is the selectors' business), and taints from DeviceTaintRules.
+
+The state is that of one watch stream (events arrive in the order the API server wrote them):
+:meth:`AllocationOracle.listed` starts it afresh from a list, :meth:`seen` follows each change,
+:meth:`gone` each deletion. Only an allocation the scheduler wrote (its field manager owns
+``status.allocation``) is judged, once; one another client wrote (a test of the status API) still
+holds its devices.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from kubernetes.utils import parse_quantity
+
+Device = tuple[str, str, str]  # driver, pool, device
+SCHEDULER = "kube-scheduler"  # the field manager of the allocations judged here
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+TAINT_MARGIN = 1.0
+"""Seconds a taint must predate the allocation to count: ``timeAdded`` has whole seconds."""
+SLICES_FRESH = 2.0
+"""Seconds a list of ResourceSlices serves the allocations seen meanwhile (a relist brings many)."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A rule an allocation broke: the claim whose allocation broke it, and what was seen."""
+
+    claim: dict
+    rule: str
+    message: str
+
+
+@dataclass
+class _Allocated:
+    name: str  # namespace/name
+    results: list[dict]
+
+
+@dataclass
+class _Published:
+    """The newest generation of every pool, by device, and each pool's counter sets."""
+
+    devices: dict[Device, dict] = field(default_factory=dict)
+    counters: dict[tuple[str, str], dict[str, dict[str, Decimal]]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, slices: Iterable[Mapping[str, Any]]) -> _Published:
+        items = list(slices)
+        newest: dict[tuple[str, str], int] = {}
+        for item in items:
+            spec = item.get("spec") or {}
+            pool = (spec.get("driver", ""), (spec.get("pool") or {}).get("name", ""))
+            generation = int((spec.get("pool") or {}).get("generation", 0))
+            newest[pool] = max(newest.get(pool, generation), generation)
+        published = cls()
+        for item in items:
+            spec = item.get("spec") or {}
+            driver, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
+            if int((spec.get("pool") or {}).get("generation", 0)) != newest[(driver, pool)]:
+                continue
+            for device in spec.get("devices") or []:
+                published.devices[(driver, pool, device.get("name", ""))] = device
+            for counter_set in spec.get("sharedCounters") or []:
+                published.counters.setdefault((driver, pool), {})[counter_set.get("name", "")] = {
+                    name: _amount(counter) for name, counter in _counters(counter_set).items()
+                }
+        return published
+
+
+class AllocationOracle:
+    """The allocations of one watch stream, each new one judged by the rules (see module)."""
+
+    def __init__(
+        self,
+        slices: Callable[[], list[dict]],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._slices = slices
+        self._clock = clock
+        self._listed_at: float | None = None
+        self._published = _Published()
+        self._allocated: dict[str, _Allocated] = {}  # by claim UID
+        self._judged: set[tuple[str, str]] = set()  # (claim UID, allocation) seen already
+
+    def listed(self, claims: Iterable[dict]) -> list[Problem]:
+        """Start afresh from a list of every claim (a watch that broke lists again)."""
+        claims = list(claims)
+        self._allocated = {}
+        for claim in claims:  # what is allocated now, before any is judged against the others
+            if (results := _results(claim)) is not None:
+                self._allocated[_uid(claim)] = _Allocated(_name(claim), results)
+        return [problem for claim in claims for problem in self._judge(claim)]
+
+    def seen(self, claim: dict) -> list[Problem]:
+        """A claim added or changed: its allocation recorded (or dropped), and judged if new."""
+        results = _results(claim)
+        if results is None:
+            self._allocated.pop(_uid(claim), None)
+            return []
+        self._allocated[_uid(claim)] = _Allocated(_name(claim), results)
+        return self._judge(claim)
+
+    def gone(self, claim: dict) -> None:
+        """A claim deleted: its devices are free."""
+        self._allocated.pop(_uid(claim), None)
+
+    def _judge(self, claim: dict) -> list[Problem]:
+        results = _results(claim)
+        key = (_uid(claim), repr(results))
+        if results is None or key in self._judged or _allocated_at(claim) is None:
+            return []  # an allocation some client wrote (a test's) holds devices, unjudged
+        published = self._published_now()  # may raise (a restarting server): judged later
+        self._judged.add(key)
+        found = [
+            *_count_problems(claim, results),
+            *self._shared_problems(claim, results, published),
+            *_taint_problems(claim, results, published),
+            *_constraint_problems(claim, results, published),
+            *self._counter_problems(claim, results, published),
+        ]
+        return [Problem(claim, rule, message) for rule, message in found]
+
+    def _published_now(self) -> _Published:
+        now = self._clock()
+        if self._listed_at is None or now - self._listed_at > SLICES_FRESH:
+            self._published = _Published.of(self._slices())
+            self._listed_at = now
+        return self._published
+
+    def _shared_problems(
+        self, claim: dict, results: list[dict], published: _Published
+    ) -> list[tuple[str, str]]:
+        mine = {_device(r) for r in results if _exclusive(r, published)}
+        found = []
+        for uid, other in self._allocated.items():
+            if uid == _uid(claim):
+                continue
+            both = mine & {_device(r) for r in other.results if _exclusive(r, published)}
+            for device in sorted(both):
+                found.append(
+                    (
+                        "one claim per device",
+                        f"device {'/'.join(device)} is allocated to ResourceClaim {other.name} "
+                        f"too; neither result has admin access, and the device does not allow "
+                        f"multiple allocations",
+                    )
+                )
+        return found
+
+    def _counter_problems(
+        self, claim: dict, results: list[dict], published: _Published
+    ) -> list[tuple[str, str]]:
+        pools = {(r.get("driver", ""), r.get("pool", "")) for r in results}
+        found = []
+        for pool in sorted(pools & published.counters.keys()):
+            used: dict[tuple[str, str], Decimal] = {}
+            devices = {
+                _device(r)
+                for allocated in self._allocated.values()
+                for r in allocated.results
+                if (r.get("driver", ""), r.get("pool", "")) == pool and not r.get("adminAccess")
+            }
+            for device in devices:
+                for consumed in (published.devices.get(device) or {}).get("consumesCounters") or []:
+                    for name, counter in _counters(consumed).items():
+                        at = (consumed.get("counterSet", ""), name)
+                        used[at] = used.get(at, Decimal(0)) + _amount(counter)
+            for (counter_set, name), amount in sorted(used.items()):
+                has = published.counters[pool].get(counter_set, {}).get(name)
+                if has is not None and amount > has:
+                    found.append(
+                        (
+                            "counters",
+                            f"pool {'/'.join(pool)}: the allocated devices consume {amount} of "
+                            f"counter {counter_set}/{name}, which has {has}",
+                        )
+                    )
+        return found
+
+
+# --- the rules that need only the claim and the slices ---------------------------------------
+
+
+def _count_problems(claim: dict, results: list[dict]) -> list[tuple[str, str]]:
+    requests = {r.get("name", ""): r for r in _spec_devices(claim).get("requests") or []}
+    by_request: dict[str, list[str]] = {}
+    found = []
+    for result in results:
+        request = result.get("request", "")
+        main, _, sub = request.partition("/")
+        if main not in requests:
+            found.append(("count", f"result {_shown(result)} names no request of the claim"))
+            continue
+        by_request.setdefault(main, []).append(sub)
+    for name, request in requests.items():
+        subs = by_request.get(name, [])
+        if request.get("firstAvailable"):
+            chosen = set(subs)
+            options = {s.get("name", ""): s for s in request["firstAvailable"]}
+            if len(chosen) != 1 or (sub := chosen.pop()) not in options:
+                found.append(
+                    (
+                        "count",
+                        f"request {name} (firstAvailable) got devices of subrequests "
+                        f"{sorted(set(subs))}, not of exactly one of {sorted(options)}",
+                    )
+                )
+                continue
+            wanted = options[sub]
+        else:
+            wanted = request.get("exactly") or request
+        if (wanted.get("allocationMode") or "ExactCount") != "ExactCount":
+            continue
+        count = int(wanted.get("count") or 1)
+        if len(subs) != count:
+            found.append(
+                ("count", f"request {name} asks for {count} device(s) and got {len(subs)}")
+            )
+    return found
+
+
+def _taint_problems(
+    claim: dict, results: list[dict], published: _Published
+) -> list[tuple[str, str]]:
+    allocated_at = _allocated_at(claim)
+    found = []
+    for result in results:
+        device = published.devices.get(_device(result))
+        if device is None:
+            continue
+        tolerations = _tolerations(claim, result.get("request", ""))
+        for taint in device.get("taints") or []:
+            if taint.get("effect") not in BLOCKING_EFFECTS:
+                continue
+            added = _timestamp(taint.get("timeAdded"))
+            if added is None or allocated_at is None or added > allocated_at - TAINT_MARGIN:
+                continue  # tainted after the allocation: eviction's business, not the allocator's
+            if not any(_tolerates(t, taint) for t in tolerations):
+                found.append(
+                    (
+                        "taints",
+                        f"result {_shown(result)}: the device has taint "
+                        f"{taint.get('key')}={taint.get('value', '')}:{taint.get('effect')} "
+                        f"(added {taint.get('timeAdded')}), which request "
+                        f"{result.get('request')}'s tolerations {tolerations} do not tolerate",
+                    )
+                )
+    return found
+
+
+def _constraint_problems(
+    claim: dict, results: list[dict], published: _Published
+) -> list[tuple[str, str]]:
+    found = []
+    for constraint in _spec_devices(claim).get("constraints") or []:
+        names = constraint.get("requests") or []
+        covered = [
+            r
+            for r in results
+            if not names
+            or any(r.get("request") == n or r.get("request", "").startswith(n + "/") for n in names)
+        ]
+        for kind in ("matchAttribute", "distinctAttribute"):
+            attribute = constraint.get(kind)
+            if not attribute:
+                continue
+            values = {}
+            for result in covered:
+                device = published.devices.get(_device(result))
+                if device is not None:
+                    values[_shown(result)] = _attribute(device, result.get("driver", ""), attribute)
+            seen = list(values.values())
+            broken = (
+                (None in seen or len(set(seen)) > 1)
+                if kind == "matchAttribute"
+                else len(set(seen)) < len(seen)
+            )
+            if broken:
+                found.append(
+                    ("constraints", f"{kind} {attribute} over requests {names or 'all'}: {values}")
+                )
+    return found
+
+
+# --- reading the objects -----------------------------------------------------------------------
+
+
+def _uid(claim: dict) -> str:
+    return str((claim.get("metadata") or {}).get("uid", ""))
+
+
+def _name(claim: dict) -> str:
+    metadata = claim.get("metadata") or {}
+    return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+
+
+def _results(claim: dict) -> list[dict] | None:
+    allocation = (claim.get("status") or {}).get("allocation")
+    if not allocation:
+        return None
+    return list((allocation.get("devices") or {}).get("results") or [])
+
+
+def _spec_devices(claim: dict) -> dict:
+    return (claim.get("spec") or {}).get("devices") or {}
+
+
+def _device(result: Mapping[str, Any]) -> Device:
+    return (result.get("driver", ""), result.get("pool", ""), result.get("device", ""))
+
+
+def _shown(result: Mapping[str, Any]) -> str:
+    return f"{result.get('request')} -> {'/'.join(_device(result))}"
+
+
+def _exclusive(result: Mapping[str, Any], published: _Published) -> bool:
+    """Whether the result holds its device alone (see the module's rules)."""
+    if result.get("adminAccess") or result.get("shareID"):
+        return False
+    device = published.devices.get(_device(result)) or {}
+    return not device.get("allowMultipleAllocations")
+
+
+def _tolerations(claim: dict, request: str) -> list[dict]:
+    main, _, sub = request.partition("/")
+    for spec in _spec_devices(claim).get("requests") or []:
+        if spec.get("name") != main:
+            continue
+        if sub:
+            for option in spec.get("firstAvailable") or []:
+                if option.get("name") == sub:
+                    return list(option.get("tolerations") or [])
+            return []
+        return list((spec.get("exactly") or spec).get("tolerations") or [])
+    return []
+
+
+def _tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """The Pod toleration rules, which device tolerations follow (KEP-5055)."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    key = toleration.get("key") or ""
+    if (toleration.get("operator") or "Equal") == "Exists":
+        return not key or key == taint.get("key")
+    return key == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def _attribute(device: Mapping[str, Any], driver: str, qualified: str) -> Any:
+    """The attribute's value (its one typed field), by its qualified name or, in the driver's
+    own domain, its short one; None when the device does not have it."""
+    attributes = device.get("attributes") or {}
+    domain, _, short = qualified.rpartition("/")
+    found = attributes.get(qualified)
+    if found is None and domain == driver:
+        found = attributes.get(short)
+    if not isinstance(found, Mapping):
+        return None
+    return next(iter(found.items()), None)
+
+
+def _counters(holder: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(holder.get("counters") or {})
+
+
+def _amount(counter: Any) -> Decimal:
+    value = counter.get("value") if isinstance(counter, Mapping) else counter
+    return Decimal(parse_quantity(str(value)))
+
+
+def _allocated_at(claim: dict) -> float | None:
+    """When the scheduler wrote the allocation: the time of its status write that owns the
+    allocation (``managedFields``); None when the scheduler does not own it (another client,
+    such as a test of the status API, wrote it)."""
+    times = [
+        stamp
+        for entry in (claim.get("metadata") or {}).get("managedFields") or []
+        if entry.get("manager") == SCHEDULER
+        and entry.get("subresource") == "status"
+        and "f:allocation" in str(entry.get("fieldsV1", ""))
+        and (stamp := _timestamp(entry.get("time"))) is not None
+    ]
+    if not times:
+        return None
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    stamped = _timestamp(allocation.get("allocationTimestamp"))  # the allocator's own, 1.34+
+    return stamped if stamped is not None else min(times)
+
+
+def _timestamp(text: Any) -> float | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None

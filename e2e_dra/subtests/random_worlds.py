@@ -1,0 +1,252 @@
+"""random-worlds: small DRA worlds drawn at random, allocated by the live scheduler in every
+phase, and judged by what the API promises rather than by what one bug did.
+
+A world is one pool of this subtest's driver (published as a cluster-wide ResourceSlice) with a
+few devices, each with a ``model`` and a ``numa`` attribute, some tainted ``NoSchedule`` by key
+``k1`` or ``k2``; and a few claims, each with one request for one or two devices, maybe a
+toleration (by key, ``Exists`` or ``Equal``), maybe a selector on ``model``, maybe a
+``matchAttribute`` constraint on ``numa``. Every claim gets a pod; all are created at once. Then:
+
+- every allocation is held to the API's rules by the allocation oracle (counts, one claim per
+  device, taints, constraints), whatever this module checks;
+- every allocated device matches its request's selector (which the oracle cannot evaluate);
+- no pod stays unschedulable while the devices the others left free fit its claim (each request
+  is small enough to find a fit by counting), once the scheduler had time to look again.
+
+The seed is ``E2E_DRA_WORLD_SEED`` (else drawn once per run, said and kept in the facts), so a
+world can be drawn again; each phase draws worlds for ``E2E_DRA_WORLD_BUDGET`` seconds (at least
+one). Each world is written to the artifacts as YAML (``world-<phase>-<n>.yaml``: its slice and
+claims) before it is created, and a failure names that file.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import yaml
+
+from e2e_dra.builder import Builder, cluster_slice, is_unschedulable, request
+from e2e_dra.settings import settings
+from e2e_dra.subtest import Context, Subtest
+from e2e_dra.subtest_kit import WAITS_FOR_A_POOL, every_phase, remove
+from e2e_dra.waits import WaitTimeout, eventually
+
+DEVICES = 6
+CLAIMS = 3
+TAINT_KEYS = ("k1", "k2")
+MODELS = ("a", "b")
+DECIDED_TIMEOUT = 60.0
+"""Seconds every pod of a world gets to be bound or found unschedulable."""
+SECOND_LOOK = 30.0
+"""Seconds the scheduler gets to look again at a pod refused while a fit was free (it may have
+looked before the world's slice reached it)."""
+_RUN_SEED = random.SystemRandom().randrange(10**9)  # one per run when no seed is set
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    model: str
+    numa: int
+    taint: str | None  # the key of its NoSchedule taint
+
+
+@dataclass(frozen=True)
+class Claim:
+    name: str
+    count: int
+    toleration: tuple[str, str] | None  # key, operator
+    model: str | None  # its selector, if any
+    same_numa: bool
+
+    def accepts(self, device: Device) -> bool:
+        """Whether the request may get ``device`` alone (selector and taint)."""
+        if self.model is not None and device.model != self.model:
+            return False
+        return device.taint is None or (
+            self.toleration is not None and self.toleration[0] == device.taint
+        )
+
+    def fits(self, free: list[Device]) -> list[Device] | None:
+        """Devices of ``free`` that satisfy the claim, if there are enough."""
+        usable = [d for d in free if self.accepts(d)]
+        groups = [[d for d in usable if d.numa == n] for n in (0, 1)]
+        if not self.same_numa:
+            groups = [usable]
+        return next((group[: self.count] for group in groups if len(group) >= self.count), None)
+
+
+@dataclass(frozen=True)
+class World:
+    name: str
+    devices: tuple[Device, ...]
+    claims: tuple[Claim, ...]
+
+
+def draw(rng: random.Random, name: str) -> World:
+    devices = tuple(
+        Device(
+            f"dev-{i}",
+            rng.choice(MODELS),
+            rng.choice((0, 1)),
+            rng.choice(TAINT_KEYS) if rng.random() < 0.4 else None,
+        )
+        for i in range(DEVICES)
+    )
+    claims = []
+    for i in range(CLAIMS):
+        count = rng.choice((1, 1, 2))
+        toleration = None
+        if rng.random() < 0.6:
+            toleration = (rng.choice(TAINT_KEYS), rng.choice(("Exists", "Equal")))
+        model = rng.choice(MODELS) if rng.random() < 0.3 else None
+        claims.append(Claim(f"c{i}", count, toleration, model, count == 2 and rng.random() < 0.5))
+    return World(name, devices, tuple(claims))
+
+
+def _check(ctx: Context) -> None:
+    seed = settings().world_seed
+    seed = _RUN_SEED if seed is None else seed
+    ctx.facts[f"world_seed/{ctx.phase}"] = seed
+    ctx.log(f"{ctx.phase}: worlds from seed {seed} (E2E_DRA_WORLD_SEED={seed} draws them again)")
+    ends = time.monotonic() + settings().world_budget
+    index = 0
+    while index == 0 or time.monotonic() < ends:
+        short = "".join(word[0] for word in ctx.phase.split("-"))  # after-cluster-upgrade: acu
+        world = draw(random.Random(f"{seed}/{ctx.phase}/{index}"), f"{short}-{index}")
+        with ctx.step(f"world {index} of seed {seed}"):
+            _run(ctx, world, ctx.artifacts / f"world-{ctx.phase}-{index}.yaml")
+        index += 1
+    ctx.facts[f"worlds/{ctx.phase}"] = index
+
+
+def _run(ctx: Context, world: World, saved: Path) -> None:
+    b = ctx.builder
+    driver = b.driver_name
+    attr = f'device.attributes["{driver}"]'
+    slice_ = cluster_slice(driver, f"{b.driver_name[:40]}-{world.name}", _devices(world))
+    claims = {c.name: _claim(b, world, c, attr) for c in world.claims}
+    saved.parent.mkdir(parents=True, exist_ok=True)
+    saved.write_text(
+        yaml.safe_dump({"world": asdict(world), "slice": slice_, "claims": list(claims.values())})
+    )
+    b.create(slice_)
+    try:
+        pods = {name: b.pod_external(claim["metadata"]["name"]) for name, claim in claims.items()}
+        b.create(*claims.values(), *pods.values())
+        try:
+            _judge(b, world, claims, pods, saved)
+        finally:
+            remove(b, list(pods.values()), list(claims.values()))
+    finally:
+        b.delete("resourceslices", slice_["metadata"]["name"], missing_ok=True)
+
+
+def _devices(world: World) -> list[dict]:
+    added = (datetime.now(UTC) - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    devices = []
+    for d in world.devices:
+        device: dict = {
+            "name": d.name,
+            "attributes": {
+                "world": {"string": world.name},
+                "model": {"string": d.model},
+                "numa": {"int": d.numa},
+            },
+        }
+        if d.taint is not None:
+            device["taints"] = [
+                {"key": d.taint, "value": "x", "effect": "NoSchedule", "timeAdded": added}
+            ]
+        devices.append(device)
+    return devices
+
+
+def _claim(b: Builder, world: World, claim: Claim, attr: str) -> dict:
+    selectors = [f'{attr}.world == "{world.name}"']
+    if claim.model is not None:
+        selectors.append(f'{attr}.model == "{claim.model}"')
+    tolerations = []
+    if claim.toleration is not None:
+        key, operator = claim.toleration
+        toleration = {"key": key, "operator": operator, "effect": "NoSchedule"}
+        if operator == "Equal":
+            toleration["value"] = "x"
+        tolerations.append(toleration)
+    made = b.external_claim(
+        requests=[request(selectors=selectors, count=claim.count, tolerations=tolerations)]
+    )
+    made["spec"]["devices"].pop("config", None)
+    if claim.same_numa:
+        qualified = f"{b.driver_name}/numa"
+        made["spec"]["devices"]["constraints"] = [{"matchAttribute": qualified}]
+    return made
+
+
+def _judge(
+    b: Builder, world: World, claims: dict[str, dict], pods: dict[str, dict], saved: Path
+) -> None:
+    """Every pod bound or refused; each allocation within its request's selector; no refusal
+    while a fit is free (after a second look)."""
+    eventually(
+        lambda: [name for name, pod in pods.items() if not _decided(b, pod)],
+        what=f"every pod of world {world.name} to be bound or found unschedulable ({saved})",
+        timeout=DECIDED_TIMEOUT,
+        until=lambda undecided: not undecided,
+    )
+    by_name = {d.name: d for d in world.devices}
+    taken: dict[str, list[Device]] = {}
+    for claim in world.claims:
+        results = _results(b, claims[claim.name])
+        taken[claim.name] = [by_name[r["device"]] for r in results if r["device"] in by_name]
+        for device in taken[claim.name]:
+            assert claim.model is None or device.model == claim.model, (
+                f"world {world.name} ({saved}): claim {claim.name} asks for model "
+                f"{claim.model} and was allocated {device}"
+            )
+    for claim in world.claims:
+        if taken[claim.name]:
+            continue
+        free = [d for d in world.devices if not any(d in held for held in taken.values())]
+        fit = claim.fits(free)
+        if fit is None:
+            continue
+        pod = str(pods[claim.name]["metadata"]["name"])
+        try:
+            eventually(
+                lambda: b.read_pod(pod).get("spec", {}).get("nodeName"),  # noqa: B023 (waited here)
+                what=f"pod {pod} to be scheduled once more",
+                timeout=SECOND_LOOK,
+            )
+        except WaitTimeout:
+            raise AssertionError(
+                f"world {world.name} ({saved}): pod {pod} is unschedulable, though devices "
+                f"{[d.name for d in fit]} are free and fit its claim {claim}"
+            ) from None
+
+
+def _decided(b: Builder, pod: dict) -> bool:
+    now = b.read_pod(pod["metadata"]["name"])
+    if now.get("spec", {}).get("nodeName"):
+        return True
+    said = " ".join(
+        str(c.get("message", "")) for c in now.get("status", {}).get("conditions") or []
+    )
+    return is_unschedulable(now) and WAITS_FOR_A_POOL not in said
+
+
+def _results(b: Builder, claim: dict) -> list[dict]:
+    status = b.get("resourceclaims", claim["metadata"]["name"]).get("status") or {}
+    return ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
+
+
+SUBTEST = Subtest(
+    name="random-worlds",
+    keps=(4381, 5055),
+    initial=every_phase(_check),
+    releases=">=1.36",
+)

@@ -1,0 +1,313 @@
+"""The allocation oracle: each rule of the resource.k8s.io API it holds every allocation to, on
+claims and slices as the API server returns them."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from e2e_dra._suite._oracle import AllocationOracle, Problem
+
+DRIVER = "gpu.example.com"
+ALLOCATED_AT = "2026-12-06T10:00:10Z"
+
+
+def _slice(*devices: dict, pool: str = "pool-a", generation: int = 1, **spec: Any) -> dict:
+    return {
+        "metadata": {"name": f"{pool}-{generation}"},
+        "spec": {
+            "driver": DRIVER,
+            "pool": {"name": pool, "generation": generation, "resourceSliceCount": 1},
+            "devices": list(devices),
+            **spec,
+        },
+    }
+
+
+def _device(name: str, **fields: Any) -> dict:
+    return {"name": name, **fields}
+
+
+def _claim(
+    name: str,
+    requests: list[dict],
+    results: list[dict] | None,
+    *,
+    constraints: list[dict] | None = None,
+    uid: str | None = None,
+) -> dict:
+    claim: dict[str, Any] = {
+        "metadata": {
+            "namespace": "default",
+            "name": name,
+            "uid": uid or f"uid-{name}",
+            "managedFields": [
+                {
+                    "manager": "kube-scheduler",
+                    "operation": "Update",
+                    "subresource": "status",
+                    "time": ALLOCATED_AT,
+                    "fieldsV1": {"f:status": {"f:allocation": {}}},
+                }
+            ],
+        },
+        "spec": {"devices": {"requests": requests, "constraints": constraints or []}},
+        "status": {},
+    }
+    if results is not None:
+        claim["status"]["allocation"] = {"devices": {"results": results}}
+    return claim
+
+
+def _request(name: str = "req", **exactly: Any) -> dict:
+    return {"name": name, "exactly": {"deviceClassName": "gpu", **exactly}}
+
+
+def _result(device: str, request: str = "req", pool: str = "pool-a", **fields: Any) -> dict:
+    return {"request": request, "driver": DRIVER, "pool": pool, "device": device, **fields}
+
+
+def _oracle(*slices: dict) -> AllocationOracle:
+    return AllocationOracle(lambda: list(slices))
+
+
+def _rules(problems: list[Problem]) -> list[str]:
+    return [problem.rule for problem in problems]
+
+
+PLAIN = _slice(_device("gpu-0"), _device("gpu-1"), _device("gpu-2"))
+
+
+# --- count ---------------------------------------------------------------------------------------
+
+
+def test_an_exact_count_request_gets_exactly_its_count() -> None:
+    oracle = _oracle(PLAIN)
+    assert oracle.seen(_claim("a", [_request(count=2)], [_result("gpu-0"), _result("gpu-1")])) == []
+    (problem,) = oracle.seen(_claim("b", [_request(count=2)], [_result("gpu-2")]))
+    assert problem.rule == "count"
+    assert problem.message == "request req asks for 2 device(s) and got 1"
+
+
+def test_all_mode_is_not_counted_and_a_result_for_no_request_is_a_problem() -> None:
+    oracle = _oracle(PLAIN)
+    every = _request(allocationMode="All")
+    assert oracle.seen(_claim("a", [every], [_result("gpu-0"), _result("gpu-1")])) == []
+    (problem,) = oracle.seen(_claim("b", [_request()], [_result("gpu-2"), _result("gpu-2", "x")]))
+    assert "names no request of the claim" in problem.message
+
+
+def test_a_first_available_request_gets_the_devices_of_exactly_one_subrequest() -> None:
+    request = {
+        "name": "req",
+        "firstAvailable": [
+            {"name": "big", "deviceClassName": "gpu", "count": 2},
+            {"name": "small", "deviceClassName": "gpu"},
+        ],
+    }
+    oracle = _oracle(PLAIN)
+    assert oracle.seen(_claim("a", [request], [_result("gpu-0", "req/small")])) == []
+    (mixed,) = oracle.seen(
+        _claim("b", [request], [_result("gpu-1", "req/big"), _result("gpu-2", "req/small")])
+    )
+    assert "not of exactly one of ['big', 'small']" in mixed.message
+
+
+# --- one claim per device ------------------------------------------------------------------------
+
+
+def test_a_device_allocated_to_a_second_claim_is_a_problem_of_the_second() -> None:
+    oracle = _oracle(PLAIN)
+    assert oracle.seen(_claim("a", [_request()], [_result("gpu-0")])) == []
+    (problem,) = oracle.seen(_claim("b", [_request()], [_result("gpu-0")]))
+    assert problem.rule == "one claim per device" and problem.claim["metadata"]["name"] == "b"
+    assert f"device {DRIVER}/pool-a/gpu-0 is allocated to ResourceClaim default/a" in (
+        problem.message
+    )
+
+
+def test_a_device_is_free_again_once_its_claim_is_deallocated_or_deleted() -> None:
+    oracle = _oracle(PLAIN)
+    first = _claim("a", [_request()], [_result("gpu-0")])
+    oracle.seen(first)
+    oracle.seen(_claim("a", [_request()], None))  # deallocated
+    assert oracle.seen(_claim("b", [_request()], [_result("gpu-0")])) == []
+    oracle.gone(_claim("b", [_request()], [_result("gpu-0")]))
+    assert oracle.seen(_claim("c", [_request()], [_result("gpu-0")])) == []
+
+
+def test_admin_access_and_shares_of_a_multi_allocatable_device_are_not_exclusive() -> None:
+    shared = _slice(_device("gpu-0", allowMultipleAllocations=True), _device("gpu-1"))
+    oracle = _oracle(shared)
+    assert oracle.seen(_claim("a", [_request()], [_result("gpu-0", shareID="s1")])) == []
+    assert oracle.seen(_claim("b", [_request()], [_result("gpu-0", shareID="s2")])) == []
+    assert oracle.seen(_claim("c", [_request()], [_result("gpu-1")])) == []
+    admin = _result("gpu-1", adminAccess=True)
+    assert oracle.seen(_claim("d", [_request(adminAccess=True)], [admin])) == []
+
+
+def test_a_list_is_judged_as_a_whole_and_each_allocation_only_once() -> None:
+    oracle = _oracle(PLAIN)
+    a = _claim("a", [_request()], [_result("gpu-0")])
+    b = _claim("b", [_request()], [_result("gpu-0")])
+    assert _rules(oracle.listed([a, b])) == ["one claim per device"] * 2
+    assert oracle.listed([a, b]) == [] and oracle.seen(b) == []  # judged already
+
+
+def test_only_allocations_the_scheduler_wrote_are_judged_but_every_one_holds_its_devices() -> None:
+    oracle = _oracle(PLAIN)
+    written = _claim("by-a-test", [_request()], [_result("gpu-0"), _result("gpu-1")])
+    written["metadata"]["managedFields"][0]["manager"] = "e2e-dra"
+    assert oracle.seen(written) == []  # two devices for a one-device request: not the scheduler's
+    (problem,) = oracle.seen(_claim("b", [_request()], [_result("gpu-1")]))
+    assert problem.rule == "one claim per device" and "default/by-a-test" in problem.message
+
+
+# --- taints --------------------------------------------------------------------------------------
+
+
+def _tainted(effect: str = "NoSchedule", added: str = "2026-12-06T10:00:00Z") -> dict:
+    taint = {"key": "broken", "value": "yes", "effect": effect, "timeAdded": added}
+    return _slice(_device("gpu-0", taints=[taint]))
+
+
+@pytest.mark.parametrize(
+    "tolerations",
+    [
+        [{"key": "broken", "operator": "Equal", "value": "yes", "effect": "NoSchedule"}],
+        [{"key": "broken", "operator": "Exists"}],
+        [{"operator": "Exists"}],  # no key: every taint
+        [{"key": "broken", "value": "yes"}],  # Equal by default, empty effect: every effect
+    ],
+)
+def test_a_tolerated_taint_is_no_problem(tolerations: list[dict]) -> None:
+    claim = _claim("a", [_request(tolerations=tolerations)], [_result("gpu-0")])
+    assert _oracle(_tainted()).seen(claim) == []
+
+
+@pytest.mark.parametrize(
+    "tolerations",
+    [
+        [],
+        [{"key": "broken", "value": "no"}],
+        [{"key": "other", "operator": "Exists"}],
+        [{"key": "broken", "operator": "Exists", "effect": "NoExecute"}],
+    ],
+)
+def test_a_device_tainted_before_the_allocation_needs_a_toleration(tolerations: list) -> None:
+    claim = _claim("a", [_request(tolerations=tolerations)], [_result("gpu-0")])
+    (problem,) = _oracle(_tainted()).seen(claim)
+    assert problem.rule == "taints"
+    assert "the device has taint broken=yes:NoSchedule (added 2026-12-06T10:00:00Z)" in (
+        problem.message
+    )
+
+
+def test_a_taint_added_after_the_allocation_or_without_effect_on_scheduling_is_not_judged() -> None:
+    claim = _claim("a", [_request()], [_result("gpu-0")])
+    assert _oracle(_tainted(added="2026-12-06T10:00:10Z")).seen(claim) == []
+    assert _oracle(_tainted(effect="None")).seen(copy.deepcopy(claim)) == []
+
+
+def test_the_allocators_own_timestamp_says_when_the_allocation_was_made() -> None:
+    claim = _claim("a", [_request()], [_result("gpu-0")])
+    claim["status"]["allocation"]["allocationTimestamp"] = "2026-12-06T09:59:59Z"
+    assert _oracle(_tainted()).seen(claim) == []  # tainted at 10:00:00, after it was allocated
+
+
+# --- counters ------------------------------------------------------------------------------------
+
+
+def test_devices_allocated_from_a_pool_consume_no_more_than_its_counters() -> None:
+    def partition(name: str, memory: str) -> dict:
+        consumes = [{"counterSet": "gpu-0-set", "counters": {"memory": {"value": memory}}}]
+        return _device(name, consumesCounters=consumes)
+
+    counters = _slice(
+        pool="pool-b",
+        sharedCounters=[{"name": "gpu-0-set", "counters": {"memory": {"value": "8Gi"}}}],
+    )
+    devices = _slice(partition("half-0", "4Gi"), partition("half-1", "4Gi"), pool="pool-b")
+    devices["metadata"]["name"] = "devices"
+    devices["spec"]["devices"].append(partition("whole", "8Gi"))
+    oracle = _oracle(counters, devices)
+    halves = [_result("half-0", pool="pool-b"), _result("half-1", "req", "pool-b")]
+    assert oracle.seen(_claim("a", [_request(count=2)], halves)) == []
+    (problem,) = oracle.seen(_claim("b", [_request()], [_result("whole", pool="pool-b")]))
+    assert problem.rule == "counters"
+    assert f"pool {DRIVER}/pool-b: the allocated devices consume 17179869184 of counter " in (
+        problem.message
+    )
+
+
+def test_only_the_newest_generation_of_a_pool_counts() -> None:
+    old = _slice(_device("gpu-9"), generation=1)
+    new = _slice(_device("gpu-0", allowMultipleAllocations=True), generation=2)
+    oracle = _oracle(old, new)
+    assert oracle.seen(_claim("a", [_request()], [_result("gpu-0")])) == []
+    assert oracle.seen(_claim("b", [_request()], [_result("gpu-0")])) == []
+
+
+# --- constraints ---------------------------------------------------------------------------------
+
+
+def _models(*models: str) -> dict:
+    return _slice(
+        *(
+            _device(f"gpu-{i}", attributes={"model": {"string": model}})
+            for i, model in enumerate(models)
+        )
+    )
+
+
+@pytest.mark.parametrize("attribute", [f"{DRIVER}/model", "model"])
+def test_match_attribute_wants_one_value_distinct_attribute_all_different(attribute: str) -> None:
+    two = [_result("gpu-0"), _result("gpu-1")]
+    qualified = attribute if "/" in attribute else f"{DRIVER}/{attribute}"
+    match = [{"matchAttribute": qualified}]
+    distinct = [{"requests": ["req"], "distinctAttribute": qualified}]
+    oracle = _oracle(_models("a100", "h100"))
+    (problem,) = oracle.seen(_claim("a", [_request(count=2)], two, constraints=match))
+    assert problem.rule == "constraints" and problem.message.startswith(
+        f"matchAttribute {qualified} over requests all: "
+    )
+    assert (
+        _oracle(_models("a100", "h100")).seen(
+            _claim("b", [_request(count=2)], two, constraints=distinct)
+        )
+        == []
+    )
+    assert _rules(
+        _oracle(_models("a100", "a100")).seen(
+            _claim("c", [_request(count=2)], two, constraints=distinct)
+        )
+    ) == ["constraints"]
+
+
+def test_a_device_without_the_matched_attribute_breaks_the_constraint() -> None:
+    published = _slice(_device("gpu-0", attributes={"model": {"string": "a"}}), _device("gpu-1"))
+    claim = _claim(
+        "a",
+        [_request(count=2)],
+        [_result("gpu-0"), _result("gpu-1")],
+        constraints=[{"matchAttribute": f"{DRIVER}/model"}],
+    )
+    assert _rules(_oracle(published).seen(claim)) == ["constraints"]
+
+
+def test_slices_that_cannot_be_listed_leave_the_allocation_to_be_judged_later() -> None:
+    calls: list[int] = []
+
+    def slices() -> list[dict]:
+        calls.append(1)
+        if len(calls) == 1:
+            raise ConnectionError("the API server restarts")
+        return [PLAIN]
+
+    oracle = AllocationOracle(slices)
+    claim = _claim("a", [_request(count=2)], [_result("gpu-0")])
+    with pytest.raises(ConnectionError):
+        oracle.seen(claim)
+    assert _rules(oracle.listed([claim])) == ["count"]

@@ -108,7 +108,9 @@ class KnownBug:
     A bug that what the subtest left behind triggers while the cluster changes (a component
     restarted by the downgrade panics on the subtest's objects) names that cluster step
     (``step="downgrade"``); the releases are those the step starts.
-    Releases that no single specifier covers (``<1.36.5`` and ``==1.37.0``) are two entries.
+    A sign that another step of the phase could show too (a pod found unschedulable) names the
+    phase's step the bug breaks (``during``: part of that ``ctx.step``'s name): the same words in
+    a failure of another step are a failure of their own.
     """
 
     issue: int  # kubernetes/kubernetes issue (or fix) number: 139651
@@ -124,6 +126,11 @@ class KnownBug:
     # The bug acts only on the declaring subtest's own objects (it evicts that subtest's pod):
     # its phase runs with the others, and nothing is contained after it.
     confined: bool = False
+    during: str | None = None  # part of the name of the phase's step it breaks; None: any
+
+    def breaks_step(self, failed_step: str | None) -> bool:
+        """Whether a failure in the phase's step ``failed_step`` can be this bug's."""
+        return self.during is None or (failed_step is not None and self.during in failed_step)
 
     def __post_init__(self) -> None:
         release_specifier(self.releases)
@@ -137,6 +144,8 @@ class KnownBug:
             )
         if self.step is not None and self.confined:
             raise ValueError(f"{self.name}: a bug that breaks a cluster step is not confined")
+        if self.step is not None and self.during is not None:
+            raise ValueError(f"{self.name}: a cluster step has no steps of a phase (during)")
 
     @property
     def name(self) -> str:

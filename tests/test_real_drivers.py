@@ -162,6 +162,13 @@ time.sleep(600)
 """
 
 
+def _registering(tmp_path: Path) -> str:
+    """The command line of a driver (:data:`REGISTERING`) that serves its registration socket."""
+    script = tmp_path / "driver.py"
+    script.write_text(REGISTERING)
+    return f"{shlex.quote(sys.executable)} {script} {{driver}} {{registry_dir}}"
+
+
 def _driver(tmp_path: Path, line: str, registry: Path | None = None) -> ProcessDriver:
     site = Site(
         "node-1",
@@ -213,10 +220,7 @@ def test_a_driver_that_never_opens_its_socket_is_said_when_the_wait_ends(tmp_pat
 def test_a_driver_that_serves_its_registration_socket_under_its_name_is_registered(
     tmp_path: Path,
 ) -> None:
-    script = tmp_path / "driver.py"
-    script.write_text(REGISTERING)
-    line = f"{shlex.quote(sys.executable)} {script} {{driver}} {{registry_dir}}"
-    driver = _driver(tmp_path, line)
+    driver = _driver(tmp_path, _registering(tmp_path))
     driver.start()
     try:
         driver.wait_registered(30)
@@ -229,11 +233,8 @@ def test_a_driver_that_serves_its_registration_socket_under_its_name_is_register
 def test_a_rolling_update_runs_two_instances_then_the_newest_or_falls_back_after_a_crash(
     tmp_path: Path,
 ) -> None:
-    script = tmp_path / "driver.py"
-    script.write_text(REGISTERING)
-    line = f"{shlex.quote(sys.executable)} {script} {{driver}} {{registry_dir}} {{pod_uid}}"
     registry = Path(tempfile.mkdtemp(prefix="reg", dir="/tmp"))  # a socket path has 107 bytes
-    driver = _driver(tmp_path, line, registry)
+    driver = _driver(tmp_path, _registering(tmp_path) + " {pod_uid}", registry)
     assert driver.kind.rolls and not CommandDriver("my-driver {node}").rolls
     driver.start()
     try:
@@ -389,3 +390,36 @@ def test_the_kubelets_prepare_errors_for_a_pod_are_its_own_words() -> None:
     )
     assert found["said"].endswith('connect: connection refused\\"')
     assert _PREPARE_ERROR.search(line.replace("Failed to prepare", "Prepared")) is None
+
+
+def test_a_driver_following_the_kubelet_is_replaced_during_a_step_back_to_a_met_release(
+    tmp_path: Path,
+) -> None:
+    from types import SimpleNamespace
+
+    from e2e_dra.subtest import Context
+    from e2e_dra.subtests.drivers import _replace_with_next_step
+
+    switched: list[tuple[str, bool]] = []
+    driver = SimpleNamespace(
+        name="d.k8s.io",
+        surging=False,
+        changes_for=lambda kubelet: kubelet != "v2",
+        switch=lambda kubelet, wait=True: switched.append((kubelet, wait)),
+    )
+    ctx = Context(
+        kube=None,  # type: ignore[arg-type]
+        plugin=None,
+        builder=None,  # type: ignore[arg-type]
+        nodes=["n"],
+        phase="after-cluster-upgrade",
+        artifacts=tmp_path,
+    )
+    assert _replace_with_next_step(ctx, driver, ("v1",)) is None  # type: ignore[arg-type]
+    asked = _replace_with_next_step(ctx, driver, ("v1", "v2"))  # type: ignore[arg-type]
+    assert asked is not None and ctx.kubelet_down == [asked]
+    assert asked.what == "driver d.k8s.io replaced by its build for kubelet v1"
+    asked.action(None)  # type: ignore[arg-type]
+    assert switched == [("v1", False)]  # the kubelet is down: nothing to wait for
+    driver.surging = True
+    assert _replace_with_next_step(ctx, driver, ("v1", "v2")) is None  # type: ignore[arg-type]

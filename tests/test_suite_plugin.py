@@ -956,6 +956,44 @@ def test_a_phase_a_known_bug_breaks_is_an_expected_failure_naming_the_bug(
     assert all(results[f"{name}/after-cluster-re-upgrade"]["outcome"] == "passed" for name in TINY)
 
 
+def test_a_safety_net_finding_beside_a_known_bug_fails_the_phase_instead_of_hiding_in_it(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _with_known_bug(suite)
+    monkeypatch.setenv("TINY_FAIL", "delta/after-cluster-downgrade")
+    findings = {"delta/after-cluster-downgrade": ["claim z allocated without any finalizer"]}
+    buggy = DryCluster(releases={"kube-scheduler": "v1.36.2"}, findings=findings)
+
+    result = suite.run("--e2e-dra-seed=3", cluster=buggy)
+
+    result.assert_outcomes(passed=21, failed=1, skipped=1)
+    results = {r["id"]: r for r in suite.summary()["results"]}
+    failed = results["delta/after-cluster-downgrade"]
+    assert failed["outcome"] == "failed"
+    assert failed["message"].startswith(
+        "safety net: claim z allocated without any finalizer (beside known Kubernetes bug "
+        "kubernetes#139651"
+    )
+
+
+def test_a_known_bugs_sign_in_a_failure_of_another_step_is_a_failure_of_its_own(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    in_a_step = KNOWN_BUG.replace(
+        'sign="broke in after-cluster-downgrade",',
+        'sign="broke in after-cluster-downgrade", during="a step the failure is not in",',
+    )
+    (suite.pytester.path / "tinysubs" / "delta.py").write_text(in_a_step)
+    monkeypatch.setenv("TINY_FAIL", "delta/after-cluster-downgrade")
+
+    result = suite.run(
+        "--e2e-dra-seed=3", cluster=DryCluster(releases={"kube-scheduler": "v1.36.2"})
+    )
+
+    result.assert_outcomes(passed=21, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*in a step named with 'a step the failure is not in'*"])
+
+
 def test_a_phase_a_known_bug_should_break_fails_the_run_when_it_passes(
     suite: Tiny, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -79,7 +79,7 @@ class RealCluster(Generic[S]):
         self.api: Kube | None = None  # the cluster's admin client; all others are made from it
         self.nodes: list[str] = []
         self.harnesses = Harnesses(self.subtests, artifacts / "drivers", NAMESPACE, suite.name)
-        self.disruption = DisruptionNet(NAMESPACE, {SUITE_LABEL: suite.name})
+        self.disruption = DisruptionNet({SUITE_LABEL: suite.name})
         self.findings = Findings(
             lambda: [*self.harnesses.take_slice_findings(), *self.disruption.take()]
         )

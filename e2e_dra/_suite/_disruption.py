@@ -2,7 +2,8 @@
 
 Upgrading or downgrading a component must not stop, restart or replace the containers of pods
 that already run. A subtest proves it for the pods it checks; this net proves it for every pod
-of every subtest still running, after every cluster step that restarts components.
+of every subtest still running, in any namespace, after every cluster step that restarts
+components. A container it cannot mark is a finding too: a net with a hole must say so.
 
 Before the step it records each running pod (uid, and per container its id, restart count and
 start time) and writes a marker into each container (a random token in a file). After the step
@@ -33,7 +34,7 @@ from e2e_dra.builder import (
     Pods,
     label_selector,
 )
-from e2e_dra.kube import Kube, retrying
+from e2e_dra.kube import Kube, path, retrying
 from e2e_dra.subtest_kit import container_states
 from e2e_dra.waits import WaitTimeout, eventually
 
@@ -56,6 +57,7 @@ class Container:
 
 @dataclass(frozen=True)
 class PodRecord:
+    namespace: str
     name: str
     uid: str
     owner: str
@@ -77,8 +79,7 @@ class DisruptionNet:
     """Records the subtests' running pods before a cluster step, and says after it which ones
     the step touched."""
 
-    def __init__(self, namespace: str, suite_labels: dict[str, str]) -> None:
-        self.namespace = namespace
+    def __init__(self, suite_labels: dict[str, str]) -> None:
         self.selector = label_selector(suite_labels)  # the suite's pods: every subtest's
         self._before: list[PodRecord] = []
         self._step = ""
@@ -88,29 +89,41 @@ class DisruptionNet:
         """Record the running pods of ``owners`` (the subtests still running) and mark their
         containers, as ``step`` starts."""
         self._step, self._before = step, []
-        pods = Pods(kube, self.namespace, labels={}, log=logger.info)
-        listed = retrying(pods.list)("pods", labelSelector=self.selector)
+        # Every namespace: a subtest may run pods in namespaces of its own (admin access).
+        listed = retrying(kube.list)(path("v1", "pods"), labelSelector=self.selector)
         for pod in listed:
             owner = (pod["metadata"].get("labels") or {}).get(SUBTEST_LABEL, "")
             annotations = pod["metadata"].get("annotations") or {}
             if owner not in owners or DISRUPTION_ANNOTATION in annotations or not _running(pod):
                 continue
-            name = pod["metadata"]["name"]
+            namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+            pods = Pods(kube, namespace, labels={}, log=logger.info)
             containers = {}
             for container, (cid, restarts, started) in container_states(pod).items():
                 marker = _write_marker(pods, name, container)
+                if marker is None:  # a net with a hole must say so
+                    self._found.append(
+                        Finding(
+                            owner,
+                            f"the disruption net could not mark container {container} of pod "
+                            f"{namespace}/{name} before the {step}: a restart of it during the "
+                            "step cannot be told from its status alone",
+                        )
+                    )
                 containers[container] = Container(cid, restarts, started, marker)
-            self._before.append(PodRecord(name, pod["metadata"]["uid"], owner, containers))
+            self._before.append(
+                PodRecord(namespace, name, pod["metadata"]["uid"], owner, containers)
+            )
         logger.info(f"disruption net: {len(self._before)} running pods recorded before {step}")
 
     def after(self, kube: Kube) -> None:
         """Compare every recorded pod with what runs now; what changed becomes a finding of
         the pod's subtest."""
-        pods = Pods(kube, self.namespace, labels={}, log=logger.info)
         for record in self._before:
+            pods = Pods(kube, record.namespace, labels={}, log=logger.info)
             problem = self._changed(pods, record)
             if problem is not None:
-                where = f"pod {record.name} of {record.owner}"
+                where = f"pod {record.namespace}/{record.name} of {record.owner}"
                 self._found.append(
                     Finding(record.owner, f"{where} was disrupted by the {self._step}: {problem}")
                 )
@@ -173,7 +186,7 @@ def _write_marker(pods: Pods, pod: str, container: str) -> str | None:
     try:
         retrying(pods.exec, timeout=30)(pod, container, ["sh", "-c", f"echo {token} > {MARKER}"])
     except Exception as exc:  # an image without sh or a writable /tmp: status checks only
-        logger.info(f"disruption net: no marker in {pod}/{container} ({exc})")
+        logger.warning(f"disruption net: no marker in {pod}/{container} ({exc})")
         return None
     return token
 

@@ -47,10 +47,15 @@ class Expected:
 
     def not_this(self) -> str:
         """The note of a failure on the bug's releases that does not show its sign."""
+        where = f" in a step named with {self.bug.during!r}" if self.bug.during else ""
         return (
             f"e2e-dra: {self.said} was expected to break this, but this failure does not show "
-            f"its sign ({self.bug.sign!r}): it is a failure of its own"
+            f"its sign ({self.bug.sign!r}){where}: it is a failure of its own"
         )
+
+
+NET_NOTE = "e2e-dra: safety net: "
+"""How a safety net's finding is noted on a failure that happened anyway."""
 
 
 class KnownBugNotSeen(AssertionError):
@@ -175,8 +180,19 @@ class SuiteRun:
             notes = self._collect(entry, exc)
             seen = None  # the line that shows the known bug's sign
             known = known or self._known_bug(entry)
-            if known is not None and outcome == "failed" and not isinstance(exc, KnownBugNotSeen):
+            step = failing_step(exc)
+            if (
+                known is not None
+                and outcome == "failed"
+                and not isinstance(exc, KnownBugNotSeen)
+                and known.bug.breaks_step(step)
+            ):
                 seen = known.bug.seen_in("\n".join([str(exc), *_notes(exc), *notes]))
+            beyond = [  # what a safety net found that is not the known bug's own sign
+                line.removeprefix(NET_NOTE)
+                for line in _notes(exc)
+                if line.startswith(NET_NOTE) and known is not None and not known.bug.seen_in(line)
+            ]
             following = self._following(entry, known) if seen else None
             if following is None:
                 self._mark_broken(entry, f"{self._where(entry)} failed", exc)
@@ -184,11 +200,12 @@ class SuiteRun:
                 notes.append(self._contain(entry, known, following) if seen else known.not_this())
             for line in notes:
                 exc.add_note(line)
-            expected = known is not None and seen is not None
+            expected = known is not None and seen is not None and not beyond
             said = known.said if known is not None else ""
             shown = (seen or "").removeprefix("e2e-dra: ")  # a note's line, as the others read
             message = f"{said}; seen as: {shown}" if expected else _one_line(exc)
-            step = failing_step(exc)
+            if seen is not None and beyond:  # the bug showed, and something else broke too
+                message = f"safety net: {beyond[0]} (beside {said}, which showed)"
             if step is not None:  # the message is what JUnit, the page and a glance show
                 message = f"in step {step!r}: {message}"
             self.summary.record(
@@ -328,7 +345,7 @@ class SuiteRun:
         except Exception as exc:
             if not isinstance(exc, pytest.skip.Exception):
                 for line in self._checks(entry):
-                    exc.add_note(f"e2e-dra: safety net: {line}")
+                    exc.add_note(f"{NET_NOTE}{line}")
             raise
         found = self._checks(entry)
         if found:

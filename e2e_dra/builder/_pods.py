@@ -39,7 +39,8 @@ class Pods(ObjectClient):
 
     def wait_running(self, name: str, timeout: float = POD_START_TIMEOUT) -> dict:
         """Until the pod runs; fails early if it ended instead, or is gone (deleted: evicted by a
-        taint, preempted), saying why from the pod's last events."""
+        taint, preempted), saying why from the pod's last events (a pod stopped by an eviction
+        may end with its container's exit before it is deleted)."""
 
         def probe() -> dict:
             try:
@@ -51,7 +52,9 @@ class Pods(ObjectClient):
                 ) from exc
             phase = pod.get("status", {}).get("phase")
             if phase in ("Succeeded", "Failed"):
-                raise PodFailed(f"pod {self.namespace}/{name} ended with phase {phase}")
+                raise PodFailed(
+                    f"pod {self.namespace}/{name} ended with phase {phase}{self.events_of(name)}"
+                )
             return pod
 
         try:

@@ -81,14 +81,21 @@ class ProcessDriver:
         self._first_kubelet = self._first_kubelet or kubelet
         return self.kind.program(kubelet, upgraded=kubelet != self._first_kubelet)
 
-    def switch(self, kubelet: str) -> bool:
+    def changes_for(self, kubelet: str) -> bool:
+        """Whether beside a kubelet of release ``kubelet`` another build runs than now."""
+        return _binary(self._program(kubelet)) != _binary(self.program)
+
+    def switch(self, kubelet: str, *, wait: bool = True) -> bool:
         """Move to the build for a kubelet of release ``kubelet``, as a driver upgrade or
-        downgrade does (stop the old instance, start the new one); False when it runs already."""
-        program = self._program(kubelet)
-        if _binary(program) == _binary(self.program) and self.exit_status() is None:
+        downgrade does (stop the old instance, start the new one), and until it registered and
+        published (``wait``; not while the kubelet is down); False when it runs already."""
+        if not self.changes_for(kubelet) and self.exit_status() is None:
             return False  # the same build (or the same command line) runs already
         self.stop()
-        self._launch(program)
+        self._launch(self._program(kubelet))
+        if wait:
+            self.wait_registered(60)
+            self.wait_for_slices(120)
         return True
 
     def surge(self, kubelet: str) -> None:

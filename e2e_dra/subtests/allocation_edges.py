@@ -159,6 +159,7 @@ SUBTEST = Subtest(
             what="a device rejected for its taint keeps its counters, so the free device "
             "that shares them is not allocated (fixed in 1.36.3)",
             sign=r"is unschedulable, though its devices are free",
+            during="a tainted device's counters are given back",
         ),
         KnownBug(
             issue=135901,
@@ -167,6 +168,7 @@ SUBTEST = Subtest(
             what="a pod using an already prepared claim plus a new one never starts "
             "(fixed in 1.34.4)",
             sign=NEVER_STARTS,
+            during="a pod that adds a new claim to an already prepared one starts",
         ),
         KnownBug(
             issue=135901,
@@ -175,6 +177,7 @@ SUBTEST = Subtest(
             what="a pod using an already prepared claim plus a new one never starts "
             "(fixed in 1.35.1)",
             sign=NEVER_STARTS,
+            during="a pod that adds a new claim to an already prepared one starts",
         ),
     ),
 )

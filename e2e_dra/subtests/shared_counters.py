@@ -115,6 +115,7 @@ SUBTEST = Subtest(
             what="counters of a shared device are not counted in later scheduling cycles, so "
             "a device that needs the same counters is allocated too (fixed in 1.36.2)",
             sign=r"should be Pending and unschedulable, but it is",
+            during="the device that needs the same counters waits while the share is held",
         ),
         KnownBug(
             issue=140433,
@@ -123,6 +124,7 @@ SUBTEST = Subtest(
             what="a second share of a device that consumes counters is charged the counters "
             "again and refused (fixed in 1.37.0; never in 1.36)",
             sign=r"is unschedulable, though its devices are free",
+            during="a second claim, in a later scheduling cycle, gets another share",
         ),
     ),
 )

@@ -14,7 +14,9 @@ promise a driver's users:
 - a deleted pod's claim is unprepared: the kubelet's checkpoint lets go of it, and no CDI spec
   or file of the driver's own (its checkpoint) names it any more;
 - a driver that follows the kubelet's release (``upstream``) is upgraded and downgraded with
-  it, with prepared claims in place, and the rules above hold across that change too;
+  it, with prepared claims in place, and the rules above hold across that change too: after the
+  upgrade on its own (the kubelet restarted beside the old build), at the downgrade and the
+  re-upgrade together with the kubelet (replaced while the kubelet is down);
 - a driver stopped past the kubelet's wipe delay loses nothing: the prepared pod runs on, a new
   pod waits, an unprepare asked meanwhile happens once it is back, the waiting pod then starts;
 - a driver that can run two instances at once (it takes a pod UID) is updated as a DaemonSet
@@ -42,8 +44,15 @@ from e2e_dra.driver import (
     ProcessDriver,
     pools_complete,
 )
-from e2e_dra.kube import retrying
-from e2e_dra.subtest import DRIVER_SUBTEST_PREFIX, PHASES, Context, Phase, Subtest
+from e2e_dra.kube import Kube, retrying
+from e2e_dra.subtest import (
+    DRIVER_SUBTEST_PREFIX,
+    PHASES,
+    Context,
+    Phase,
+    Subtest,
+    WhileKubeletDown,
+)
 from e2e_dra.subtest_kit import (
     Running,
     checkpoint_entry,
@@ -98,12 +107,15 @@ class _Claimed:
 @dataclass(frozen=True)
 class _Held:
     """What one phase leaves the next: the pod that must run on untouched through every step,
-    the pod whose claim the next phase deletes and sees unprepared, the devices published."""
+    the pod whose claim the next phase deletes and sees unprepared, the devices published, the
+    kubelet releases met so far, and the driver's replacement asked of the next step."""
 
     kept: Running
     kept_claim: _Claimed
     passing: _Claimed
     devices: dict[str, list[str]]  # the driver's devices by pool
+    kubelets: tuple[str, ...] = ()  # in the order the phases met them
+    replaced: WhileKubeletDown | None = None
 
     def untouched(self, b: Builder) -> None:
         still_untouched(b, self.kept, [self.kept_claim.claim], self.kept_claim.env)
@@ -121,7 +133,9 @@ def _first(ctx: Context) -> Phase:
         kept = _claimed_pod(ctx, b, driver, template=False)
     with ctx.step("a second pod with a claim from a template runs"):
         passing = _claimed_pod(ctx, b, driver)
-    following = _next(_Held(running(b, kept.name), kept, passing, devices), 1)
+    kubelets = (ctx.releases.get("kubelet", ""),)
+    held = _Held(running(b, kept.name), kept, passing, devices, kubelets)
+    following = _next(held, 1)
     assert following is not None  # a chain has more than one phase
     return following
 
@@ -138,6 +152,8 @@ def _next(held: _Held, index: int) -> Phase | None:
         leaving = [held.passing]
         if driver.surging:  # a rolling update begun the phase before spans the step
             leaving += _rolling_update_ends(ctx, b, driver, held)
+        if held.replaced is not None and held.replaced.happened():
+            ctx.log(f"{ctx.phase}: {held.replaced.what}: done while the kubelet was down")
         _follow_kubelet(ctx, driver)
         _note(ctx, driver)
         with ctx.step("the pod prepared before the step runs on untouched"):
@@ -153,7 +169,10 @@ def _next(held: _Held, index: int) -> Phase | None:
             else:
                 with ctx.step("a new pod with a new claim runs and sees its device"):
                     passing = _claimed_pod(ctx, b, driver)
-        return _next(_Held(held.kept, held.kept_claim, passing, held.devices), index + 1)
+        kubelets = (*held.kubelets, ctx.releases.get("kubelet", ""))
+        replaced = _replace_with_next_step(ctx, driver, kubelets)
+        following = _Held(held.kept, held.kept_claim, passing, held.devices, kubelets, replaced)
+        return _next(following, index + 1)
 
     return after_step
 
@@ -176,12 +195,30 @@ def _note(ctx: Context, driver: ProcessDriver) -> None:
 
 def _follow_kubelet(ctx: Context, driver: ProcessDriver) -> None:
     """A driver built for each kubelet release moves with the kubelet: stopped and started
-    again as its new build while claims are prepared, as a DaemonSet update does."""
+    again as its new build while claims are prepared, as a DaemonSet update does (unless the
+    step replaced it already)."""
     kubelet = ctx.releases.get("kubelet", "")
     with ctx.step(f"the driver runs the build for kubelet {kubelet}"):
-        if driver.switch(kubelet):
-            driver.wait_registered(60)
-            driver.wait_for_slices(120)
+        driver.switch(kubelet)
+
+
+def _replace_with_next_step(
+    ctx: Context, driver: ProcessDriver, kubelets: tuple[str, ...]
+) -> WhileKubeletDown | None:
+    """A driver whose build follows the kubelet is replaced during the next cluster step, while
+    the kubelet is down, when the chain already met the kubelet release that step brings back
+    (the one before this phase's): a node upgraded together with its driver, which the new
+    kubelet meets at its start. The upgrade (a release not met yet) moves it after the step."""
+    if len(kubelets) < 2 or driver.surging or not driver.changes_for(kubelets[-2]):
+        return None
+    following = kubelets[-2]
+
+    def replace(kube: Kube) -> None:
+        driver.switch(following, wait=False)  # it registers once the kubelet is back
+
+    return ctx.while_kubelet_down(
+        f"driver {driver.name} replaced by its build for kubelet {following}", replace
+    )
 
 
 def _select_driver(b: Builder, driver: ProcessDriver) -> None:

@@ -329,7 +329,7 @@ def _lock_holder(fd: int) -> int | None:
                 return int(fields[4])
     with contextlib.suppress(OSError, ValueError):
         written = os.pread(fd, 32, 0).decode().strip()
-        if written.isdigit() and int(written) > 0:
+        if written.isdecimal() and int(written) > 0:
             return int(written)
     return None
 

@@ -18,11 +18,12 @@ APP_NAME = "e2e-dra"
 
 
 def cache_root() -> Path:
-    """The root of every cache of ours: ``E2E_DRA_CACHE_DIR``, else the user cache dir."""
-    explicit = settings().cache_dir
+    """The root of every cache of ours: ``E2E_DRA_CACHE_DIR``, else the user cache dir (under
+    ``XDG_CACHE_HOME`` when set, held to what ``E2E_DRA_CACHE_DIR`` is held to)."""
+    explicit, home = settings().cache_dir, settings().xdg_cache_home
     if explicit is not None:
         return explicit
-    return Path(user_cache_dir(APP_NAME, appauthor=False))
+    return home / APP_NAME if home is not None else Path(user_cache_dir(APP_NAME, appauthor=False))
 
 
 def server_cache_dir() -> Path:

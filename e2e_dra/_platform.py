@@ -44,6 +44,6 @@ def _memory_gib() -> int | None:
     for line in text.splitlines():
         if line.startswith("MemTotal:"):
             fields = line.split()
-            if len(fields) >= 2 and fields[1].isdigit():
+            if len(fields) >= 2 and fields[1].isdecimal():
                 return round(int(fields[1]) / (1 << 20))
     return None

@@ -107,7 +107,7 @@ def seconds(text: str) -> float:
 def count(text: str) -> int:
     """A whole number from 0 to 1000 (``3``)."""
     value = text.strip()
-    if not value.isdigit() or len(value) > 4:
+    if not value.isdecimal() or len(value) > 4:
         raise ValueError("is not a whole number from 0 to 1000 (e.g. 3)")
     number = int(value)
     if number > 1000:
@@ -118,7 +118,7 @@ def count(text: str) -> int:
 def seed(text: str) -> int:
     """A seed: a whole number of up to 18 digits (``42``)."""
     value = text.strip()
-    if not value.isdigit() or len(value) > 18:
+    if not value.isdecimal() or len(value) > 18:
         raise ValueError("is not a whole number of up to 18 digits (e.g. 42)")
     return int(value)
 
@@ -368,6 +368,15 @@ class Settings:
             "everything else we build or cache (Kubernetes builds, Go caches, runtime)",
             directory,
             shown="`~/.cache/e2e-dra`",
+        ),
+    )
+    xdg_cache_home: Path | None = field(
+        default=None,
+        metadata=_about(
+            "XDG_CACHE_HOME",
+            "the user cache directory, under which `E2E_DRA_CACHE_DIR` defaults to `e2e-dra`",
+            directory,
+            shown="`~/.cache`",
         ),
     )
     report_link_base: str | None = field(

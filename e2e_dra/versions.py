@@ -298,7 +298,14 @@ def source_version(
             env = {k: v for k, v in os.environ.items() if k != "KUBE_GIT_VERSION_FILE"}
             if version_file is not None:
                 env["KUBE_GIT_VERSION_FILE"] = str(version_file)
-            return parse_version(_workspace_git_version(Path(source_dir), script, env))
+            printed = _workspace_git_version(Path(source_dir), script, env)
+            try:
+                return parse_version(printed)
+            except VersionError as exc:
+                raise VersionError(
+                    f"{script} printed gitVersion {printed!r}, which is no version we can use: "
+                    f"{exc}; check the checkout's tags (git describe) or KUBE_GIT_VERSION_FILE"
+                ) from None
         tried.append(f"{script} in a git checkout")
     if version_file is not None:
         named = _version_file_git_version(version_file)

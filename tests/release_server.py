@@ -94,6 +94,7 @@ class Fault:
     drop_after: int | None = None  # send only this many body bytes, then close the connection
     stall_after: int | None = None  # send this many body bytes, then hang until released
     redirect_to_self: bool = False  # answer 302 with Location: the same path (a redirect loop)
+    redirect_onward: bool = False  # answer 302 to the same path with a new query (a long chain)
     trickle: int | None = None  # send the body at this many bytes per second
     drip: float | None = None  # send all of it, status line and headers too, a byte every drip s
     headers: dict[str, str] = field(default_factory=dict)  # sent with an injected status
@@ -218,9 +219,10 @@ class ReleaseServer:
         fault = self._next_fault(path)
         if fault is not None and fault.status is not None:
             return self._answer(handler, fault.status, b"injected failure\n", fault.headers)
-        if fault is not None and fault.redirect_to_self:
+        if fault is not None and (fault.redirect_to_self or fault.redirect_onward):
             handler.send_response(302)
-            handler.send_header("Location", handler.path)
+            onward = f"{path}?hop={fault.times}" if fault.redirect_onward else handler.path
+            handler.send_header("Location", onward)
             handler.send_header("Content-Length", "0")
             handler.end_headers()
             return None

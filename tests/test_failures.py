@@ -167,6 +167,13 @@ def test_a_redirect_loop_fails_once_with_a_line(release_server: ReleaseServer) -
     assert release_server.count("stable-1.36.txt") <= 21  # one try: httpx's 20 redirects
 
 
+def test_a_long_redirect_chain_is_not_called_a_loop(release_server: ReleaseServer) -> None:
+    release_server.fail("stable-1.36.txt", Fault(redirect_onward=True, times=25))
+    proc = e2e_dra("resolve", "1.36", "--base-url", release_server.url)
+    line = one_line(proc, 5, "stable-1.36.txt", "redirects more than 20 times (the last to ")
+    assert "loop" not in line and "?hop=" in line
+
+
 def test_plain_bodies_labelled_gzip_are_read_as_they_are(
     release_server: ReleaseServer, tmp_path: Path
 ) -> None:
@@ -749,6 +756,24 @@ def test_only_statuses_that_say_later_are_retried(
     proc = e2e_dra("resolve", "1.36", "--base-url", release_server.url)
     assert release_server.count("stable-1.36.txt") == tries
     assert proc.returncode == (0 if tries > 1 else 5), proc.stderr
+
+
+def test_a_cache_home_with_a_newline_is_refused_naming_it(release_server: ReleaseServer) -> None:
+    proc = e2e_dra(
+        "download", "v1.36.5", "--base-url", release_server.url, env={"XDG_CACHE_HOME": "/tmp/a\nb"}
+    )
+    one_line(proc, 3, "XDG_CACHE_HOME='/tmp/a\\nb'", "control character")
+    assert release_server.requests == []  # refused before anything was asked
+
+
+def test_a_part_nobody_asked_for_is_said_as_such_not_as_a_refusal(
+    release_server: ReleaseServer,
+) -> None:
+    release_server.put("stable-1.36.txt", "v1.36.5\n")
+    release_server.fail("stable-1.36.txt", Fault(status=206))
+    proc = e2e_dra("resolve", "1.36", "--base-url", release_server.url)
+    line = one_line(proc, 5, "HTTP 206", "a part of the file that was not asked for")
+    assert "refuses" not in line
 
 
 def test_a_tarball_that_fails_its_content_checks_is_discarded(

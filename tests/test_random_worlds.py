@@ -31,6 +31,16 @@ def test_a_claim_fits_devices_it_selects_and_tolerates_on_one_numa_node_if_asked
     assert Claim("c", 2, ("k2", "Exists"), None, True).fits(devices) == [devices[2], devices[3]]
 
 
+def test_a_first_available_claim_fits_its_first_choice_that_fits() -> None:
+    devices = [Device("d0", "a", 0, None), Device("d1", "b", 1, None), Device("d2", "a", 1, "k1")]
+    claim = Claim("c", 0, None, None, False, (("a", 2), (None, 1)))
+    assert claim.choices() == [("a", 2), (None, 1)]
+    assert claim.fits(devices) == [devices[0]]  # d2 is tainted: two of model a do not fit
+    assert claim.fits(devices, 0) is None and claim.fits(devices, 1) == [devices[0]]
+    tolerating = Claim("c", 0, ("k1", "Exists"), None, False, (("a", 2), (None, 1)))
+    assert tolerating.fits(devices) == [devices[0], devices[2]]
+
+
 def test_a_worlds_devices_carry_its_name_and_taints_that_predate_its_claims() -> None:
     world = World("acc-0", (Device("d0", "a", 1, "k2"), Device("d1", "b", 0, None)), ())
     tainted, plain = _devices(world)

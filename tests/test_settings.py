@@ -118,6 +118,8 @@ def test_an_empty_gosumdb_is_a_value_as_go_reads_it() -> None:
         ("E2E_DRA_KEEP_RUNS", "three", "is not a whole number"),
         ("E2E_DRA_KEEP_RUNS", "-1", "is not a whole number"),
         ("E2E_DRA_KEEP_RUNS", "5000", "is more than 1000"),
+        ("E2E_DRA_KEEP_RUNS", "²", "is not a whole number"),  # a digit to isdigit(), not to int()
+        ("E2E_DRA_WORLD_SEED", "4²", "is not a whole number of up to 18 digits"),
         ("E2E_DRA_DOWNLOAD_DEADLINE", "1e10", "is longer than 1000000000 seconds"),
         ("GOTOOLCHAIN", "gofoo", "is not a Go toolchain"),
         ("KUBERNETES_SERVER_CACHE_DIR", "/tmp/a\nb", "holds a control character"),

@@ -259,6 +259,18 @@ def test_source_version_reports_a_failing_workspace_script(tmp_path: Path) -> No
         source_version(tree, None)
 
 
+def test_a_bad_version_a_checkout_prints_is_said_as_its_scripts(tmp_path: Path) -> None:
+    tree = _git_tree(tmp_path / "k8s", "vnext")
+    with pytest.raises(VersionError) as caught:
+        source_version(tree, None)
+    message = str(caught.value)
+    assert message.startswith(
+        f"{tree}/hack/print-workspace-status.sh printed gitVersion 'vnext', "
+        "which is no version we can use: "
+    )
+    assert "git describe" in message
+
+
 def test_source_version_file_without_the_variable(tmp_path: Path) -> None:
     version_file = tmp_path / "version.env"
     version_file.write_text("KUBE_GIT_MAJOR='1'\n")

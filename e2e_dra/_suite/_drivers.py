@@ -5,10 +5,11 @@ subtests: a driver costs its phases, not a cluster of its own. ``-k drivers`` ru
 (their items carry the ``drivers`` mark).
 
 Before the cluster comes up, one step builds every selected driver for every kubelet release the
-suite runs (a driver that follows the kubelet is switched to its other build in the phase after
-each step), so a build's minutes are a step of their own, said with progress, never a phase
-that seems to hang. ``summary.json`` records each driver's builds: version, Go, and the
-``k8s.io/dynamic-resource-allocation`` it links (``drivers``).
+suite runs (a driver that follows the kubelet moves to its other build after the upgrade, and
+with the kubelet at the downgrade and the re-upgrade), so a build's minutes are a step of their
+own, said with progress, never a phase that seems to hang. ``summary.json`` records each
+driver's builds: version, Go, and the ``k8s.io/dynamic-resource-allocation`` it links
+(``drivers``).
 """
 
 from __future__ import annotations

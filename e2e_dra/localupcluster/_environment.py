@@ -30,7 +30,7 @@ def trace_assignments(env: dict[str, str]) -> None:
     """Raise ``KUBE_VERBOSE`` in ``env`` to :data:`TRACING_VERBOSITY` unless the script already
     gets that much or more: without the trace the engine would not know the script's settings."""
     verbose = inherited(env, "KUBE_VERBOSE") or ""
-    if not verbose.isdigit() or int(verbose) < TRACING_VERBOSITY:
+    if not verbose.isdecimal() or int(verbose) < TRACING_VERBOSITY:
         env["KUBE_VERBOSE"] = str(TRACING_VERBOSITY)
 
 

@@ -72,7 +72,7 @@ def start_time(pid: int) -> str | None:
 
 
 def _identity(pid: int, started: str | None) -> ProcessId | None:
-    return ProcessId(pid, int(started)) if started is not None and started.isdigit() else None
+    return ProcessId(pid, int(started)) if started is not None and started.isdecimal() else None
 
 
 def _alive(pid: int, started: str | None) -> bool:
@@ -239,7 +239,7 @@ class HostLock:
             return
         for left in self.scratch.iterdir():
             _, owner, started, *_ = [*left.name.split("-"), "", "", ""]
-            if owner.isdigit() and _alive(int(owner), started):
+            if owner.isdecimal() and _alive(int(owner), started):
                 continue
             shutil.rmtree(left, ignore_errors=True)
 

@@ -221,7 +221,7 @@ class Launcher:
         """Fail when a process that is not ours listens on ``component``'s port: a stranger there
         makes the component fail in confusing ways."""
         port = self._cluster.setting(PORT_SETTING[component])
-        if not port.isdigit() or int(port) == 0:
+        if not port.isdecimal() or int(port) == 0:
             return
         holder = poll(  # a socket without a visible owner is usually being released
             lambda: listener(int(port)),

@@ -347,12 +347,17 @@ def _resolve(host: str, port: int, timeout: float | None) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in found))
 
 
+MAX_REDIRECTS = 20
+"""Redirects one request follows (httpx's default): more is a loop or a chain gone wrong."""
+
+
 def new_client(transport: httpx.BaseTransport | None = None) -> httpx.Client:
     """The client every request of ours goes through: redirects followed, and the wall-clock
     deadline (:func:`deadline`) applied to every connection it opens, proxies included."""
     client = httpx.Client(
         transport=transport,
         follow_redirects=True,
+        max_redirects=MAX_REDIRECTS,
         timeout=httpx.Timeout(30.0, connect=10.0),
         headers={"User-Agent": f"e2e-dra/{__version__}"},
     )
@@ -450,9 +455,15 @@ def with_retries(
         raise ReleaseError(
             redact(f"getting {exc.url} failed after {attempts()}: {exc}; {advice}")
         ) from None
-    except httpx.TooManyRedirects:
+    except httpx.TooManyRedirects as exc:
+        last = str(exc.request.url)  # a loop leads back where it started; a long chain does not
+        how = (
+            "redirects in a loop"
+            if last == what
+            else f"redirects more than {MAX_REDIRECTS} times (the last to {last})"
+        )
         raise ReleaseError(
-            redact(f"getting {what} failed: the server redirects in a loop; check {setting}")
+            redact(f"getting {what} failed: the server {how}; check {setting}")
         ) from None
     except httpx.InvalidURL as exc:
         if _usable(what):  # ours is fine: the server redirected to one that is not
@@ -561,4 +572,8 @@ def status_error(
     message = f"getting {url} failed: HTTP {response.status_code} {response.reason_phrase}".rstrip()
     if response.status_code == 404:
         return NotFoundError(redact(f"{message} (not found); check the version or {setting}"))
+    if response.status_code == 206:  # a part nobody asked for: no refusal, a broken server
+        return ReleaseError(
+            redact(f"{message}, a part of the file that was not asked for; check {setting}")
+        )
     return ReleaseError(redact(f"{message}; check {setting} (it refuses this file)"))

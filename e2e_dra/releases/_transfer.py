@@ -148,7 +148,7 @@ def _continue_or_restart(
         raise TransientStatus(url, response)
     if response.status_code == 200:  # a server that ignores Range sends everything again
         length = response.headers.get("Content-Length")
-        return "wb", int(length) if length and length.isdigit() else None
+        return "wb", int(length) if length and length.isdecimal() else None
     if response.status_code == 416 and offset:  # the partial file is not a prefix of this one
         part.unlink()
         raise TransientStatus(url, response)

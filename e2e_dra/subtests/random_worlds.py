@@ -5,11 +5,14 @@ A world is one pool of this subtest's driver (published as a cluster-wide Resour
 few devices, each with a ``model`` and a ``numa`` attribute, some tainted ``NoSchedule`` by key
 ``k1`` or ``k2``; and a few claims, each with one request for one or two devices, maybe a
 toleration (by key, ``Exists`` or ``Equal``), maybe a selector on ``model``, maybe a
-``matchAttribute`` constraint on ``numa``. Every claim gets a pod; all are created at once. Then:
+``matchAttribute`` constraint on ``numa``; or a ``firstAvailable`` request (two devices of one
+model, else one of any). Every claim gets a pod; all are created at once. Then:
 
 - every allocation is held to the API's rules by the allocation oracle (counts, one claim per
   device, taints, constraints), whatever this module checks;
 - every allocated device matches its request's selector (which the oracle cannot evaluate);
+- a ``firstAvailable`` request got its first choice that fits: no earlier one fits the devices
+  the other claims left (they only took more since it was allocated);
 - no pod stays unschedulable while the devices the others left free fit its claim (each request
   is small enough to find a fit by counting), once the scheduler had time to look again.
 
@@ -29,7 +32,14 @@ from pathlib import Path
 
 import yaml
 
-from e2e_dra.builder import Builder, cluster_slice, is_unschedulable, request
+from e2e_dra.builder import (
+    DEFAULT_REQUEST,
+    Builder,
+    Request,
+    cluster_slice,
+    is_unschedulable,
+    request,
+)
 from e2e_dra.settings import settings
 from e2e_dra.subtest import Context, Subtest
 from e2e_dra.subtest_kit import WAITS_FOR_A_POOL, every_phase, remove
@@ -62,22 +72,36 @@ class Claim:
     toleration: tuple[str, str] | None  # key, operator
     model: str | None  # its selector, if any
     same_numa: bool
+    # Instead of count and model: subrequests (model, count) of which the first that fits
+    # is to be taken (firstAvailable).
+    options: tuple[tuple[str | None, int], ...] = ()
 
-    def accepts(self, device: Device) -> bool:
-        """Whether the request may get ``device`` alone (selector and taint)."""
-        if self.model is not None and device.model != self.model:
+    def choices(self) -> list[tuple[str | None, int]]:
+        """What the claim may be given, in the order it prefers: its subrequests, or itself."""
+        return list(self.options) or [(self.model, self.count)]
+
+    def accepts(self, device: Device, model: str | None) -> bool:
+        """Whether a request for ``model`` may get ``device`` alone (selector and taint)."""
+        if model is not None and device.model != model:
             return False
         return device.taint is None or (
             self.toleration is not None and self.toleration[0] == device.taint
         )
 
-    def fits(self, free: list[Device]) -> list[Device] | None:
-        """Devices of ``free`` that satisfy the claim, if there are enough."""
-        usable = [d for d in free if self.accepts(d)]
-        groups = [[d for d in usable if d.numa == n] for n in (0, 1)]
-        if not self.same_numa:
-            groups = [usable]
-        return next((group[: self.count] for group in groups if len(group) >= self.count), None)
+    def fits(self, free: list[Device], choice: int | None = None) -> list[Device] | None:
+        """Devices of ``free`` that satisfy the claim (its first choice that fits, or choice
+        ``choice``), if there are enough."""
+        for index, (model, count) in enumerate(self.choices()):
+            if choice is not None and index != choice:
+                continue
+            usable = [d for d in free if self.accepts(d, model)]
+            groups = [[d for d in usable if d.numa == n] for n in (0, 1)]
+            if not self.same_numa:
+                groups = [usable]
+            fit = next((group[:count] for group in groups if len(group) >= count), None)
+            if fit is not None:
+                return fit
+        return None
 
 
 @dataclass(frozen=True)
@@ -104,6 +128,10 @@ def draw(rng: random.Random, name: str) -> World:
         if rng.random() < 0.6:
             toleration = (rng.choice(TAINT_KEYS), rng.choice(("Exists", "Equal")))
         model = rng.choice(MODELS) if rng.random() < 0.3 else None
+        if rng.random() < 0.25:  # the first of two choices that fits
+            options = ((rng.choice(MODELS), 2), (None, 1))
+            claims.append(Claim(f"c{i}", 0, toleration, None, False, options))
+            continue
         claims.append(Claim(f"c{i}", count, toleration, model, count == 2 and rng.random() < 0.5))
     return World(name, devices, tuple(claims))
 
@@ -167,9 +195,6 @@ def _devices(world: World) -> list[dict]:
 
 
 def _claim(b: Builder, world: World, claim: Claim, attr: str) -> dict:
-    selectors = [f'{attr}.world == "{world.name}"']
-    if claim.model is not None:
-        selectors.append(f'{attr}.model == "{claim.model}"')
     tolerations = []
     if claim.toleration is not None:
         key, operator = claim.toleration
@@ -177,9 +202,19 @@ def _claim(b: Builder, world: World, claim: Claim, attr: str) -> dict:
         if operator == "Equal":
             toleration["value"] = "x"
         tolerations.append(toleration)
-    made = b.external_claim(
-        requests=[request(selectors=selectors, count=claim.count, tolerations=tolerations)]
-    )
+
+    def asking(name: str, model: str | None, count: int) -> Request:
+        selectors = [f'{attr}.world == "{world.name}"']
+        if model is not None:
+            selectors.append(f'{attr}.model == "{model}"')
+        return request(name, selectors=selectors, count=count, tolerations=tolerations)
+
+    if claim.options:
+        options = [asking(f"o{i}", m, c) for i, (m, c) in enumerate(claim.options)]
+        wanted = request(first_available=options)
+    else:
+        wanted = asking(DEFAULT_REQUEST, claim.model, claim.count)
+    made = b.external_claim(requests=[wanted])
     made["spec"]["devices"].pop("config", None)
     if claim.same_numa:
         qualified = f"{b.driver_name}/numa"
@@ -200,18 +235,33 @@ def _judge(
     )
     by_name = {d.name: d for d in world.devices}
     taken: dict[str, list[Device]] = {}
+    chosen: dict[str, int] = {}
     for claim in world.claims:
         results = _results(b, claims[claim.name])
         taken[claim.name] = [by_name[r["device"]] for r in results if r["device"] in by_name]
-        for device in taken[claim.name]:
-            assert claim.model is None or device.model == claim.model, (
-                f"world {world.name} ({saved}): claim {claim.name} asks for model "
-                f"{claim.model} and was allocated {device}"
+        subs = {r["request"].partition("/")[2] for r in results}
+        if claim.options and len(subs) == 1:  # the oracle says it when they are more
+            chosen[claim.name] = int(subs.pop().removeprefix("o"))
+        else:
+            chosen[claim.name] = 0
+        model, _ = claim.choices()[chosen[claim.name]]
+        for device in taken[claim.name]:  # the oracle judges taints, counts and constraints
+            assert model is None or device.model == model, (
+                f"world {world.name} ({saved}): claim {claim.name} asks for model {model} and "
+                f"was allocated {device}"
             )
     for claim in world.claims:
-        if taken[claim.name]:
+        others = [d for name, held in taken.items() if name != claim.name for d in held]
+        free = [d for d in world.devices if d not in others]
+        if taken[claim.name]:  # firstAvailable: no earlier choice fit when it was allocated
+            earlier = [i for i in range(chosen[claim.name]) if claim.fits(free, i) is not None]
+            assert not earlier, (
+                f"world {world.name} ({saved}): claim {claim.name} was given its choice "
+                f"{claim.choices()[chosen[claim.name]]}, though its earlier choice "
+                f"{claim.choices()[earlier[0]]} fits devices {claim.fits(free, earlier[0])}"
+            )
             continue
-        free = [d for d in world.devices if not any(d in held for held in taken.values())]
+        free = [d for d in free if d not in taken[claim.name]]
         fit = claim.fits(free)
         if fit is None:
             continue

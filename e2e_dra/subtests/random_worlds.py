@@ -277,6 +277,8 @@ def _judge(
                 f"world {world.name} ({saved}): pod {pod} is unschedulable, though devices "
                 f"{[d.name for d in fit]} are free and fit its claim {claim}"
             ) from None
+        results = _results(b, claims[claim.name])  # it took devices the later claims had free
+        taken[claim.name] = [by_name[r["device"]] for r in results if r["device"] in by_name]
 
 
 def _decided(b: Builder, pod: dict) -> bool:

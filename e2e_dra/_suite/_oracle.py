@@ -137,14 +137,15 @@ class AllocationOracle:
     def _judge(self, claim: dict) -> list[Problem]:
         results = _results(claim)
         key = (_uid(claim), repr(results))
-        if results is None or key in self._judged or _allocated_at(claim) is None:
+        allocated_at = _allocated_at(claim)
+        if results is None or key in self._judged or allocated_at is None:
             return []  # an allocation some client wrote (a test's) holds devices, unjudged
         published = self._published_now()  # may raise (a restarting server): judged later
         self._judged.add(key)
         found = [
             *_count_problems(claim, results),
             *self._shared_problems(claim, results, published),
-            *_taint_problems(claim, results, published),
+            *_taint_problems(claim, results, published, allocated_at),
             *_constraint_problems(claim, results, published),
             *self._counter_problems(claim, results, published),
         ]
@@ -250,9 +251,8 @@ def _count_problems(claim: dict, results: list[dict]) -> list[tuple[str, str]]:
 
 
 def _taint_problems(
-    claim: dict, results: list[dict], published: _Published
+    claim: dict, results: list[dict], published: _Published, allocated_at: float
 ) -> list[tuple[str, str]]:
-    allocated_at = _allocated_at(claim)
     found = []
     for result in results:
         device = published.devices.get(_device(result))
@@ -263,7 +263,7 @@ def _taint_problems(
             if taint.get("effect") not in BLOCKING_EFFECTS:
                 continue
             added = _timestamp(taint.get("timeAdded"))
-            if added is None or allocated_at is None or added > allocated_at - TAINT_MARGIN:
+            if added is None or added > allocated_at - TAINT_MARGIN:
                 continue  # tainted after the allocation: eviction's business, not the allocator's
             if not any(_tolerates(t, taint) for t in tolerations):
                 found.append(

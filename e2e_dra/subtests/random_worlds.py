@@ -42,7 +42,7 @@ from e2e_dra.builder import (
 )
 from e2e_dra.settings import settings
 from e2e_dra.subtest import Context, Subtest
-from e2e_dra.subtest_kit import WAITS_FOR_A_POOL, every_phase, remove
+from e2e_dra.subtest_kit import WAITS_FOR_A_POOL, allocated, every_phase, remove
 from e2e_dra.waits import WaitTimeout, eventually
 
 DEVICES = 6
@@ -234,11 +234,16 @@ def _judge(
         until=lambda undecided: not undecided,
     )
     by_name = {d.name: d for d in world.devices}
+
+    def held(claim: Claim) -> tuple[list[dict], list[Device]]:
+        """The claim's allocation results now, and the world's devices among them."""
+        results = allocated(b, claims[claim.name]["metadata"]["name"])
+        return results, [by_name[r["device"]] for r in results if r["device"] in by_name]
+
     taken: dict[str, list[Device]] = {}
     chosen: dict[str, int] = {}
     for claim in world.claims:
-        results = _results(b, claims[claim.name])
-        taken[claim.name] = [by_name[r["device"]] for r in results if r["device"] in by_name]
+        results, taken[claim.name] = held(claim)
         subs = {r["request"].partition("/")[2] for r in results}
         if claim.options and len(subs) == 1:  # the oracle says it when they are more
             chosen[claim.name] = int(subs.pop().removeprefix("o"))
@@ -277,8 +282,7 @@ def _judge(
                 f"world {world.name} ({saved}): pod {pod} is unschedulable, though devices "
                 f"{[d.name for d in fit]} are free and fit its claim {claim}"
             ) from None
-        results = _results(b, claims[claim.name])  # it took devices the later claims had free
-        taken[claim.name] = [by_name[r["device"]] for r in results if r["device"] in by_name]
+        _, taken[claim.name] = held(claim)  # it took devices the later claims had free
 
 
 def _decided(b: Builder, pod: dict) -> bool:
@@ -289,11 +293,6 @@ def _decided(b: Builder, pod: dict) -> bool:
         str(c.get("message", "")) for c in now.get("status", {}).get("conditions") or []
     )
     return is_unschedulable(now) and WAITS_FOR_A_POOL not in said
-
-
-def _results(b: Builder, claim: dict) -> list[dict]:
-    status = b.get("resourceclaims", claim["metadata"]["name"]).get("status") or {}
-    return ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
 
 
 SUBTEST = Subtest(

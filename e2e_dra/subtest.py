@@ -119,7 +119,9 @@ class KnownBug:
     what: str  # what goes wrong, in one line
     # How its failure looks: a regular expression searched in the failure's text and notes (the
     # component net's quote of a panic is among them). Another failure on those releases is a
-    # failure, not this bug: an expected failure must be the expected one.
+    # failure, not this bug: an expected failure must be the expected one. A safety net that
+    # finds the same defect says it in its own words (the allocation oracle names its rule):
+    # those words belong in the sign too, or the net's finding fails the phase beside the bug.
     sign: str
     phase: str | None = None  # the one phase it breaks; None: every phase run on those releases
     step: str | None = None  # instead of a phase: the cluster step it breaks ("downgrade")

@@ -976,6 +976,27 @@ def test_a_safety_net_finding_beside_a_known_bug_fails_the_phase_instead_of_hidi
     )
 
 
+def test_a_safety_net_saying_the_known_bug_in_its_sign_leaves_the_phase_an_expected_failure(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The allocation oracle words a scheduler bug its own way: a sign that names those words
+    too keeps the one defect one expected failure, while any other finding still fails it."""
+    net_said = "rule 'constraints': claim z: distinctAttribute numa repeats"
+    either = 'sign="broke in after-cluster-downgrade|rule .constraints.*distinctAttribute",'
+    (suite.pytester.path / "tinysubs" / "delta.py").write_text(
+        KNOWN_BUG.replace('sign="broke in after-cluster-downgrade",', either)
+    )
+    monkeypatch.setenv("TINY_FAIL", "delta/after-cluster-downgrade")
+    findings = {"delta/after-cluster-downgrade": [net_said]}
+    buggy = DryCluster(releases={"kube-scheduler": "v1.36.2"}, findings=findings)
+
+    result = suite.run("--e2e-dra-seed=3", cluster=buggy)
+
+    result.assert_outcomes(passed=21, xfailed=1, skipped=1)
+    results = {r["id"]: r for r in suite.summary()["results"]}
+    assert results["delta/after-cluster-downgrade"]["outcome"] == "xfailed"
+
+
 def test_a_known_bugs_sign_in_a_failure_of_another_step_is_a_failure_of_its_own(
     suite: Tiny, monkeypatch: pytest.MonkeyPatch
 ) -> None:

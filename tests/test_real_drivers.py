@@ -353,7 +353,7 @@ def _said(value: object, where: str) -> str:
 
 
 def test_the_kubelets_unprepare_errors_for_a_claim_are_read_after_a_point(tmp_path: Path) -> None:
-    from e2e_dra.subtests.drivers import _UNPREPARE_ERROR, _Claimed, _kubelet_errors
+    from e2e_dra.subtests.drivers import _UNPREPARE_ERROR, _Claimed, _kubelet_said
 
     line = (
         'E1206 19:34:50.145699    1184 pod_workers.go:1338] "Error syncing pod, skipping" '
@@ -367,12 +367,39 @@ def test_the_kubelets_unprepare_errors_for_a_claim_are_read_after_a_point(tmp_pa
         before + line.format(claim="c-1", uid="u-1") + line.format(claim="c-2", uid="u-2")
     )
     claimed = _Claimed({}, "c-1", "u-1", (), 1)
-    said = _kubelet_errors(log, len(before), _UNPREPARE_ERROR, claimed.claim, claimed.uid)
+    said = _kubelet_said(log, len(before), _UNPREPARE_ERROR, claimed.claim, claimed.uid)
     assert said == [
         "NodeUnprepareResources failed for ResourceClaim c-1: error unpreparing devices for claim "
         "u-1: unable to sync from checkpoint: checkpoint is corrupted"
     ]
-    assert _kubelet_errors(tmp_path / "none.log", 0, _UNPREPARE_ERROR, claimed.claim) == []
+    assert _kubelet_said(tmp_path / "none.log", 0, _UNPREPARE_ERROR, claimed.claim) == []
+
+
+def test_the_kubelets_registration_of_one_instance_is_told_by_the_pod_uid_in_its_endpoint(
+    tmp_path: Path,
+) -> None:
+    """A rolling update's new instance counts as registered once the kubelet says so for the
+    endpoint holding its pod UID, in 1.34's words and in 1.33's; another instance's line or an
+    older line does not count."""
+    from e2e_dra.subtests.drivers import _REGISTERED, _kubelet_said
+
+    now = (
+        'I1207 01:58:13.730554    1129 dra_plugin_manager.go:459] "Registered DRA plugin" '
+        'logger="DRA registration handler" driverName="d.example.com" '
+        'endpoint="/var/lib/kubelet/plugins/d.example.com/dra-{uid}.sock" numPlugins=2\n'
+    )
+    old = (
+        'I0501 10:00:00.000000    1129 registration.go:203] "Register new DRA plugin" '
+        'pluginName="d.example.com" '
+        'endpoint="/var/lib/kubelet/plugins/d.example.com/dra-{uid}.sock"\n'
+    )
+    log = tmp_path / "kubelet.log"
+    before = now.format(uid="new-1")
+    log.write_text(before + now.format(uid="old-0") + old.format(uid="new-2"))
+
+    assert _kubelet_said(log, len(before), _REGISTERED, "new-1") == []
+    assert _kubelet_said(log, 0, _REGISTERED, "new-1") == ['"Registered DRA plugin"']
+    assert _kubelet_said(log, len(before), _REGISTERED, "new-2") == ['"Register new DRA plugin"']
 
 
 def test_the_kubelets_prepare_errors_for_a_pod_are_its_own_words() -> None:

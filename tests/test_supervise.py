@@ -149,6 +149,37 @@ def test_stop_after_grace_kills_a_process_that_ignores_sigterm(tmp_path: Path) -
     assert log.read_text().rstrip().endswith("terminated, result: signal: killed")
 
 
+def _state(pid: int) -> str:
+    """The kernel's one-letter state of ``pid`` (T: stopped)."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+
+
+def test_a_frozen_group_answers_nothing_until_thawed_and_a_frozen_one_still_stops(
+    tmp_path: Path,
+) -> None:
+    """SIGSTOP reaches every member (a child of the leader too), SIGCONT wakes them; a group
+    left frozen is still stopped for good."""
+    pid_file, ticks = tmp_path / "child.pid", tmp_path / "ticks"
+    script = f"(while true; do echo >> {ticks}; sleep 0.05; done) & echo $! > {pid_file}; wait"
+    process = Process("ticker", ["sh", "-c", script], new_session=True)
+    process.start()
+    child = pid_from(pid_file)
+    assert eventually(lambda: ticks.exists() and ticks.stat().st_size > 0)
+
+    process.signal_group(signal.SIGSTOP)
+    assert eventually(lambda: _state(child) == "T" and _state(process.pid or 0) == "T")
+    size = ticks.stat().st_size
+    time.sleep(0.3)
+    assert ticks.stat().st_size == size  # nothing runs while frozen
+
+    process.signal_group(signal.SIGCONT)
+    assert eventually(lambda: ticks.stat().st_size > size)
+
+    process.signal_group(signal.SIGSTOP)
+    process.stop("frozen at the end", grace=0.2)
+    assert process.leftovers() == [] and not psutil_alive(child)
+
+
 def test_terminate_stops_a_process_that_is_not_our_child(tmp_path: Path) -> None:
     """A daemon of an earlier run: found by pid and start time, stopped with its group."""
     pid_file = tmp_path / "daemon.pid"

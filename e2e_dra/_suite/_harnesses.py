@@ -306,9 +306,14 @@ class _Grace:
 
 
 def _slice_findings(driver: NodeDriver, grace: float) -> list[str]:
-    """Fields the API server dropped that nobody expected, and publish errors that still stand
-    after ``grace`` seconds of a fresh try."""
-    return driver.take_dropped_fields() + driver.take_publish_errors(grace)
+    """Fields the API server dropped that nobody expected, publish errors that still stand
+    after ``grace`` seconds of a fresh try, and the kubelet's calls that broke the plugin API's
+    rules."""
+    return (
+        driver.take_dropped_fields()
+        + driver.take_publish_errors(grace)
+        + driver.take_protocol_findings()
+    )
 
 
 def _save_calls(driver: NodeDriver, directory: Path) -> Path | None:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 from e2e_dra.driver import _cdi
 
@@ -24,6 +24,16 @@ log = logging.getLogger(__name__)
 
 ClaimGetter = Callable[[str, str], dict]
 """``get_claim(namespace, name)`` -> the ResourceClaim as the API serves it (resource.k8s.io/v1)."""
+
+
+class CallWatch(Protocol):
+    """Told of each call the kubelet makes, before it is served (the kubelet's side of the
+    protocol is judged there: :mod:`e2e_dra.driver._protocol`)."""
+
+    def prepare_asked(self, claim: ClaimRef, obj: dict) -> None: ...
+
+    def unprepare_asked(self, claim: ClaimRef) -> None: ...
+
 
 _NOT_ALNUM = re.compile(r"[^a-zA-Z0-9]")
 
@@ -74,10 +84,17 @@ def claim_env_name(claim: str, request: str) -> str:
 class NodeService:
     """Prepared-claim state of one driver on one node; serialised, idempotent per claim UID."""
 
-    def __init__(self, driver_name: str, cdi_dir: Path, get_claim: ClaimGetter):
+    def __init__(
+        self,
+        driver_name: str,
+        cdi_dir: Path,
+        get_claim: ClaimGetter,
+        protocol: CallWatch | None = None,
+    ):
         self.driver_name = driver_name
         self.cdi_dir = cdi_dir
         self.get_claim = get_claim
+        self.protocol = protocol
         self._serial = threading.Lock()  # one prepare/unprepare call at a time, as upstream
         self._prepare_block = threading.Lock()  # held by block_prepare()
         self._unprepare_block = threading.Lock()  # held by block_unprepare()
@@ -160,6 +177,8 @@ class NodeService:
                 if isinstance(claim, ClaimResult):
                     results[ref.uid] = claim
                     continue
+                if self.protocol is not None:
+                    self.protocol.prepare_asked(ref, claim)
                 if self._fails(ref):
                     results[ref.uid] = ClaimResult(
                         error=f"claim {ref.namespace}/{ref.name}: failure injected by the test"
@@ -259,6 +278,9 @@ class NodeService:
     # --- unprepare ----------------------------------------------------------------------------
 
     def unprepare(self, refs: list[ClaimRef]) -> dict[str, ClaimResult]:
+        if self.protocol is not None:
+            for ref in refs:
+                self.protocol.unprepare_asked(ref)
         results: dict[str, ClaimResult] = {}
         with self._holding(self._serial, "NodeUnprepareResources"):
             for ref in refs:

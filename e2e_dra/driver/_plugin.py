@@ -12,6 +12,7 @@ import contextlib
 import functools
 import logging
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from e2e_dra.driver._pb import (
     health_v1beta1_pb2,
     pluginregistration_v1_pb2,
 )
+from e2e_dra.driver._protocol import KubeletProtocol
 from e2e_dra.driver._registration import RegistrationServicer
 from e2e_dra.driver._rpc import handler, short_name
 from e2e_dra.driver._server import serve_unix, stop_server
@@ -102,7 +104,11 @@ class Driver:
         self._resources = resources
         self._reconcile_pool = reconcile_pool
         self._get_claim = get_claim
-        self._node = NodeService(name, cdi_dir, self._fetch_claim)
+        # The kubelet's calls judged with the admin client: what the test sees, not the driver.
+        self._protocol = (
+            KubeletProtocol(node_name, kube, lambda: self.serving, time.time) if kube else None
+        )
+        self._node = NodeService(name, cdi_dir, self._fetch_claim, self._protocol)
         services = [short_name(pb, "DRAPlugin") for pb in _NODE_SERVICES]
         services += [short_name(pb, "DRAResourceHealth") for pb in self._health]
         self._registration = RegistrationServicer(name, str(self.dra_socket), services)
@@ -300,6 +306,13 @@ class Driver:
         """Dropped-field errors (the API server stored less than published) that nobody declared
         with :meth:`set_expect_dropped_fields`, since the last call."""
         return self._publisher.take_dropped() if self._publisher else []
+
+    def take_protocol_findings(self) -> list[str]:
+        """Calls of the kubelet that broke the kubelet plugin API's rules since the last call
+        (:mod:`e2e_dra.driver._protocol`)."""
+        if self._protocol is None:
+            return []
+        return self._protocol.take(self._node.prepared_claims())
 
     # --- kubelet side -------------------------------------------------------------------------
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import signal
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,25 @@ class ProcessDriver:
     def surging(self) -> bool:
         """A rolling update is under way: more than one instance runs."""
         return bool(self._older)
+
+    @property
+    def pod_uid(self) -> str:
+        """The pod UID the newest instance runs with: it names that instance's sockets."""
+        return self._pod_uid
+
+    @contextlib.contextmanager
+    def older_frozen(self) -> Iterator[None]:
+        """Meanwhile the older instances of a rolling update are frozen (SIGSTOP): still
+        registered, their sockets open, but a call to them is never answered. What is prepared
+        meanwhile was prepared by the newest instance, the one the kubelet must use."""
+        frozen = [older[0] for older in self._older]
+        for process in frozen:
+            process.signal_group(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for process in frozen:
+                process.signal_group(signal.SIGCONT)
 
     def retire(self) -> None:
         """Every instance but the newest leaves, as the old pods of a rolling update do."""
@@ -283,6 +303,10 @@ class ProcessDriver:
         return []
 
     def take_publish_errors(self, grace: float = 0.0) -> list[str]:
+        return []
+
+    def take_protocol_findings(self) -> list[str]:
+        """Nothing: a real driver's calls are not seen from outside it."""
         return []
 
     def describe(self) -> dict[str, Any]:

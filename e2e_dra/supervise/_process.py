@@ -258,6 +258,13 @@ class Process:
             )
         self._ended.wait(timeout=10)
 
+    def signal_group(self, signum: int) -> None:
+        """Send ``signum`` to the whole process group: SIGSTOP freezes a command (its sockets
+        stay open, a call to it is never answered) and SIGCONT thaws it."""
+        if self._proc is not None and self._proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signum)
+
     def leftovers(self) -> list[int]:
         """Processes of this command's group still alive (should be none after :meth:`stop`)."""
         return group_members(self._proc.pid) if self._proc else []

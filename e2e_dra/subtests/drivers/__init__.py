@@ -269,9 +269,15 @@ def _claim_spec(b: Builder) -> dict:
 
 
 def _claimed_pod(
-    ctx: Context, b: Builder, driver: ProcessDriver, *, template: bool = True
+    ctx: Context,
+    b: Builder,
+    driver: ProcessDriver,
+    *,
+    template: bool = True,
+    refusals: int | None = None,
 ) -> _Claimed:
-    """A pod with a claim (from a template, or its own), running and seeing its device."""
+    """A pod with a claim (from a template, or its own), running and seeing its device; the
+    kubelet failing ``refusals`` times to prepare it fails it (see :func:`_prepared_and_runs`)."""
     if template:
         pod, claim_template = b.pod_inline()
         claim_template["spec"]["spec"] = _claim_spec(b)
@@ -281,14 +287,16 @@ def _claimed_pod(
         claim["spec"] = _claim_spec(b)
         pod = b.pod_external(claim["metadata"]["name"])
         b.create(claim, pod)
-    return _runs_with_device(ctx, b, driver, pod)
+    return _runs_with_device(ctx, b, driver, pod, refusals)
 
 
-def _runs_with_device(ctx: Context, b: Builder, driver: ProcessDriver, pod: dict) -> _Claimed:
+def _runs_with_device(
+    ctx: Context, b: Builder, driver: ProcessDriver, pod: dict, refusals: int | None = None
+) -> _Claimed:
     """``pod`` runs (an unschedulable verdict fails at once), its claim is allocated from the
     driver's devices, and its containers see what the driver's CDI spec for that claim sets
     (not what e2e-dra's plugin would set)."""
-    _prepared_and_runs(ctx, b, driver, pod)
+    _prepared_and_runs(ctx, b, driver, pod, refusals or REFUSALS)
     claim = _claim_of(b, pod)
     _allocated_from_driver(claim, driver)
     uid = claim["metadata"]["uid"]
@@ -298,17 +306,19 @@ def _runs_with_device(ctx: Context, b: Builder, driver: ProcessDriver, pod: dict
     return _Claimed(pod, claim["metadata"]["name"], uid, env, driver.instance)
 
 
-def _prepared_and_runs(ctx: Context, b: Builder, driver: ProcessDriver, pod: dict) -> None:
+def _prepared_and_runs(
+    ctx: Context, b: Builder, driver: ProcessDriver, pod: dict, refusals: int
+) -> None:
     """``pod`` runs; a pod whose claim the kubelet keeps failing to prepare is said in the
-    kubelet's words (:data:`REFUSALS` failures, or the last one when the wait ends), not as a
-    pod that never ran."""
+    kubelet's words (``refusals`` failures, or the last one when the wait ends), not as a pod
+    that never ran."""
     name = pod["metadata"]["name"]
     log = ctx.logs.get("kubelet")
     start = log.stat().st_size if log is not None and log.exists() else 0
     pod_ref = f'pod="{pod["metadata"].get("namespace", b.namespace)}/{name}"'
 
     def refused() -> list[str]:
-        return _kubelet_errors(log, start, _PREPARE_ERROR, pod_ref) if log is not None else []
+        return _kubelet_said(log, start, _PREPARE_ERROR, pod_ref) if log is not None else []
 
     def said(failures: list[str]) -> DriverError:
         return DriverError(
@@ -317,7 +327,7 @@ def _prepared_and_runs(ctx: Context, b: Builder, driver: ProcessDriver, pod: dic
         )
 
     def watched() -> None:
-        if len(failures := refused()) >= REFUSALS:
+        if len(failures := refused()) >= refusals:
             raise said(failures)
 
     try:
@@ -435,7 +445,7 @@ def _kubelet_lets_go(ctx: Context, driver: ProcessDriver, claimed: _Claimed) -> 
     def unprepared() -> dict | None:
         """The claim's checkpoint entry; a refusing driver fails the wait."""
         said = (
-            _kubelet_errors(log, start, _UNPREPARE_ERROR, claimed.claim, claimed.uid)
+            _kubelet_said(log, start, _UNPREPARE_ERROR, claimed.claim, claimed.uid)
             if log is not None
             else []
         )
@@ -464,9 +474,12 @@ _PREPARE_ERROR = re.compile(
 )
 
 
-def _kubelet_errors(log: Path, start: int, error: re.Pattern[str], *names: str) -> list[str]:
-    """What the kubelet said in its ``error`` lines that name any of ``names``, logged after
-    byte ``start``."""
+_REGISTERED = re.compile(r'"Regist(?:ered|er new) DRA plugin"')  # 1.34 on, and 1.33
+
+
+def _kubelet_said(log: Path, start: int, pattern: re.Pattern[str], *names: str) -> list[str]:
+    """What the kubelet said in its ``pattern`` lines that name any of ``names``, logged after
+    byte ``start``: the pattern's ``said`` group, else its whole match."""
     try:
         with log.open("rb") as file:
             file.seek(start)
@@ -474,9 +487,9 @@ def _kubelet_errors(log: Path, start: int, error: re.Pattern[str], *names: str) 
     except OSError:
         return []
     return [
-        found["said"][:400]
+        (found.groupdict().get("said") or found.group(0))[:400]
         for line in text.splitlines()
-        if (found := error.search(line)) and any(name in line for name in names)
+        if (found := pattern.search(line)) and any(name in line for name in names)
     ]
 
 
@@ -485,12 +498,35 @@ def _rolling_update_begins(
 ) -> _Claimed:
     """A second instance starts and registers while the first still serves, as a DaemonSet with
     maxSurge does; both stay registered through the next cluster step. A pod started in the
-    overlap runs, and the slices stay."""
+    overlap runs, and the slices stay. While both are registered the kubelet uses the newer
+    one, the one it registered last (kubernetes#128964): the older one is frozen meanwhile, so a
+    kubelet that calls it fails at its first prepare, in the kubelet's words."""
     with ctx.step("a rolling update begins: a second instance registers beside the first"):
+        log = ctx.logs.get("kubelet")
+        start = log.stat().st_size if log is not None and log.exists() else 0
         driver.surge(ctx.releases.get("kubelet", ""))
-    with ctx.step("both instances registered: the slices stay and a new pod starts"):
+        if log is not None:
+            _kubelet_registered(log, start, driver)
+    with ctx.step("both instances registered: the slices stay"):
         _same_devices(driver, held.devices)
-        return _claimed_pod(ctx, b, driver)
+    with (
+        ctx.step("the older instance frozen, a new pod starts: the kubelet uses the newer one"),
+        driver.older_frozen(),
+    ):
+        return _claimed_pod(ctx, b, driver, refusals=1)
+
+
+def _kubelet_registered(log: Path, start: int, driver: ProcessDriver) -> None:
+    """Until the kubelet logged that it registered the newest instance (the endpoint it names
+    holds that instance's pod UID): a socket that answers is not yet one the kubelet uses."""
+    eventually(
+        lambda: _kubelet_said(log, start, _REGISTERED, driver.pod_uid),
+        what=f"the kubelet to register the new instance of driver {driver.name} "
+        f"(pod UID {driver.pod_uid}; its log: {log})",
+        timeout=60,
+        poll=0.5,
+        until=bool,
+    )
 
 
 def _rolling_update_ends(

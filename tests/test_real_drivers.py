@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from environment import Environ
 
 from e2e_dra._gotool import BUILDINFO_MAGIC, binary_modules
 from e2e_dra.driver import (
@@ -450,3 +451,31 @@ def test_a_driver_following_the_kubelet_is_replaced_during_a_step_back_to_a_met_
     assert switched == [("v1", False)]  # the kubelet is down: nothing to wait for
     driver.surging = True
     assert _replace_with_next_step(ctx, driver, ("v1", "v2")) is None  # type: ignore[arg-type]
+
+
+def test_a_build_between_releases_without_its_checkout_runs_its_releases_driver_said_so(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, environ: Environ
+) -> None:
+    """KUBERNETES_SERVER_BIN_DIR's binaries of a build between releases, no checkout of it: the
+    test driver of the release the build is on stands in, and the run says so."""
+    from e2e_dra.releases import _programs
+
+    between = "v1.38.0-beta.0.3+abcdef0123"
+    asked: list[str] = []
+
+    def release_build(version: str, package: str, name: str, source: object = None) -> Program:
+        asked.append(version)
+        return Program(name, version, tmp_path / name)
+
+    build_between = _programs.kubernetes_program
+    monkeypatch.setattr(_programs, "kubernetes_program", release_build)
+    environ.unset("KUBERNETES_SOURCE_DIR")
+
+    program = build_between(between, "test/e2e/dra/test-driver", "dra-test-driver")
+
+    assert asked == ["v1.38.0-beta.0"]
+    assert program.version == "v1.38.0-beta.0"
+    assert program.deviations == (
+        f"dra-test-driver: v1.38.0-beta.0's build, as Kubernetes {between} is a build between "
+        "releases and KUBERNETES_SOURCE_DIR names no checkout of it",
+    )

@@ -173,6 +173,32 @@ def build_checkout(tree: Path, base_release: Callable[[str], Release]) -> Checko
     return result
 
 
+def build_package(tree: Path, package: str, name: str) -> tuple[Path, str]:
+    """``package`` of the checkout (``test/e2e/dra/test-driver``) built as its commands are (its
+    Go, its version stamps, ``-trimpath``) into :func:`build_dir` as ``name``: what a developer
+    gets from ``make WHAT=<package>``. Returns the binary and the checkout's version."""
+    status = _stamps(tree)
+    target = build_dir(tree) / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    ldflags = stamp_ldflags({key: status.get(key, "") for key in _STAMPS})
+    go_build(
+        [f"./{package}"],
+        output=target,
+        flags=["-trimpath", "-ldflags", ldflags],
+        cwd=tree,
+        what=f"building {name} {status['gitVersion']} from {tree}",
+        log=tree / "_output" / f"e2e-dra-build-{name}.log",
+        env=go_env(**TREE_ENV),
+        toolchain=_toolchain(tree),
+    )
+    return target, status["gitVersion"]
+
+
+def checkout_version(tree: Path) -> str:
+    """The version the checkout's build is stamped with (``v1.38.0-beta.0-dirty``)."""
+    return _stamps(tree)["gitVersion"]
+
+
 def changed_packages(paths: Iterable[str]) -> set[str] | None:
     """The import paths of the packages ``paths`` (relative to the tree) belong to; None when one
     is a go.mod or go.sum (then any package may build differently). Tests change no command."""

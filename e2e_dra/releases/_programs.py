@@ -10,6 +10,7 @@ to a kubelet and an API server of another release.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -19,9 +20,13 @@ from typing import Any
 from e2e_dra._cache import CacheEntry
 from e2e_dra._gotool import binary_go_version, binary_modules, go_build, go_env, run_go
 from e2e_dra._paths import cache_root
+from e2e_dra.releases._checkout_build import build_package, checkout_version
 from e2e_dra.releases._gobuild import GoBuildSource
 from e2e_dra.releases._goproxy import escape_module_path
+from e2e_dra.releases._select import SOURCE_DIR_ENV
 from e2e_dra.releases._stamp import version_ldflags
+from e2e_dra.settings import settings
+from e2e_dra.versions import is_minor, parse_version
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +63,23 @@ def kubernetes_program(
     version: str, package: str, name: str, source: GoBuildSource | None = None
 ) -> Program:
     """``k8s.io/kubernetes/<package>`` at ``version`` (a release tag or MAJOR.MINOR), built with
-    the release's own Go and the same repairs as its server binaries (said as deviations)."""
+    the release's own Go and the same repairs as its server binaries (said as deviations).
+
+    A build between releases (a checkout's ``v1.38.0-beta.0-dirty``) is built from that checkout
+    when ``KUBERNETES_SOURCE_DIR`` is it, so that the program carries the change under test;
+    without it, the release the build is on stands in, said as a deviation."""
+    if not is_minor(version) and not (parsed := parse_version(version)).is_release:
+        tree = settings().source_dir
+        if tree is not None and (tree / ".git").exists() and checkout_version(tree) == version:
+            binary, built = build_package(tree, package, name)
+            logger.info(f"built {name} of Kubernetes {built} from {tree}")
+            return Program(name, built, binary, binary_modules(binary))
+        program = kubernetes_program(parsed.tag, package, name, source)
+        said = (
+            f"{name}: {parsed.tag}'s build, as Kubernetes {version} is a build between releases "
+            f"and {SOURCE_DIR_ENV} names no checkout of it"
+        )
+        return dataclasses.replace(program, deviations=(*program.deviations, said))
     source = source or GoBuildSource()
     tag = source.release_tag(version)
     entry = CacheEntry(source.cache_dir, f"{tag}-{name}", holds=[f"bin/{name}"])

@@ -72,3 +72,23 @@ def test_only_a_pod_that_runs_with_the_claim_since_before_the_unprepare_still_us
     made["status"]["resourceClaimStatuses"] = [{"name": "r", "resourceClaimName": "c"}]
 
     assert still_running_with(CLAIM, [*pods, made], asked) == ["sharer", "templated"]
+
+
+def test_an_api_server_that_does_not_answer_leaves_the_look_for_later_and_raises_nothing() -> None:
+    """A driver is asked for its findings while a component restarts, and once more as it stops
+    after the cluster is gone: neither may fail, and an unprepare not looked at stays due."""
+    from kubernetes import client
+
+    from e2e_dra.driver._protocol import SETTLE, KubeletProtocol
+    from e2e_dra.kube import Kube
+
+    closed = client.Configuration()
+    closed.host = "https://127.0.0.1:9"  # the discard port: nothing listens
+    closed.retries = 0
+    now = [1_800_000_000.0]
+    protocol = KubeletProtocol(NODE, Kube(closed), lambda: True, lambda: now[0])
+    protocol.unprepare_asked(CLAIM)
+    now[0] += SETTLE + 1
+
+    assert protocol.take([CLAIM, ClaimRef("ns", "gone", "uid-2")]) == []
+    assert protocol._unprepares == [(CLAIM, 1_800_000_000.0)]  # still due

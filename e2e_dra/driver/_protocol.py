@@ -21,12 +21,13 @@ the driver's own identity) and said once, naming the claim, the pod and the rule
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from e2e_dra.driver._node_service import ClaimRef
-from e2e_dra.kube import Kube, NotFound, path
+from e2e_dra.kube import Kube, KubeError, NotFound, path
 
 SETTLE = 5.0
 """Seconds after an unprepare before the pods that use its claim are looked at."""
@@ -136,15 +137,24 @@ class KubeletProtocol:
             self._unprepares.append((claim, self._clock()))
 
     def take(self, prepared: Iterable[ClaimRef]) -> list[str]:
-        """What broke a rule since the last call (read from the API server now)."""
+        """What broke a rule since the last call (read from the API server now; what cannot be
+        read now, while a component restarts or after the cluster stopped, is left for the next
+        call, never raised: a driver's cleanup must not fail on it)."""
         now = self._clock()
         with self._lock:
             due = [(c, at) for c, at in self._unprepares if now - at >= SETTLE]
             self._unprepares = [(c, at) for c, at in self._unprepares if now - at < SETTLE]
             owed = [claim for claim in prepared if claim.uid not in self._asked]
-        found = [problem for claim, at in due for problem in self._runs_on(claim, at)]
-        if self._serving():
-            found += [problem for claim in owed for problem in self._leaked(claim, now)]
+        found: list[str] = []
+        for claim, at in due:
+            try:
+                found += self._runs_on(claim, at)
+            except KubeError:  # the API server restarts, or is gone: look again next time
+                with self._lock:
+                    self._unprepares.append((claim, at))
+        for claim in owed if self._serving() else ():
+            with contextlib.suppress(KubeError):  # as above; the clock of a gone claim runs on
+                found += self._leaked(claim, now)
         with self._lock:
             self._note(found)
             taken, self._found = self._found, []

@@ -311,3 +311,63 @@ def test_slices_that_cannot_be_listed_leave_the_allocation_to_be_judged_later() 
     with pytest.raises(ConnectionError):
         oracle.seen(claim)
     assert _rules(oracle.listed([claim])) == ["count"]
+
+
+SHARED = _slice(
+    _device("gpu-0", allowMultipleAllocations=True, capacity={"memory": {"value": "40Gi"}}),
+    _device("gpu-1"),
+)
+
+
+def test_the_shares_of_a_device_consume_no_more_than_its_capacity() -> None:
+    oracle = _oracle(SHARED)
+    first = _claim(
+        "a", [_request()], [_result("gpu-0", shareID="s1", consumedCapacity={"memory": "30Gi"})]
+    )
+    fits = _claim(
+        "b", [_request()], [_result("gpu-0", shareID="s2", consumedCapacity={"memory": "10Gi"})]
+    )
+    over = _claim(
+        "c", [_request()], [_result("gpu-0", shareID="s3", consumedCapacity={"memory": "1Gi"})]
+    )
+    admin = _result("gpu-0", shareID="s4", adminAccess=True, consumedCapacity={"memory": "40Gi"})
+
+    assert oracle.seen(first) == [] and oracle.seen(fits) == []
+    assert oracle.seen(_claim("d", [_request()], [admin])) == []  # admin access uses nothing
+    [problem] = oracle.seen(over)
+    assert problem.rule == "capacity" and problem.claim is over
+    assert "consume 44023414784 of its capacity memory, which is 42949672960" in problem.message
+
+
+def test_an_allocation_over_the_claim_limit_is_a_problem() -> None:
+    devices = [_device(f"d-{i}") for i in range(33)]
+    results = [_result(f"d-{i}") for i in range(33)]
+    claim = _claim("big", [_request(allocationMode="All")], results)
+
+    assert _rules(_oracle(_slice(*devices)).seen(claim)) == ["claim limit"]
+    assert (
+        _oracle(_slice(*devices)).seen(_claim("ok", [_request(allocationMode="All")], results[:32]))
+        == []
+    )
+
+
+def test_each_config_of_the_claim_is_allocated_once_and_configs_name_only_its_requests() -> None:
+    opaque = {"driver": DRIVER, "parameters": {"a": "b"}}
+    spec_config = [{"requests": ["req"], "opaque": opaque}]
+
+    def with_config(name: str, allocated: list[dict]) -> dict:
+        claim = _claim(name, [_request()], [_result("gpu-0")], uid=f"uid-{name}")
+        claim["spec"]["devices"]["config"] = spec_config
+        claim["status"]["allocation"]["devices"]["config"] = allocated
+        return claim
+
+    claim_copy = {"source": "FromClaim", "requests": ["req"], "opaque": opaque}
+    class_copy = {"source": "FromClass", "requests": ["req"], "opaque": opaque}
+    assert _oracle(PLAIN).seen(with_config("good", [class_copy, claim_copy])) == []
+
+    [missing] = _oracle(PLAIN).seen(with_config("missing", [class_copy]))
+    assert missing.rule == "config" and "0 times as FromClaim" in missing.message
+    assert _rules(_oracle(PLAIN).seen(with_config("twice", [claim_copy, claim_copy]))) == ["config"]
+    stray = {**class_copy, "requests": ["other"]}
+    [named] = _oracle(PLAIN).seen(with_config("stray", [claim_copy, stray]))
+    assert "a FromClass config names requests ['other']" in named.message

@@ -19,6 +19,13 @@ from any bug:
   than its counter set has.
 - **constraints** (KEP-4381): the devices of a ``matchAttribute`` constraint's requests all have
   the attribute, with one value; those of a ``distinctAttribute`` constraint all different ones.
+- **capacity** (KEP-5075): the shares of a device that allows multiple allocations consume, summed
+  over every claim holding one, no more of each capacity than the device has.
+- **claim limit**: an allocation holds at most :data:`RESULTS_LIMIT` results (the API's
+  ``AllocationResultsMaxSize``).
+- **config** (KEP-4381): each config of the claim's spec is in the allocation once, as
+  ``FromClaim``, for the same requests; every config of the allocation names only requests of
+  the claim.
 
 Not checked: CEL selectors (no evaluator here) and ``All`` mode's device count (which devices
 match is the selectors' business), and taints from DeviceTaintRules.
@@ -46,6 +53,7 @@ SCHEDULER = "kube-scheduler"  # the field manager of the allocations judged here
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 TAINT_MARGIN = 1.0
 """Seconds a taint must predate the allocation to count: ``timeAdded`` has whole seconds."""
+RESULTS_LIMIT = 32
 SLICES_FRESH = 2.0
 """Seconds a list of ResourceSlices serves the allocations seen meanwhile (a relist brings many)."""
 
@@ -148,6 +156,9 @@ class AllocationOracle:
             *_taint_problems(claim, results, published, allocated_at),
             *_constraint_problems(claim, results, published),
             *self._counter_problems(claim, results, published),
+            *self._capacity_problems(results, published),
+            *_limit_problems(results),
+            *_config_problems(claim),
         ]
         return [Problem(claim, rule, message) for rule, message in found]
 
@@ -208,8 +219,71 @@ class AllocationOracle:
                     )
         return found
 
+    def _capacity_problems(
+        self, results: list[dict], published: _Published
+    ) -> list[tuple[str, str]]:
+        shared = {
+            _device(r)
+            for r in results
+            if (published.devices.get(_device(r)) or {}).get("allowMultipleAllocations")
+        }
+        found = []
+        for device in sorted(shared):
+            used: dict[str, Decimal] = {}
+            for allocated in self._allocated.values():
+                for r in allocated.results:
+                    if _device(r) == device and not r.get("adminAccess"):
+                        for name, amount in (r.get("consumedCapacity") or {}).items():
+                            used[name] = used.get(name, Decimal(0)) + _amount(amount)
+            capacity = published.devices[device].get("capacity") or {}
+            for name, amount in sorted(used.items()):
+                has = capacity.get(name)
+                if has is not None and amount > _amount(has):
+                    found.append(
+                        (
+                            "capacity",
+                            f"the shares of device {'/'.join(device)} consume {amount} of its "
+                            f"capacity {name}, which is {_amount(has)}",
+                        )
+                    )
+        return found
+
 
 # --- the rules that need only the claim and the slices ---------------------------------------
+
+
+def _limit_problems(results: list[dict]) -> list[tuple[str, str]]:
+    if len(results) <= RESULTS_LIMIT:
+        return []
+    return [("claim limit", f"{len(results)} results, over the limit of {RESULTS_LIMIT}")]
+
+
+def _config_problems(claim: dict) -> list[tuple[str, str]]:
+    requests = {r.get("name", "") for r in _spec_devices(claim).get("requests") or []}
+    given = ((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}
+    configs = list(given.get("config") or [])
+    found = []
+    for config in configs:
+        unknown = [r for r in config.get("requests") or [] if r.partition("/")[0] not in requests]
+        if unknown:
+            found.append(("config", f"a {config.get('source')} config names requests {unknown}"))
+    for wanted in _spec_devices(claim).get("config") or []:
+        copies = [
+            c
+            for c in configs
+            if c.get("source") == "FromClaim"
+            and sorted(c.get("requests") or []) == sorted(wanted.get("requests") or [])
+            and c.get("opaque") == wanted.get("opaque")
+        ]
+        if len(copies) != 1:
+            found.append(
+                (
+                    "config",
+                    f"the claim's config for requests {wanted.get('requests') or 'all'} is in "
+                    f"the allocation {len(copies)} times as FromClaim, not once",
+                )
+            )
+    return found
 
 
 def _count_problems(claim: dict, results: list[dict]) -> list[tuple[str, str]]:

@@ -52,3 +52,31 @@ def test_a_worlds_devices_carry_its_name_and_taints_that_predate_its_claims() ->
     (taint,) = tainted["taints"]
     assert (taint["key"], taint["value"], taint["effect"]) == ("k2", "x", "NoSchedule")
     assert taint["timeAdded"].endswith("Z") and "taints" not in plain
+
+
+def test_each_simpler_world_takes_away_one_thing_and_the_smallest_has_nothing_to_take() -> None:
+    from e2e_dra.subtests.random_worlds import _simpler
+
+    world = World(
+        "w",
+        (Device("d0", "a", 0, "k1"), Device("d1", "b", 1, None)),
+        (
+            Claim("c0", 2, ("k1", "Exists"), "a", True),
+            Claim("c1", 0, None, None, False, (("a", 2), (None, 1))),
+        ),
+    )
+    simpler = list(_simpler(world))
+
+    sizes = [(len(w.devices), len(w.claims)) for w in simpler]
+    assert sizes[:4] == [(2, 1), (2, 1), (1, 2), (1, 2)]  # a claim fewer, then a device fewer
+    c0 = [w.claims[0] for w in simpler[4:] if w.claims[1] == world.claims[1]]
+    assert [(c.toleration, c.model, c.same_numa, c.count) for c in c0] == [
+        (None, "a", True, 2),
+        (("k1", "Exists"), None, True, 2),
+        (("k1", "Exists"), "a", False, 2),
+        (("k1", "Exists"), "a", False, 1),
+    ]
+    both = [w for w in simpler if len(w.claims) == 2 and w.claims[0] == world.claims[0]]
+    assert both[-1].claims[1].options == () and both[-1].claims[1].count == 1
+    smallest = World("w", (Device("d0", "a", 0, None),), (Claim("c0", 1, None, None, False),))
+    assert list(_simpler(smallest)) == []

@@ -10,7 +10,8 @@ model, else one of any). Every claim gets a pod; all are created at once. Then:
 
 - every allocation is held to the API's rules by the allocation oracle (counts, one claim per
   device, taints, constraints), whatever this module checks;
-- every allocated device matches its request's selector (which the oracle cannot evaluate);
+- every allocated device matches its request's selector (which the oracle cannot evaluate) and
+  carries no taint its request does not tolerate;
 - a ``firstAvailable`` request got its first choice that fits: no earlier one fits the devices
   the other claims left (they only took more since it was allocated);
 - no pod stays unschedulable while the devices the others left free fit its claim (each request
@@ -20,13 +21,20 @@ The seed is ``E2E_DRA_WORLD_SEED`` (else drawn once per run, said and kept in th
 world can be drawn again; each phase draws worlds for ``E2E_DRA_WORLD_BUDGET`` seconds (at least
 one). Each world is written to the artifacts as YAML (``world-<phase>-<n>.yaml``: its slice and
 claims) before it is created, and a failure names that file.
+
+A world that fails is shrunk: claims and devices are taken away, and claims made simpler (no
+toleration, no selector, no constraint, one device), one at a time, keeping each change under
+which a fresh copy of the world still fails, until none does or :data:`SHRINK_BUDGET` seconds
+are spent. The smallest failing world is saved as ``world-<phase>-<n>-shrunk.yaml`` and quoted in
+the failure: a reproducer to file, not a world of six devices to read.
 """
 
 from __future__ import annotations
 
 import random
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -54,6 +62,8 @@ DECIDED_TIMEOUT = 60.0
 SECOND_LOOK = 30.0
 """Seconds the scheduler gets to look again at a pod refused while a fit was free (it may have
 looked before the world's slice reached it)."""
+SHRINK_BUDGET = 120.0
+"""Seconds a failing world may be shrunk for (each try is a fresh world on the cluster)."""
 _RUN_SEED = random.SystemRandom().randrange(10**9)  # one per run when no seed is set
 
 
@@ -153,7 +163,70 @@ def _check(ctx: Context) -> None:
 
 
 def _run(ctx: Context, world: World, saved: Path) -> None:
-    b = ctx.builder
+    """The world, and when it fails, the smallest world found that fails as well."""
+    try:
+        _attempt(ctx.builder, world, saved)
+    except AssertionError as failure:
+        smallest, tries = _shrink(ctx.builder, world, saved)
+        if smallest is None:
+            raise
+        shrunk = saved.with_name(f"{saved.stem}-shrunk.yaml")
+        smallest[1].replace(shrunk)
+        world_now = smallest[0]
+        raise AssertionError(
+            f"{failure}\nshrunk in {tries} tries to {len(world_now.devices)} device(s) and "
+            f"{len(world_now.claims)} claim(s), which fail as well: {shrunk}\n"
+            f"{shrunk.read_text()}"
+        ) from failure
+
+
+def _shrink(b: Builder, world: World, saved: Path) -> tuple[tuple[World, Path] | None, int]:
+    """The smallest variant of ``world`` found to fail too, with its YAML; and the tries."""
+    ends = time.monotonic() + SHRINK_BUDGET
+    base = world.name
+    smallest: tuple[World, Path] | None = None
+    tries = 0
+    changed = True
+    while changed and time.monotonic() < ends:
+        changed = False
+        for candidate in _simpler(world):
+            if time.monotonic() >= ends:
+                break
+            tries += 1
+            renamed = replace(candidate, name=f"{base}s{tries}")  # a fresh slice and claims
+            attempt = saved.with_name(f"{saved.stem}-try{tries}.yaml")
+            try:
+                _attempt(b, renamed, attempt)
+            except AssertionError:
+                world, smallest, changed = renamed, (renamed, attempt), True
+                break
+            attempt.unlink(missing_ok=True)
+    return smallest, tries
+
+
+def _simpler(world: World) -> Iterator[World]:
+    """Each world one step simpler than ``world``: a claim or a device fewer, or one claim with
+    its toleration, selector, constraint or second device or choice taken away."""
+    for i in range(len(world.claims)):
+        if len(world.claims) > 1:
+            yield replace(world, claims=world.claims[:i] + world.claims[i + 1 :])
+    for i in range(len(world.devices)):
+        if len(world.devices) > 1:
+            yield replace(world, devices=world.devices[:i] + world.devices[i + 1 :])
+    for i, claim in enumerate(world.claims):
+        for simpler in (
+            replace(claim, toleration=None) if claim.toleration else None,
+            replace(claim, model=None) if claim.model else None,
+            replace(claim, same_numa=False) if claim.same_numa else None,
+            replace(claim, count=1, same_numa=False) if claim.count > 1 else None,
+            replace(claim, options=(), count=1) if claim.options else None,
+        ):
+            if simpler is not None:
+                yield replace(world, claims=(*world.claims[:i], simpler, *world.claims[i + 1 :]))
+
+
+def _attempt(b: Builder, world: World, saved: Path) -> None:
+    """One world on the cluster, saved as YAML first; its objects removed after."""
     driver = b.driver_name
     attr = f'device.attributes["{driver}"]'
     slice_ = cluster_slice(driver, f"{b.driver_name[:40]}-{world.name}", _devices(world))
@@ -250,10 +323,10 @@ def _judge(
         else:
             chosen[claim.name] = 0
         model, _ = claim.choices()[chosen[claim.name]]
-        for device in taken[claim.name]:  # the oracle judges taints, counts and constraints
-            assert model is None or device.model == model, (
-                f"world {world.name} ({saved}): claim {claim.name} asks for model {model} and "
-                f"was allocated {device}"
+        for device in taken[claim.name]:  # the oracle judges counts and constraints too
+            assert claim.accepts(device, model), (
+                f"world {world.name} ({saved}): claim {claim.name} (model {model}, toleration "
+                f"{claim.toleration}) was allocated {device}, which its request does not accept"
             )
     for claim in world.claims:
         others = [d for name, held in taken.items() if name != claim.name for d in held]

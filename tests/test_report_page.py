@@ -95,7 +95,13 @@ def _rows(
 
 
 def _hrefs(html: str) -> list[str]:
-    return re.findall(r'href="([^"]+)"', html)
+    """The page's links to files (its own anchors, ``#...``, and a known bug's upstream issue
+    are not files)."""
+    return [
+        h
+        for h in re.findall(r'href="([^"]+)"', html)
+        if not h.startswith(("#", "https://github.com/kubernetes/kubernetes/issues/"))
+    ]
 
 
 # --- runs: a column group each, named by its pair, with its verdict ------------------------------
@@ -222,7 +228,7 @@ def test_the_headline_on_the_page_links_the_first_failures_files(tmp_path: Path)
     out = tmp_path / "out"
     html = write_report(_two_pairs(tmp_path), out).html.read_text()
 
-    top = html[html.index('<div class="headline failed">') : html.index("<table class=summary>")]
+    top = html[html.index('<div class="headline failed">') : html.index('<table class="counts">')]
     assert '<p class="verdict">FAILED</p>' in top
     assert f"{PREVIOUS} → {CURRENT}; {STABLE[0]} → {STABLE[1]}" in top
     assert "seeds <b>7, 8</b>" in top and "wall time <b>51m27s" in top

@@ -107,7 +107,9 @@ def test_trace_is_complete_events_in_microseconds_one_process_per_suite(run: Pat
         for e in trace["traceEvents"]
         if e["name"] == "thread_name"
     }
-    assert {"cluster", "components ready", "core-dra", "device-taints"} <= set(names.values())
+    assert {"cluster", "kube-apiserver", "kubelet", "core-dra", "device-taints"} <= set(
+        names.values()
+    )
     assert names[(failed["pid"], failed["tid"])] == "device-taints"
 
 

@@ -82,7 +82,7 @@ def test_a_merged_report_puts_the_real_failure_first_and_counts_each_run_and_all
     failures = _section(html, "failures")
     assert failures.startswith('<h2 id="failures">Failures (1)</h2>')
     assert failures.count("<li>") == 1 and FAILED_ID in failures
-    assert "in step “the pod keeps running”" in failures
+    assert "<b>failed</b>, failing step: the pod keeps running (ran" in failures
     assert "ran 6.0s, ended 1m06s into the run" in failures  # started 60.5 s in, ran 6 s
     assert "after 6.0s" not in html
     first = html[html.index('<div class="first">') :].split("</div>")[0]

@@ -43,7 +43,7 @@ def failures_html(runs: list[Run], links: Links, anchor: Anchor) -> str:
         return f"{heading}<p>None: no entry failed or was interrupted.</p>"
     items = []
     for run, r in found:
-        step = f" in step “{escape(r.failed_step)}”" if r.failed_step else ""
+        step = f", failing step: {escape(r.failed_step)}" if r.failed_step else ""
         message = f'<pre class="message">{escape(r.message)}</pre>' if r.message else ""
         items.append(
             f'<li><a href="#{anchor(run)}">{escape(run.label)}</a> <code>{escape(r.id)}</code> '

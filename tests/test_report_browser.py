@@ -7,6 +7,8 @@ there its absence fails the test, and elsewhere skips it with how to install it.
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import re
 import shutil
@@ -67,6 +69,7 @@ class _Text(HTMLParser):
         self.hrefs: list[str] = []
         self.failed_cells = 0
         self.headers: list[tuple[frozenset[str], str]] = []
+        self.ids: set[str] = set()
         self._skip = 0
         self._header: tuple[frozenset[str], list[str]] | None = None
 
@@ -75,6 +78,8 @@ class _Text(HTMLParser):
         classes = frozenset((attributes.get("class") or "").split())
         if tag in ("style", "script"):
             self._skip += 1
+        if attributes.get("id"):
+            self.ids.add(str(attributes["id"]))
         if tag == "a" and attributes.get("href"):
             self.hrefs.append(str(attributes["href"]))
         if tag == "td" and "failed" in classes:
@@ -160,10 +165,13 @@ def test_the_report_renders_with_its_matrix_failure_versions_and_live_links(
     assert "✗" in text and "dump" in text and "kube-apiserver log" in text
     assert "1-v1.38.0-beta.0" in text and "v1.37.2" in text
     assert "dropped feature gates: DRAFancyGate: unknown to v1.37.2" in text
-    relative = [h for h in parsed.hrefs if "://" not in h]
-    assert relative and relative == parsed.hrefs  # nothing points off the artifacts
+    files = [h for h in parsed.hrefs if not h.startswith("#")]
+    relative = [h for h in files if "://" not in h]
+    assert relative and relative == files  # nothing points off the artifacts
     missing = [h for h in relative if not _there(page.parent / h, folder=h.endswith("/"))]
     assert missing == []
+    anchors = {h[1:] for h in parsed.hrefs if h.startswith("#")}
+    assert anchors and anchors <= parsed.ids  # every link of the page's own leads somewhere
     width, height, pixels = _pixels(shot.read_bytes())
     assert (width, height) == (WIDTH, HEIGHT)
     assert len(set(pixels)) > 20  # drawn, not blank
@@ -215,3 +223,67 @@ def test_a_merged_report_tells_its_runs_apart_and_shows_the_failed_row_red(
     assert _rows_with(pixels, width, (FAILED_RUN, PASSED_RUN))  # the two headers, side by side
     assert _rows_with(pixels, width, (FAILED_ROW, FAILED_CELL))  # the red row holds the failure
     assert not _rows_with(pixels, width, (FAILED_ROW, PASSED_RUN))
+
+
+NAVIGATE = """<script>
+const landed = [];
+for (const link of document.querySelectorAll(LINKS)) {
+  window.scrollTo(0, 0);
+  link.click();
+  const href = link.getAttribute("href");
+  const target = document.getElementById(href.slice(1));
+  const folded = target && target.closest("details");
+  landed.push({href: href, hash: location.hash, found: !!target,
+    top: target ? target.getBoundingClientRect().top : null, scrolled: window.scrollY,
+    bottom: window.scrollY + window.innerHeight >= document.documentElement.scrollHeight - 1,
+    open: folded ? folded.open : null});
+}
+document.body.setAttribute("data-landed", JSON.stringify(landed));
+</script>"""
+"""Put into a copy of the page (the page itself has no script): clicks each link ``LINKS``
+selects, as a reader would, and records where the browser took the page."""
+
+
+def _click_through(chromium: str, page: Path, profile: Path, selector: str) -> list[dict]:
+    """Where clicking each link of ``page`` that ``selector`` selects lands, in a window of
+    1300x900: the hash, the target's top in the window, whether the page scrolled to its end,
+    and whether a folded ``<details>`` around the target opened."""
+    probe = page.with_name("navigate.html")
+    script = NAVIGATE.replace("LINKS", json.dumps(selector))
+    probe.write_text(page.read_text().replace("</body>", script + "</body>"))
+    dom = _browser(
+        chromium, profile, "--window-size=1300,900", "--dump-dom", probe.as_uri()
+    ).stdout.decode()
+    found = re.search(r'data-landed="([^"]*)"', dom)
+    assert found, dom[-2000:]
+    return list(json.loads(html.unescape(found.group(1))))
+
+
+def test_clicking_an_entry_of_the_contents_lands_on_its_section(
+    chromium: str, tmp_path: Path
+) -> None:
+    """A merged report of a failing and a passing run: each entry of the table of contents
+    (sections, each run, each run's timeline) scrolls its target to the top of the window, or
+    as near as the page's end lets it; a PRR answer opens its folded details."""
+    upgrade_downgrade(tmp_path / "default")
+    upgrade_downgrade(tmp_path / "stable", *STABLE, failing=False)
+    for folder in ("default", "stable"):
+        summary = tmp_path / folder / "upgrade-downgrade" / "summary.json"
+        doc = json.loads(summary.read_text())
+        doc["keps_by_subtest"] = {"core-dra": [4381], "device-taints": [5055]}
+        summary.write_text(json.dumps(doc))
+    page = write_report(summaries_of([tmp_path / "default", tmp_path / "stable"]), tmp_path).html
+
+    landed = _click_through(chromium, page, tmp_path / "profile", "nav.toc a")
+
+    hrefs = [entry["href"] for entry in landed]
+    assert hrefs[:3] == ["#failures", "#known-bugs", "#matrix"]
+    assert {"#run-1", "#run-2", "#timeline-1", "#timeline-2", "#prr"} <= set(hrefs)
+    for entry in landed:
+        assert entry["found"] and entry["hash"] == entry["href"], entry
+        at_top = 0 <= entry["top"] <= 12  # the heading at the window's top (scroll-margin)
+        assert at_top or (entry["bottom"] and 0 <= entry["top"] < 900), entry
+        assert entry["scrolled"] > 0, entry  # every section is below the first screen's top
+    answers = _click_through(chromium, page, tmp_path / "profile2", "table.prr td a")
+    assert len(answers) == 2 * 2 * 2  # two KEPs, two runs, two questions (no re-upgrade leg)
+    assert all(a["found"] and a["open"] is True for a in answers), answers

@@ -233,7 +233,7 @@ def test_a_run_where_every_phase_passed_answers_yes_with_its_releases_and_checks
     assert _section(markdown, 5055).count("**yes**") == 3
     # the page: the same, and a link to the Markdown next to it
     assert f'<a href="{EVIDENCE_FILE}">{EVIDENCE_FILE}</a>' in html
-    assert "<h3>KEP-4381: DRA Structured Parameters</h3>" in html
+    assert "<summary>KEP-4381: DRA Structured Parameters</summary>" in html  # folded
     assert f"<code>{kep_url(4381)}</code>" in html
     assert "releases: v1.37.2 -&gt; v1.38.0-beta.0 -&gt; v1.37.2 -&gt; v1.38.0-beta.0" in html
     assert "Upgrade -&gt; downgrade -&gt; upgrade tested: <b class=yes>yes</b>" in html
@@ -459,3 +459,39 @@ def test_a_subtest_with_nothing_to_prove_refutes_nothing_the_others_proved(
         "- Upgrade tested: **yes**: after-cluster-upgrade passed with nothing to prove in "
         "core-dra; passed in claim-metadata"
     )
+
+
+def _prr_table(html: str) -> list[list[tuple[str, str]]]:
+    """The page's KEP x run table: per row, (class, text) of each cell (headers included)."""
+    table = html[html.index('<table class="prr">') :].split("</table>")[0]
+    return [
+        [(css or "", re.sub("<[^>]+>", "", text)) for css, text in
+         re.findall(r'<t[hd](?: colspan=\d+)?(?: class="([^"]*)")?[^>]*>(.*?)</t[hd]>', row)]
+        for row in table.split("</tr>")[:-1]
+    ]  # fmt: skip
+
+
+def test_the_page_answers_each_kep_per_run_in_one_table_and_folds_the_details(
+    tmp_path: Path,
+) -> None:
+    """Two runs, two KEPs: a row per KEP, three yes/no cells per run (upgrade, rollback,
+    upgrade again), each linking to its run's evidence inside the KEP's folded details."""
+    keps = {"core-dra": [4381], "claim-metadata": [4381, 5055]}
+    good = _upgrade_run(tmp_path / "a" / "s", keps)
+    bad = _upgrade_run(tmp_path / "b" / "s", keps, {"core-dra/after-cluster-downgrade": "failed"})
+
+    html, _ = _report(good, bad, out=tmp_path)
+
+    rows = _prr_table(html)
+    assert [text for _, text in rows[1]] == ["upgrade", "rollback", "upgrade again"] * 2
+    by_kep = {row[0][1].split(" ")[0]: row[1:] for row in rows[2:]}
+    assert list(by_kep) == ["KEP-4381", "KEP-5055"]
+    assert by_kep["KEP-4381"] == [("cell passed", "yes")] * 3 + [
+        ("cell passed", "yes"), ("cell failed", "NO"), ("cell passed", "yes")]  # fmt: skip
+    assert [text for _, text in by_kep["KEP-5055"]] == ["yes"] * 6  # core-dra does not name it
+    assert '<a href="#kep-4381-run-2">NO</a>' in html
+    assert '<details id="kep-4381" class="kep">' in html and "<details open" not in html
+    details = html[html.index('<details id="kep-4381"') :].split("</details>")[0]
+    assert '<h4 id="kep-4381-run-2">' in details and "after-cluster-downgrade failed in " in details
+    evidence = html[html.index('<h2 id="prr">') :]
+    assert evidence.index('<table class="prr">') < evidence.index("<details")  # answers first

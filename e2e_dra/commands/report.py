@@ -23,8 +23,9 @@ def register(subparsers: Any) -> None:
         "or one suite's folder) and write OUT/report.html (matrix of subtests by suite and "
         "phase, failures with links to their dumps and logs, the production-readiness evidence "
         "of each KEP the subtests exercise, versions, timelines), OUT/prr-evidence.md (that "
-        "evidence as Markdown, to paste into a KEP) and OUT/trace.json (open it in "
-        "ui.perfetto.dev). The last line of stdout is the page.",
+        "evidence as Markdown, to paste into a KEP), OUT/trace.json (open it in "
+        "ui.perfetto.dev) and OUT/metadata.json (pair, seed, verdict, commit: Prow's job "
+        "metadata). The last line of stdout is the page.",
     )
     report.add_argument("dirs", metavar="DIR", nargs="+", help="an artifacts folder")
     report.add_argument(
@@ -39,8 +40,9 @@ def register(subparsers: Any) -> None:
         default=None,
         metavar="URL",
         help="the http(s) URL at which OUT is served: every link of the page becomes URL/<path "
-        "relative to OUT>, so the links work where relative ones break (Prow's Spyglass inlines "
-        "report.html into its own page); default: $E2E_DRA_REPORT_LINK_BASE, else relative links",
+        "relative to OUT>, its ../ resolved (the artifacts served as they lie on disk), so the "
+        "links work where relative ones break (Prow's Spyglass inlines report.html into its own "
+        "page); default: $E2E_DRA_REPORT_LINK_BASE, else relative links",
     )
     report.set_defaults(handler=_report)
 
@@ -63,6 +65,7 @@ def _report(args: argparse.Namespace) -> int:
     written = write_report(summaries, out, link_base=base)
     print(written.trace)
     print(written.evidence)
+    print(written.metadata)
     print(written.html)
     return 0
 

@@ -1,6 +1,7 @@
 """The report of one or more runs, read back from their artifacts: ``report.html`` (matrix,
 failures with their logs, production-readiness evidence per KEP, versions, timelines),
-``prr-evidence.md`` (that evidence, to paste into a KEP), ``trace.json`` (Perfetto) and JUnit XML.
+``prr-evidence.md`` (that evidence, to paste into a KEP), ``trace.json`` (Perfetto),
+``metadata.json`` (Prow's job metadata) and JUnit XML.
 
 It reads ``summary.json`` files and nothing of a cluster, so it runs anywhere the artifacts are:
 at the end of each suite, at the end of the run, and as ``e2e-dra report`` over the artifact
@@ -28,6 +29,7 @@ from e2e_dra.report._load import (
     find_summaries,
     load_summary,
 )
+from e2e_dra.report._metadata import METADATA_FILE
 from e2e_dra.report._schema import (
     KEPS_BY_SUBTEST,
     NOTHING_TO_PROVE,
@@ -52,6 +54,7 @@ __all__ = [
     "KEPS",
     "KEPS_BY_SUBTEST",
     "MAX_SUMMARY_BYTES",
+    "METADATA_FILE",
     "NOTHING_TO_PROVE",
     "PROVED",
     "REPORT_FILE",

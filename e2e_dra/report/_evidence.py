@@ -107,6 +107,7 @@ class RunEvidence:
     answers: tuple[Answer, ...]
     phases: tuple[PhaseEvidence, ...]
     cut: bool = False  # phases left out: the evidence's budget was spent
+    position: int = 0  # the run's place among the report's records (and its runs)
 
 
 @dataclass(frozen=True)
@@ -295,9 +296,9 @@ class _Builder:
             ]
             for row in rows:
                 if not self.charge(row.subtest, row.phase, row.note, *row.checks):
-                    return RunEvidence(*head, tuple(phases), cut=True)
+                    return RunEvidence(*head, tuple(phases), cut=True, position=index)
                 phases.append(row)
-        return RunEvidence(*head, tuple(phases))
+        return RunEvidence(*head, tuple(phases), position=index)
 
 
 def _where(record: SuiteRecord, base: Path) -> str:

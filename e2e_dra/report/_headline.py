@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from html import escape
 
-from e2e_dra.report._load import Result
-from e2e_dra.report._runs import VERDICT_CLASS, Run, overall
+from e2e_dra.report._load import OUTCOMES, Result
+from e2e_dra.report._runs import SAID, VERDICT_CLASS, Run, overall, real_failures
 from e2e_dra.report._timeline import clock
 
 MESSAGE_SHOWN = 600
@@ -62,6 +62,7 @@ class Headline:
     first: FirstFailure | None
     environment: tuple[tuple[str, str], ...]  # (what, the values the runs recorded)
     runs: int
+    known_bugs: int = 0  # entries that failed on a known Kubernetes bug, as declared (xfailed)
 
     @classmethod
     def of(cls, runs: list[Run]) -> Headline:
@@ -75,6 +76,7 @@ class Headline:
             first=_first_failure(runs),
             environment=_environment(runs),
             runs=len(runs),
+            known_bugs=sum(run.count("xfailed") for run in runs),
         )
 
 
@@ -108,15 +110,11 @@ def _wall(runs: list[Run]) -> tuple[float, bool]:
 
 
 def _first_failure(runs: list[Run]) -> FirstFailure | None:
-    """The failing entry that ended first, on the runs' own clocks (a run without a start time
-    counts as starting with the earliest)."""
-    found: list[tuple[float, int, FirstFailure]] = []
-    for position, run in enumerate(runs):
-        started = run.record.started.timestamp() if run.record.started else float("-inf")
-        for result in run.failures()[:1]:
-            ended = started + result.start + result.seconds
-            found.append((ended, position, FirstFailure(run, result)))
-    return min(found, key=lambda f: (f[0], f[1]))[2] if found else None
+    """The real failure (failed or interrupted, never a known bug's expected one) that ended
+    first, on the runs' own clocks (a run without a start time counts as starting with the
+    earliest)."""
+    found = real_failures(runs)
+    return FirstFailure(*found[0]) if found else None
 
 
 def _environment(runs: list[Run]) -> tuple[tuple[str, str], ...]:
@@ -155,18 +153,72 @@ def headline_html(headline: Headline, links: Links) -> str:
     if headline.first is not None:
         parts.append(_first_failure_html(headline.first, links))
     parts.append("</div>")
-    if headline.environment:
-        rows = "".join(
-            f"<tr><th>{escape(what)}</th><td>{escape(value)}</td></tr>"
-            for what, value in headline.environment
-        )
-        parts.append(f'<table class="environment"><caption>Environment</caption>{rows}</table>')
     return "\n".join(parts)
 
 
+def environment_html(headline: Headline) -> str:
+    """What the summaries record of where the runs ran, folded: it matters once a failure is
+    understood, not while a reader looks for it."""
+    if not headline.environment:
+        return ""
+    rows = "".join(
+        f"<tr><th>{escape(what)}</th><td>{escape(value)}</td></tr>"
+        for what, value in headline.environment
+    )
+    return (
+        '<details class="environment"><summary>Environment</summary>'
+        f'<table class="environment">{rows}</table></details>'
+    )
+
+
 def _verdict_said(headline: Headline) -> str:
-    """The verdict in capitals, the first thing a reader sees."""
-    return escape(headline.verdict.upper())
+    """The verdict in capitals, the first thing a reader sees; a run that passed with known
+    Kubernetes bugs seen says so, so that their entries below do not read as failures."""
+    said = escape(headline.verdict.upper())
+    if headline.known_bugs:
+        said += (
+            f' <span class="known">({headline.known_bugs} known Kubernetes bug(s) seen, as '
+            "expected: not failures)</span>"
+        )
+    return said
+
+
+RunCells = Callable[[Run], str]
+"""The cells (HTML) a run's row of the counts table ends with: its artifacts' size, its summary."""
+
+
+def counts_html(runs: list[Run], label: Callable[[Run], str], cells: RunCells, total: str) -> str:
+    """Per run and in all: the verdict and how many entries passed, failed, failed on a known
+    Kubernetes bug (``xfailed``), were skipped (and interrupted, when one was), how long the run
+    ran, then ``cells`` (the last row's: ``total``). ``label``: a run's name as HTML (a link to
+    its section)."""
+    shown = [o for o in OUTCOMES if o != "interrupted" or any(r.count(o) for r in runs)]
+    head = "".join(f"<th>{escape(SAID.get(o, o))}</th>" for o in shown)
+    rows = []
+    for run in runs:
+        numbers = "".join(_count_cell(o, run.count(o)) for o in shown)
+        rows.append(
+            f'<tr><td>{label(run)}</td><td class="verdict-{run.css}">{escape(run.verdict)}</td>'
+            f"{numbers}<td>ran {clock(run.record.wall_seconds)}</td>{cells(run)}</tr>"
+        )
+    if len(runs) > 1:
+        numbers = "".join(_count_cell(o, sum(r.count(o) for r in runs)) for o in shown)
+        verdict = overall(runs)
+        rows.append(
+            f'<tr class="all"><th>all {len(runs)} runs</th>'
+            f'<td class="verdict-{VERDICT_CLASS[verdict]}">{escape(verdict)}</td>{numbers}'
+            f"<td></td>{total}</tr>"
+        )
+    return (
+        '<table class="counts"><tr><th>run</th><th>verdict</th>'
+        f"{head}<th>time</th><th>artifacts</th><th></th></tr>{''.join(rows)}</table>"
+    )
+
+
+def _count_cell(outcome: str, n: int) -> str:
+    """A count, coloured as the matrix colours its outcome when there is any."""
+    css = f' class="count-{outcome}"' if n and outcome != "passed" else ""
+    return f"<td{css}>{n}</td>"
 
 
 def _first_failure_html(first: FirstFailure, links: Links) -> str:
@@ -175,7 +227,9 @@ def _first_failure_html(first: FirstFailure, links: Links) -> str:
     )
     message = f'<pre class="message">{escape(first.message)}</pre>' if first.message else ""
     kind = "failure" if first.result.outcome == "failed" else f"{first.result.outcome} entry"
+    into = first.result.start + first.result.seconds
     return (
-        f'<div class="first"><p><b>First {escape(kind)}</b>, after {clock(first.result.seconds)}:'
-        f"</p><ul>{named}</ul>{message}{links(first.run, first.result)}</div>"
+        f'<div class="first"><p><b>First {escape(kind)}</b> (ran {clock(first.result.seconds)}, '
+        f"ended {clock(into)} into its run):</p><ul>{named}</ul>{message}"
+        f"{links(first.run, first.result)}</div>"
     )

@@ -1,19 +1,22 @@
 """``report.html``: one self-contained page (inline CSS and SVG, no script, nothing fetched) of
-one or more runs: a headline (verdict, pairs, seeds, wall time, the first failure with its files,
-the environment), the matrix of subtests by run and phase (the gate cycle's in a table of its
-own), each failure with links to what explains it, the production-readiness evidence of the KEPs
-the subtests exercise, and per run a version strip and a timeline.
+one or more runs, laid out to answer "what failed?" within minutes: a headline (verdict, pairs,
+seeds, wall time, the first real failure with its files), the counts per run and in all
+(passed, failed, known Kubernetes bugs seen, skipped; each run's time and artifacts' size), a
+table of contents, the failures (only real ones), the known bugs seen (apart, with their upstream
+issues), the timelines, the matrix of subtests by run and phase (the gate cycle's in a table of
+its own), the production-readiness evidence as one KEP x run table (its details folded), and per
+run (anchored ``run-<n>``) its version strip.
 
 Links are relative to the page, so the artifacts folder can be copied or served as it is, or,
 given a base (``--link-base``), that base followed by the same path, for a page that is read
 where relative links break (Prow's Spyglass). Each follows the rule of :class:`~._links.LinkRule`
 (inside the artifacts, no scheme from the input), but the one to the evidence's Markdown,
-written next to the page. A KEP's tracking issue is shown as its address, not linked: nothing on
-the page leads off the artifacts. Every name and message is HTML-escaped where it is put, and
+written next to the page, the page's own anchors (``#...``), and a known bug's upstream issue,
+made from its number alone (:mod:`._knownbugs`). A KEP's tracking issue is shown as its address,
+not linked. Every name and message is HTML-escaped where it is put, and
 the page as a whole holds only text UTF-8 can encode: a lone surrogate (a file name's byte that
 is not UTF-8, or a ``\\udXXX`` escape in a summary) is shown as its escape (:func:`printable`),
-so a strange name never fails the writer.
-"""
+so a strange name never fails the writer."""
 
 from __future__ import annotations
 
@@ -23,25 +26,20 @@ import time
 from html import escape
 from pathlib import Path
 
-from e2e_dra.report._evidence import (
-    EVIDENCE_FILE,
-    KNOWN_BUG,
-    LEFT_OUT,
-    NO_KEPS,
-    NOT_RUN,
-    NOTHING_PROVED,
-    PREAMBLE,
-    Evidence,
-    PhaseEvidence,
-    RunEvidence,
-    left_out_said,
-)
-from e2e_dra.report._headline import Headline, headline_html
+from e2e_dra.report._evidence import Evidence
+from e2e_dra.report._failures import FAILURES_ID, KNOWN_BUGS_ID, failures_html, known_bugs_html
+from e2e_dra.report._headline import Headline, counts_html, environment_html, headline_html
 from e2e_dra.report._links import MAX_LINKS, Explainer, Link, LinkRule
 from e2e_dra.report._load import Result, SuiteRecord
-from e2e_dra.report._matrix import EXPLAINED, MARK, Matrix
-from e2e_dra.report._runs import Run, runs_of
-from e2e_dra.report._timeline import COLORS, Timeline, clock
+from e2e_dra.report._matrix import MARK, Matrix
+from e2e_dra.report._prr import EVIDENCE_FILE, PRR_ID, evidence_html
+from e2e_dra.report._runs import Run, expected_failures, real_failures, runs_of
+from e2e_dra.report._sizes import Size, folder_size
+from e2e_dra.report._timeline import COLORS, Timeline
+
+LEGEND = {"xfailed": "known Kubernetes bug (xfailed)"}
+"""An outcome as the matrix's legend names it, where its name alone says little."""
+TIMELINES_ID, MATRIX_ID, GATE_CYCLE_ID, RUNS_ID = "timelines", "matrix", "gate-cycle", "runs"
 
 PALETTE = ("#cfe3ff", "#ffe0b3", "#d9f2d0", "#f3d1f0", "#fff3a6", "#d6d6f5")
 
@@ -74,7 +72,8 @@ th.subtest.failed { background: #c0392b; color: #fff; }
 table.environment caption { text-align: left; font-weight: 600; }
 table.environment th, table.environment td { font-size: 12px; }
 .links a { display: block; font-size: 11px; } .mark { font-weight: 700; }
-.first .links a { display: inline-block; margin-right: 1em; font-size: 12px; }
+.first .links a, .failures .links a, .known-bugs .links a { display: inline-block;
+  margin-right: 1em; font-size: 12px; }
 .step { display: block; font-size: 11px; max-width: 14em; margin: 0 auto; color: #555; }
 .summary span { margin-right: 1.2em; } .muted { color: #777; }
 .timeline text { font: 11px system-ui, sans-serif; } .timeline .barlabel { fill: #fff; }
@@ -82,10 +81,21 @@ ul.failures li { margin-bottom: .5em; } code { font-size: 12px; }
 .legend span { display: inline-block; margin-right: 1em; }
 .legend i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; }
 .yes { color: #1a7f37; } .no { color: #b3261e; } table.evidence td { font-size: 12px; }
+.headline .known { font-size: .55em; font-weight: 400; color: #555; }
+table.counts td, table.counts th { font-size: 13px; }
+td.count-failed { background: #f9c9cf; } td.count-xfailed { background: #f3dcc0; }
+td.count-skipped { background: #ececec; } td.count-interrupted { background: #ffe3a6; }
+table.counts tr.all { font-weight: 600; }
+nav.toc { background: #f7f7f7; border: 1px solid #ddd; padding: .3em .9em; margin: 1em 0; }
+nav.toc ol { display: flex; flex-wrap: wrap; gap: .1em 1.4em; list-style: none; margin: .2em 0;
+  padding: 0; }
+ol.failures li, ul.known-bugs > li { margin-bottom: .6em; }
+pre.message { white-space: pre-wrap; font-size: 12px; max-height: 10em; overflow: auto;
+  background: #fafafa; border: 1px solid #e3e3e3; padding: .3em .5em; margin: .2em 0; }
+table.prr td.cell a { color: inherit; font-weight: 600; } .kep-title { font-weight: 400; }
+table.prr .kep-title::before { content: " "; } details { margin: .3em 0; }
+details > summary { cursor: pointer; font-weight: 600; } :target { scroll-margin-top: .5em; }
 """
-
-EVIDENCE_CLASS = {KNOWN_BUG: "xfailed", NOT_RUN: "skipped", NOTHING_PROVED: "skipped"}
-"""The matrix's cell class of an evidence status that is not an outcome."""
 
 
 class Page:
@@ -109,6 +119,8 @@ class Page:
         self._versions: dict[str, str] = {}
         self._explainers: dict[int, Explainer] = {}
         self._links_left = MAX_LINKS
+        self._positions = {id(run): index for index, run in enumerate(self.runs)}
+        self._sizes: dict[int, Size] = {}
 
     def relative(self, path: Path) -> str:
         return Path(os.path.relpath(path, self.base)).as_posix()
@@ -125,37 +137,50 @@ class Page:
         return self._explainers[id(record)]
 
     def html(self) -> str:
+        """The page: what failed first (headline, counts, failures, known bugs), then where to
+        go from there (contents, matrix, timelines, evidence), then each run's details."""
         when = time.strftime("%Y-%m-%d %H:%M:%S %z")
         upgrades = [run for run in self.runs if not run.gate_cycle]
         cycles = [run for run in self.runs if run.gate_cycle]
+        headline = Headline.of(self.runs)
         body = [
             "<h1>e2e-dra report</h1>",
             f'<p class="muted">written {escape(when)}; {len(self.records)} suite run(s)</p>',
             self._problems(),
-            headline_html(Headline.of(self.runs), self._headline_links),
-            "<h2>Runs</h2>",
-            self._runs(),
-            "<h2>Matrix</h2>",
+            headline_html(headline, self._headline_links),
+            counts_html(self.runs, self._run_link, self._run_cells, self._total_cells()),
+            environment_html(headline),
+            self._contents(bool(cycles)),
+            failures_html(self.runs, self._long_links, self.run_id),
+            known_bugs_html(self.runs, self._short_links, self.run_id),
+            f'<h2 id="{MATRIX_ID}">Matrix</h2>',
             self._legend(),
         ]
         if upgrades or not cycles:
             body.append(Matrix(upgrades, self._cell_links).html())
         if cycles:
-            body.append("<h2>Feature-gate cycle</h2>")
+            body.append(f'<h2 id="{GATE_CYCLE_ID}">Feature-gate cycle</h2>')
             body.append(
                 '<p class="muted">Each subtest brings up a cluster of its own and switches its '
                 "feature gates off and on again: its columns are its own cluster steps and "
                 "phases.</p>"
             )
             body.append(Matrix(cycles, self._cell_links).html())
-        body += [self._failures(), self._evidence(), "<h2>Timelines</h2>", _timeline_legend()]
+        body += [f'<h2 id="{TIMELINES_ID}">Timelines</h2>', _timeline_legend()]
+        for index, run in enumerate(self.runs):
+            body.append(
+                f'<h3 id="timeline-{index + 1}"><a href="#{self.run_id(run)}">'
+                f"{escape(run.label)}</a></h3>"
+            )
+            body.append(Timeline(run.record).svg())
+        body.append(evidence_html(self.evidence, self.runs, self.rule.own(EVIDENCE_FILE)))
+        body.append(f'<h2 id="{RUNS_ID}">Runs</h2>')
         for run in self.runs:
             record = run.record
-            body.append(f"<h2>{escape(run.label)}</h2>")
+            body.append(f'<h2 id="{self.run_id(run)}">{escape(run.label)}</h2>')
             body.append(f'<p class="muted">{escape(self._where(record))}</p>')
+            body.append(f"<p>artifacts: {escape(self.size(run).said)}</p>")
             body.append(self._versions_strip(record))
-            body.append("<h3>Timeline</h3>")
-            body.append(Timeline(record).svg())
         return printable(
             '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             "<title>e2e-dra report</title>"
@@ -163,6 +188,39 @@ class Page:
         )
 
     # --- parts --------------------------------------------------------------------------------
+
+    def run_id(self, run: Run) -> str:
+        """The anchor of ``run``'s section: ``run-<n>``, its place in the report."""
+        return f"run-{self._positions[id(run)] + 1}"
+
+    def size(self, run: Run) -> Size:
+        """The size of ``run``'s artifacts folder (walked once)."""
+        if id(run) not in self._sizes:
+            self._sizes[id(run)] = folder_size(run.record.directory)
+        return self._sizes[id(run)]
+
+    def _contents(self, cycles: bool) -> str:
+        """The table of contents: every section, and each run's details and timeline."""
+        failures, known = len(real_failures(self.runs)), len(expected_failures(self.runs))
+        sections = [
+            (FAILURES_ID, f"Failures ({failures})"),
+            (KNOWN_BUGS_ID, f"Known Kubernetes bugs seen ({known})"),
+            (MATRIX_ID, "Matrix"),
+            *([(GATE_CYCLE_ID, "Feature-gate cycle")] if cycles else []),
+            (TIMELINES_ID, "Timelines"),
+            (PRR_ID, "Production-readiness evidence"),
+        ]
+        items = "".join(f'<li><a href="#{i}">{escape(t)}</a></li>' for i, t in sections)
+        runs = "".join(
+            f'<li><a href="#{self.run_id(run)}">{escape(run.label)}</a> '
+            f'<span class="muted">{escape(run.verdict)}</span> · '
+            f'<a href="#timeline-{index + 1}">timeline</a></li>'
+            for index, run in enumerate(self.runs)
+        )
+        return (
+            f'<nav class="toc" aria-label="contents"><b>Contents</b><ol class="sections">{items}'
+            f'<li><a href="#{RUNS_ID}">Runs</a></li></ol><ol class="runs">{runs}</ol></nav>'
+        )
 
     def _problems(self) -> str:
         if not self.problems:
@@ -173,31 +231,28 @@ class Page:
     def _where(self, record: SuiteRecord) -> str:
         started = record.started.isoformat() if record.started else "unknown start"
         state = "finished" if record.finished else "not finished (still running or cancelled)"
-        return (
-            f"{self.relative(record.path)}: started {started}, {record.wall_seconds:.0f}s, {state}"
-        )
+        return f"{self.relative(record.path)}: started {started}, {state}"
 
-    def _runs(self) -> str:
-        rows = []
-        for run in self.runs:
-            record = run.record
-            link = self.anchor(Link("summary", record.path), record, "summary.json")
-            rows.append(
-                f"<tr><td>{escape(run.label)}</td>"
-                f'<td class="verdict-{run.css}">{escape(run.said)}</td>'
-                f"<td>{escape(self._where(record))}</td><td>{link}</td></tr>"
-            )
-        return (
-            "<table class=summary><tr><th>run</th><th>verdict</th><th>summary</th><th></th></tr>"
-            + "".join(rows)
-            + "</table>"
-        )
+    def _run_link(self, run: Run) -> str:
+        return f'<a href="#{self.run_id(run)}">{escape(run.label)}</a>'
+
+    def _run_cells(self, run: Run) -> str:
+        """A run's last cells in the counts table: its artifacts' size, its summary."""
+        record = run.record
+        link = self.anchor(Link("summary", record.path), record, "summary.json")
+        return f"<td>{escape(self.size(run).said)}</td><td>{link}</td>"
+
+    def _total_cells(self) -> str:
+        if len(self.runs) < 2:
+            return ""
+        total = sum((self.size(run) for run in self.runs), Size(0, 0))
+        return f"<td>{escape(total.said)}</td><td></td>"
 
     def _legend(self) -> str:
         return (
             '<p class="legend">'
             + "".join(
-                f'<span><i style="background:{COLORS[o]}"></i>{MARK[o]} {o}</span>'
+                f'<span><i style="background:{COLORS[o]}"></i>{MARK[o]} {LEGEND.get(o, o)}</span>'
                 for o in ("passed", "failed", "xfailed", "skipped", "interrupted")
             )
             + '<span><i style="background:#c0392b"></i>a subtest that failed in a run</span>'
@@ -210,6 +265,12 @@ class Page:
 
     def _headline_links(self, run: Run, result: Result) -> str:
         return self._links(run.record, result, short=False)
+
+    def _long_links(self, run: Run, result: Result) -> str:
+        return self._links(run.record, result, short=False)
+
+    def _short_links(self, run: Run, result: Result) -> str:
+        return self._links(run.record, result, short=True)
 
     def _links(self, record: SuiteRecord, result: Result, *, short: bool) -> str:
         """Links to what explains ``result``: short names in a matrix cell, file names below."""
@@ -226,50 +287,6 @@ class Page:
             for link in found
         )
         return f'<span class="links">{anchors}</span>' if anchors else ""
-
-    def _failures(self) -> str:
-        items = []
-        for run in self.runs:
-            for r in run.record.results:
-                if r.outcome not in EXPLAINED:
-                    continue
-                items.append(
-                    f"<li><b>{escape(run.label)}</b> <code>{escape(r.id)}</code> {r.outcome}"
-                    f" after {clock(r.seconds)}: {escape(r.message)}"
-                    f"{self._links(run.record, r, short=False)}</li>"
-                )
-        if not items:
-            return "<h2>Failures</h2><p>None.</p>"
-        return f'<h2>Failures</h2><ul class="failures">{"".join(items)}</ul>'
-
-    def _evidence(self) -> str:
-        """Per KEP, what each run shows of it (:mod:`._evidence`), and the link to the same as
-        Markdown."""
-        evidence = self.evidence
-        markdown = self.rule.own(EVIDENCE_FILE)
-        parts = [
-            "<h2>Production-readiness evidence</h2>",
-            f'<p>As Markdown, to paste into a KEP: <a href="{escape(markdown, quote=True)}">'
-            f"{EVIDENCE_FILE}</a>. {escape(PREAMBLE)}</p>",
-        ]
-        if not evidence.keps and not evidence.left_out:
-            parts.append(f"<p>{escape(NO_KEPS)}</p>")
-        for kep in evidence.keps:
-            parts.append(f"<h3>{escape(kep.heading)}</h3>")
-            parts.append(
-                f"<p>tracking issue: <code>{escape(kep.url)}</code>; subtests: "
-                f"{escape(', '.join(kep.subtests))}</p>"
-            )
-            parts += [_run_evidence(run) for run in kep.runs]
-            if not kep.complete:
-                parts.append(
-                    f"<p><b class=no>The rest of the evidence of KEP-{kep.number} is left out</b>: "
-                    f"{escape(LEFT_OUT)}.</p>"
-                )
-        if evidence.left_out:
-            said = left_out_said(evidence.left_out)
-            parts.append(f"<p><b class=no>Left out</b>: {escape(said)}: {escape(LEFT_OUT)}.</p>")
-        return "\n".join(parts)
 
     def _color(self, version: str) -> str:
         if version not in self._versions:
@@ -315,41 +332,6 @@ class Page:
             else "<p>No dropped gates, no deviations, every phase had something to prove.</p>"
         )
         return "\n".join(parts)
-
-
-def _run_evidence(run: RunEvidence) -> str:
-    """What one suite run shows of a KEP: releases, cluster steps, the PRR questions answered,
-    and a row per phase."""
-    states = f" (states: {escape(', '.join(run.states))})" if run.states else ""
-    steps = ", ".join(f"{i} {o}" for i, o in run.cluster_steps) or "none recorded"
-    items = [
-        f"<li>releases: {escape(run.releases)}{states}</li>",
-        f"<li>cluster steps: {escape(steps)}</li>",
-    ]
-    for answer in run.answers:
-        verdict = "<b class=yes>yes</b>" if answer.yes else "<b class=no>NO</b>"
-        items.append(f"<li>{escape(answer.question)}: {verdict}: {escape(answer.said)}</li>")
-    rows = "".join(_phase_evidence(p) for p in run.phases)
-    cut = "<p><b class=no>More phases of this run are left out.</b></p>" if run.cut else ""
-    return (
-        f"<h4>{escape(run.suite)}</h4><p class=muted>{escape(run.where)}</p>"
-        f"<ul>{''.join(items)}</ul><table class=evidence><tr><th>subtest</th><th>phase</th>"
-        f"<th>outcome</th><th>checks that passed</th></tr>{rows}</table>{cut}"
-    )
-
-
-def _phase_evidence(phase: PhaseEvidence) -> str:
-    css = EVIDENCE_CLASS.get(phase.status, phase.status)
-    note = f": {escape(phase.note)}" if phase.note else ""
-    checks = "; ".join(escape(c) for c in phase.checks)
-    if phase.more:
-        checks += f"; and {phase.more} more"
-    if not phase.checks and phase.proves:
-        checks = '<span class="muted">none named</span>'
-    return (
-        f"<tr><td>{escape(phase.subtest)}</td><td>{escape(phase.phase)}</td>"
-        f'<td class="{css}">{escape(phase.status)}{note}</td><td>{checks}</td></tr>'
-    )
 
 
 STEP_SHOWN = 60

@@ -8,6 +8,12 @@ Names are ``<suite> <subtest> <phase>`` (cluster steps ``<suite> <step>``), the 
 A case's time, outcome and message come from the suite's ``summary.json`` (:func:`junit_case`):
 the phases of one plan position run at the same time, so the time pytest gives a test (the
 first one runs the whole batch, the others replay how theirs ended) is not the phase's own.
+
+A phase a known Kubernetes bug broke as declared (``xfailed``) does not fail the run, so it is a
+``<skipped>`` case; but testgrid shows a skip by its text, not its ``message`` attribute, and a
+bare skip reads as "not run". Such a case says so in both (``known Kubernetes bug
+kubernetes#<n> (<issue URL>): ...``) and carries the properties ``known-bug`` and
+``known-bug-url`` (:data:`KNOWN_BUG_PROPERTY`), which testgrid can show as the cell's own.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from e2e_dra.report._knownbugs import known_bug
 from e2e_dra.report._load import Result
 
 MAX_TEXT = 64 * 1024
@@ -33,6 +40,7 @@ class JUnitCase:
     message: str = ""
     text: str = ""
     classname: str = ""  # "": ``e2e-dra.<suite>``; a test outside the suites: as pytest names it
+    properties: tuple[tuple[str, str], ...] = ()  # the testcase's own (a known bug's name, URL)
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,9 @@ JUNIT_OUTCOME = {
     "interrupted": "error",
 }
 """A summary's outcome as a JUnit case's."""
+KNOWN_BUG_PROPERTY = "known-bug"
+"""The property naming the known Kubernetes bug of an expected failure (``kubernetes#<n>``);
+``known-bug-url``: its upstream issue."""
 
 
 def junit_file_name(suite: str) -> str:
@@ -75,7 +86,19 @@ def junit_case(suite: str, result: Result, text: str = "") -> JUnitCase:
     message = result.message
     if result.failed_step and result.failed_step not in message:  # a summary not of this suite
         message = f"in step {result.failed_step!r}: {message}"
-    return JUnitCase(case_name(suite, result.id), outcome, result.seconds, message, text)
+    name = case_name(suite, result.id)
+    bug = known_bug(result)
+    if bug is None:
+        return JUnitCase(name, outcome, result.seconds, message, text)
+    properties = [(KNOWN_BUG_PROPERTY, bug.name)]
+    said = f"known Kubernetes bug {bug.name}"
+    if bug.url is not None:
+        properties.append((f"{KNOWN_BUG_PROPERTY}-url", bug.url))
+        said += f" ({bug.url})"
+    if not message.startswith(said):
+        message = f"{said}, seen as declared (not a failure): {message}"
+    text = f"{message}\n\n{text}" if text else message  # testgrid shows a skip by its text
+    return JUnitCase(name, outcome, result.seconds, message, text, properties=tuple(properties))
 
 
 def junit_xml(
@@ -131,6 +154,10 @@ def _testsuite(one: JUnitSuite, prefix: str) -> ET.Element:
             name=_clean(case.name, prefix),
             time=f"{case.seconds:.3f}",
         )
+        if case.properties:
+            properties = ET.SubElement(element, "properties")
+            for name, value in case.properties:
+                ET.SubElement(properties, "property", name=name, value=_clean(value, prefix))
         if case.outcome in ("failed", "error", "skipped"):
             tag = {"failed": "failure", "error": "error", "skipped": "skipped"}[case.outcome]
             child = ET.SubElement(element, tag, message=_clean(case.message, prefix)[:1000])

@@ -22,7 +22,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from e2e_dra.report._load import Result, SuiteRecord
 from e2e_dra.report._schema import DRIVERS_DIR, DUMPS_DIR, dump_file_name
@@ -64,7 +64,30 @@ def href(
         url = quote(os.fsencode(relative), safe="/") + ("/" if folder else "")
     except (ValueError, OSError):  # a name no file system encodes, a path on another drive
         return None
-    return url if base is None else f"{base.rstrip('/')}/{url}"
+    return url if base is None else under(base, url)
+
+
+def base_depth(base: str) -> int:
+    """How many folders deep the path of ``base`` is: how far up a link may climb under it."""
+    return len([p for p in urlsplit(base).path.split("/") if p])
+
+
+def under(base: str, relative: str) -> str | None:
+    """``relative`` (a path the page's folder links to) under ``base`` (the URL that folder is
+    served at), its ``..`` taken off the base's path as a browser would: ``https://h/a/report``
+    and ``../run/x.log`` make ``https://h/a/run/x.log``, never ``https://h/a/report/../run/...``
+    (which a viewer that does not resolve it, or a copy of the link, gets wrong). None when it
+    climbs above the host's root."""
+    scheme, host, path, _, _ = urlsplit(base)
+    segments = [p for p in path.split("/") if p]
+    for part in relative.split("/"):
+        if part == "..":
+            if not segments:
+                return None
+            segments.pop()
+        elif part != ".":
+            segments.append(part)  # the last one "" when the link is to a folder
+    return urlunsplit((scheme, host, "/" + "/".join(segments), "", ""))
 
 
 class LinkRule:

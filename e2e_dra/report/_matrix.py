@@ -85,7 +85,7 @@ class Matrix:
         worst = _worst([r.outcome for r in entries])
         marks = " ".join(MARK[r.outcome] for r in entries)
         tip = "\n".join(
-            f"{run.label}: {r.outcome} after {clock(r.seconds)}"
+            f"{run.label}: {r.outcome}, ran {clock(r.seconds)}"
             + (f": {r.message}" if r.message else "")
             for r in entries
         )

@@ -25,6 +25,9 @@ VERDICT_CLASS = {
     UNFINISHED: "interrupted",
 }
 """The CSS class (the matrix's colours) of each verdict."""
+SAID = {"xfailed": "known bugs seen"}
+"""An outcome as the page says it, where its name is not plain English: ``xfailed`` is a known
+Kubernetes bug the subtest declares, seen as expected."""
 
 
 @dataclass(frozen=True)
@@ -54,9 +57,19 @@ class Run:
 
     @property
     def said(self) -> str:
-        """ "failed: 1 failed, 40 passed, 2 skipped"."""
-        counts = ", ".join(f"{n} {outcome}" for outcome, n in self.counts)
+        """ "failed: 40 passed, 1 failed, 2 known bugs seen, 2 skipped"."""
+        counts = ", ".join(f"{n} {SAID.get(outcome, outcome)}" for outcome, n in self.counts)
         return f"{self.verdict}: {counts}" if counts else f"{self.verdict}: nothing ran"
+
+    def count(self, outcome: str) -> int:
+        """How many entries of this run ended ``outcome``."""
+        return dict(self.counts).get(outcome, 0)
+
+    def ended(self, result: Result) -> float:
+        """When ``result`` ended, in seconds since the epoch on the run's own clock (a run
+        without a start time counts as starting with the earliest)."""
+        started = self.record.started.timestamp() if self.record.started else float("-inf")
+        return started + result.start + result.seconds
 
     def failures(self) -> list[Result]:
         """The entries that failed or were interrupted, in the order they ended."""
@@ -133,3 +146,26 @@ def overall(runs: list[Run]) -> str:
         if verdict in verdicts:
             return verdict
     return PASSED if runs else UNFINISHED
+
+
+def real_failures(runs: list[Run]) -> list[tuple[Run, Result]]:
+    """Every entry that failed or was interrupted (never an expected failure: a known bug), the
+    one that ended first first, across the runs' clocks; the runs' order breaks ties."""
+    found = [
+        (run.ended(result), position, index, run, result)
+        for position, run in enumerate(runs)
+        for index, result in enumerate(run.failures())
+    ]
+    found.sort(key=lambda f: (f[0], f[1], f[2]))
+    return [(run, result) for _, _, _, run, result in found]
+
+
+def expected_failures(runs: list[Run]) -> list[tuple[Run, Result]]:
+    """Every entry a known Kubernetes bug broke as declared (``xfailed``), run by run, in the
+    order they ran."""
+    return [
+        (run, result)
+        for run in runs
+        for result in sorted(run.record.results, key=lambda r: r.start)
+        if result.outcome == "xfailed"
+    ]

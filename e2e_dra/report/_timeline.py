@@ -159,7 +159,7 @@ class Timeline:
             bars.append((0.0, origin, COLORS[worst], tip, f"setup {clock(origin)}"))
         for r in self.record.results:
             if r.phase is None and not any(r is b for b in before):
-                tip = f"{r.id}: {r.outcome} after {clock(r.seconds)}"
+                tip = f"{r.id}: {r.outcome}, ran {clock(r.seconds)}"
                 bars.append((r.start, r.seconds, COLORS[r.outcome], tip, r.step or r.id))
         return Row("cluster steps", tuple(bars))
 
@@ -178,7 +178,7 @@ class Timeline:
             marks = []
             for index, t in enumerate(times):
                 started = t.started or 0.0
-                tip = f"{component} ({t.state}): ready after {clock(t.seconds)}"
+                tip = f"{component} ({t.state}): ready {clock(t.seconds)} after its start"
                 if t.attempts > 1:
                     tip += f", {t.attempts} attempts ({t.attempts - 1} restarts before ready)"
                 color = COLORS["retried"] if t.attempts > 1 else COLORS["ready"]
@@ -195,7 +195,7 @@ class Timeline:
         subtests: dict[str, list[Bar]] = {}
         for r in self.record.results:
             if r.phase is not None and r.subtest is not None:
-                tip = f"{r.id}: {r.outcome} after {clock(r.seconds)}"
+                tip = f"{r.id}: {r.outcome}, ran {clock(r.seconds)}"
                 if r.message:
                     tip += f"\n{r.message}"
                 bar = (r.start, r.seconds, COLORS[r.outcome], tip, "")

@@ -115,7 +115,9 @@ def set_aside(folder: Path, keep: int) -> Path | None:
 class Summary:
     """``<dir>/summary.json``: versions, seed, and outcome and wall time of every entry; per
     subtest of the run, the KEPs it exercises (``keps``: ``Subtest.keps`` by subtest name), which
-    the report's production-readiness evidence is sorted by."""
+    the report's production-readiness evidence is sorted by; ``console``: where the suite's
+    narrative is (its console lines, whole), relative to the suite's folder, for the report to
+    link."""
 
     def __init__(
         self,
@@ -126,6 +128,7 @@ class Summary:
         describe: Callable[[], dict[str, Any]],
         *,
         keps: Mapping[str, Sequence[int]] | None = None,
+        console: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
         self.path = directory / "summary.json"
         self.suite = suite
@@ -133,6 +136,7 @@ class Summary:
         self.plan = plan
         self._describe = describe
         self._keps = {name: list(numbers) for name, numbers in (keps or {}).items() if numbers}
+        self._console = console
         self._started = time.time()
         self._results: list[dict[str, Any]] = []
         self._finished = False
@@ -172,6 +176,11 @@ class Summary:
             result["logs"] = logs
         self._results.append(result)
         self.write()
+
+    @property
+    def results(self) -> list[dict[str, Any]]:
+        """Every entry recorded so far, as the summary has it (a copy)."""
+        return [dict(result) for result in self._results]
 
     def _steps(self, steps: Sequence[StepTime]) -> dict[str, Any]:
         """A phase's steps in the order they started, timed as the results are (seconds since
@@ -218,6 +227,7 @@ class Summary:
         described = dict(description if description is not None else self._describe())
         if "components_ready" in described:
             described["components_ready"] = self._relative(described["components_ready"])
+        console = dict(self._console()) if self._console is not None else {}
         return {
             "schema_version": SCHEMA_VERSION,
             "suite": self.suite,
@@ -230,6 +240,7 @@ class Summary:
             # after the description: a backend's key of the same name cannot replace it
             "environment": run_environment(),
             KEPS_BY_SUBTEST: self._keps,
+            **({"console": console} if console else {}),
             "seconds_per_phase": {k: round(v, 3) for k, v in per_phase.items()},
             "seconds_per_subtest": {k: round(v, 3) for k, v in per_subtest.items()},
             "results": self._results,

@@ -50,6 +50,12 @@ from e2e_dra.waits import abort_when, eventually
 NAMESPACE = "default"
 USER_AGENT = "e2e-dra -- dra"
 NODES_TIMEOUT = 300.0
+CONNECTIONS_PER_SUBTEST = 4
+"""Requests of one subtest that may be in flight at once on the suite's shared client: its
+driver's (ResourceSlices published and watched, a gRPC call's claim read) and its phase's
+waits. Every driver of a phase's batch uses the shared client at the same time."""
+SHARED_CONNECTIONS = 8
+"""Beyond the subtests': the safety nets, the failure dumps, the cleanup."""
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +96,12 @@ class RealCluster(Generic[S]):
         self._upcoming: Entry | None = None  # while a step runs: the entry after it
         self._node_logs: StateLogs | None = None  # once the node runtime is known
         self._kubelet_down: list[WhileKubeletDown] = []  # asked by phases, for the next step
+
+    @property
+    def pool_size(self) -> int:
+        """Connections each client of the cluster keeps: room for every subtest's requests at
+        once, so that none is thrown away ("Connection pool is full")."""
+        return CONNECTIONS_PER_SUBTEST * len(self.subtests) + SHARED_CONNECTIONS
 
     # --- what the suite run asks ----------------------------------------------------------------
 
@@ -265,7 +277,9 @@ class RealCluster(Generic[S]):
         if self._watch is None:  # every wait of the run ends at once when a component crashes
             self._watch = abort_when(self._crashed)
             self._watch.__enter__()
-        self.api = Kube.from_kubeconfig(self.cluster.kubeconfig, user_agent=USER_AGENT)
+        self.api = Kube.from_kubeconfig(
+            self.cluster.kubeconfig, user_agent=USER_AGENT, pool_size=self.pool_size
+        )
         self.findings.watch_claims(self.api, self.harnesses.driver_names())
         self.nodes = self._schedulable_nodes()
         self.state.kubeconfig = self.cluster.kubeconfig

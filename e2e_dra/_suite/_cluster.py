@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import shutil
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Generic
@@ -96,6 +98,15 @@ class RealCluster(Generic[S]):
         self._upcoming: Entry | None = None  # while a step runs: the entry after it
         self._node_logs: StateLogs | None = None  # once the node runtime is known
         self._kubelet_down: list[WhileKubeletDown] = []  # asked by phases, for the next step
+        self._scratch: Path | None = None  # made when first asked for
+
+    @property
+    def scratch(self) -> Path:
+        """This suite's directory outside ARTIFACTS (see ``ClusterOps.scratch``), made when
+        first asked for and removed once its cluster stopped."""
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix=f"e2e-dra-{self.suite.name}-"))
+        return self._scratch
 
     @property
     def pool_size(self) -> int:
@@ -371,6 +382,9 @@ class RealCluster(Generic[S]):
         if self.api is not None:
             self.api.close()
             self.api = None
+        if self._scratch is not None and self.cluster is None and self._upcoming is None:
+            shutil.rmtree(self._scratch, ignore_errors=True)  # nothing runs from it now
+            self._scratch = None
         self.harnesses.forget()
         attempts.raise_first()
 

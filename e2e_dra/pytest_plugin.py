@@ -15,8 +15,11 @@ Selection: ``-k core-dra`` keeps that subtest's phases, and the plugin adds back
 a chain. It does so after pytest's own ``--lf``, ``--ff`` and ``--sw`` have chosen, so a rerun of a
 failed phase brings its earlier phases and cluster steps along.
 
-Progress shows live while a suite runs: ``[HH:MM:SS] message`` lines of e2e-dra and the engine
-(and anyone's warnings), unless the user chose pytest's live logging.
+Progress shows live while a suite runs, unless the user chose pytest's live logging:
+``[HH:MM:SS] message`` headlines (the suite, its cluster steps, its batches of phases with a
+done/total count, failures, known bugs, a verdict) and anyone's warnings; ``-v`` or
+``E2E_DRA_CONSOLE=detail`` shows every line of e2e-dra and the engine, as the suite's narrative
+(``ARTIFACTS/<suite>/console.log``, ``_suite._narrative``) keeps them in any case.
 
 The cluster behind a suite comes from the hook ``pytest_e2e_dra_backend`` (first answer wins);
 the plugin answers last, with the real cluster. Another plugin of the run (a conftest, ``-p``,
@@ -304,8 +307,6 @@ class SuitePlugin:
         subtests = {n: s for n, s in self.subtests[suite.name].items() if n in names}
         artifacts = artifacts_dir() / suite.name
         earlier = set_aside(artifacts, settings().keep_runs)
-        if earlier is not None:
-            logger.info(f"the last run of {suite.name} is kept in {earlier}")
         artifacts.mkdir(parents=True, exist_ok=True)
         backend = self.config.hook.pytest_e2e_dra_backend(
             config=self.config, suite=suite, subtests=subtests, artifacts=artifacts
@@ -333,6 +334,8 @@ class SuitePlugin:
         run = SuiteRun(suite.name, subtests, backend, summary, plan, kept, together=together,
                        narrator=narrator)  # fmt: skip
         with self.progress.shown(), narrative.attached():
+            if earlier is not None:
+                logger.info(f"the last run of {suite.name} is kept in {earlier}")
             try:
                 # The edge of a suite run: SIGTERM (a CI job cancelled, ``kill``) ends it as
                 # Ctrl-C does, the cluster's processes stopped at once (the engine registered

@@ -85,6 +85,26 @@ def is_progress(record: logging.LogRecord) -> bool:
     return record.levelno >= logging.INFO and record.name.split(".")[0] in PROGRESS_LOGGERS
 
 
+HEADLINE = "e2e_dra_headline"
+"""The attribute that marks a record as a headline: a line a suite's console shows by default
+(a suite or cluster step starting, a batch of phases done, a failure, a known bug, a verdict).
+Every other progress line (object traffic, driver registration, object dumps) goes to the saved
+narrative, and to the console only when asked (``-v``, ``E2E_DRA_CONSOLE=detail``)."""
+
+
+def as_headline() -> dict[str, bool]:
+    """The ``extra`` of a headline record: ``logger.info(line, extra=as_headline())``."""
+    return {HEADLINE: True}
+
+
+def is_headline(record: logging.LogRecord) -> bool:
+    """Whether a progress record is one a suite's console shows by default: marked as a
+    headline, or a warning (something went wrong that nobody else says)."""
+    if not is_progress(record):
+        return False
+    return bool(getattr(record, HEADLINE, False)) or record.levelno >= logging.WARNING
+
+
 class _PlainHandler(logging.StreamHandler):
     """``[HH:MM:SS] message`` on stderr, one line each, never wrapped.
 

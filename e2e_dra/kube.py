@@ -111,7 +111,14 @@ class Kube:
         self._lock = threading.RLock()  # served_resources asks the server while holding it
 
     @classmethod
-    def from_kubeconfig(cls, kubeconfig: Path | str, *, user_agent: str = "e2e-dra") -> Kube:
+    def from_kubeconfig(
+        cls, kubeconfig: Path | str, *, user_agent: str = "e2e-dra", pool_size: int | None = None
+    ) -> Kube:
+        """A client of the cluster ``kubeconfig`` names. ``pool_size``: how many connections
+        to the server each client made from it keeps for reuse (the library's default is five
+        per CPU); more requests than that at once still go out, but each one over it opens a new
+        connection and, done, is thrown away with a "Connection pool is full" warning. Size it
+        for the threads that share one client."""
         from kubernetes import client, config
 
         configuration = client.Configuration()
@@ -120,6 +127,8 @@ class Kube:
             client_configuration=configuration,
             persist_config=False,
         )
+        if pool_size is not None:
+            configuration.connection_pool_maxsize = pool_size
         return cls(configuration, user_agent=user_agent)
 
     def impersonating(

@@ -15,8 +15,11 @@ Selection: ``-k core-dra`` keeps that subtest's phases, and the plugin adds back
 a chain. It does so after pytest's own ``--lf``, ``--ff`` and ``--sw`` have chosen, so a rerun of a
 failed phase brings its earlier phases and cluster steps along.
 
-Progress shows live while a suite runs: ``[HH:MM:SS] message`` lines of e2e-dra and the engine
-(and anyone's warnings), unless the user chose pytest's live logging.
+Progress shows live while a suite runs, unless the user chose pytest's live logging:
+``[HH:MM:SS] message`` headlines (the suite, its cluster steps, its batches of phases with a
+done/total count, failures, known bugs, a verdict) and anyone's warnings; ``-v`` or
+``E2E_DRA_CONSOLE=detail`` shows every line of e2e-dra and the engine, as the suite's narrative
+(``ARTIFACTS/<suite>/console.log``, ``_suite._narrative``) keeps them in any case.
 
 The cluster behind a suite comes from the hook ``pytest_e2e_dra_backend`` (first answer wins);
 the plugin answers last, with the real cluster. Another plugin of the run (a conftest, ``-p``,
@@ -26,23 +29,22 @@ without a cluster, with nothing in this package that knows about them.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import random
-import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from e2e_dra._console import LINE_FORMAT, PROGRESS_LOGGERS, TIME_FORMAT, is_progress
+from e2e_dra._console import PROGRESS_LOGGERS
 from e2e_dra._paths import artifacts_dir
 from e2e_dra._suite import DRIVERS_MARK, SUITES, Entry, Plan, SubtestPackages, Suite, needed
 from e2e_dra._suite._artifacts import Summary, set_aside
+from e2e_dra._suite._live import LiveProgress
+from e2e_dra._suite._narrative import Narrative, Narrator, versions_said
 from e2e_dra._suite._run import Backend, SuiteRun
-from e2e_dra._suite._together import subtest_of
 from e2e_dra.driver import parse_drivers
 from e2e_dra.errors import E2EDRAError, InputError
 from e2e_dra.hostkit import atomic_write_text, handling_interrupts
@@ -168,12 +170,14 @@ class SuitePlugin:
         self.kept: dict[str, list[Entry]] = {}  # what runs of each suite, in order
         self.summaries: dict[str, str] = {}
         self.report_line = ""  # where the report is, or why it is not
+        self.report: Path | None = None  # the report, once written
+        self.suite_order: list[str] = []  # the suites that run, in the order they run
         xmlpath = _junit_path(config)
         self.junit = _JUnit(xmlpath) if settings.ci or xmlpath else None
         self._collected: list[pytest.Item] = []
         self._deselected: set[int] = set()  # ids of every item deselected so far
         self._rescued: dict[int, pytest.Item] = {}  # deselected, but needed: they run
-        self.progress = _LiveProgress(config)
+        self.progress = LiveProgress(config)
         self.levels_before = {name: logging.getLogger(name).level for name in PROGRESS_LOGGERS}
         # Our loggers record INFO in every run, so a failed test's report shows its progress
         # lines ("Captured log"); the root keeps its WARNING for every other library.
@@ -244,6 +248,7 @@ class SuitePlugin:
                 ordered += keep.pop(found.suite)
         for block in keep.values():  # a suite none of whose items was chosen as such
             ordered += block
+        self.suite_order = list(dict.fromkeys(s.suite for i in ordered if (s := _step_of(i))))
         if self.junit is not None:
             self.junit.steps.update((i.nodeid, s) for i in ordered if (s := _step_of(i)))
         kept = {id(item) for item in ordered}
@@ -302,36 +307,53 @@ class SuitePlugin:
         subtests = {n: s for n, s in self.subtests[suite.name].items() if n in names}
         artifacts = artifacts_dir() / suite.name
         earlier = set_aside(artifacts, settings().keep_runs)
-        if earlier is not None:
-            logger.info(f"the last run of {suite.name} is kept in {earlier}")
         artifacts.mkdir(parents=True, exist_ok=True)
         backend = self.config.hook.pytest_e2e_dra_backend(
             config=self.config, suite=suite, subtests=subtests, artifacts=artifacts
         )
         ids = [e.id for e in plan if e.chain_position is None or e.subtest in names]
         keps = {name: subtest.keps for name, subtest in subtests.items()}
-        summary = Summary(artifacts, suite.name, self.seed, ids, backend.describe, keps=keps)
+        narrative = Narrative(artifacts)
+        summary = Summary(
+            artifacts, suite.name, self.seed, ids, backend.describe, keps=keps,
+            console=narrative.files,
+        )  # fmt: skip
         self.summaries[suite.name] = str(summary.path)
         together = not self.config.getoption("e2e_dra_serial")
         kept = self.kept.get(suite.name, [])
-        run = SuiteRun(suite.name, subtests, backend, summary, plan, kept, together=together)
-        try:
-            # The edge of a suite run: SIGTERM (a CI job cancelled, ``kill``) ends it as Ctrl-C
-            # does, the cluster's processes stopped at once (the engine registered that), the
-            # phase reported interrupted, the cleanup run and summary.json finished.
-            with self.progress.shown(), handling_interrupts(terminated=Terminated):
-                yield run
-        finally:
-            # The cleanup has an edge of its own: after a failure under -x it runs here, as this
-            # fixture's teardown, and a SIGTERM then must stop the cluster too, not kill the job
-            # on the spot. Not one block with the one above: leaving that one first waits until
-            # an interrupt's stops are done, so the cleanup never takes a cluster that is being
-            # stopped for a live one.
-            with handling_interrupts(terminated=Terminated):
-                try:
-                    run.close()
-                finally:
-                    self.write_outputs()  # a job cancelled in the next suite still leaves these
+        order = self.suite_order or [suite.name]
+        narrator = Narrator(
+            suite.name,
+            position=order.index(suite.name) + 1 if suite.name in order else len(order) + 1,
+            suites=max(len(order), 1),
+            total=len(kept or ids),
+            subtests=len(subtests),
+            versions=lambda: versions_said(backend.describe()),
+            narrative=narrative,
+        )
+        run = SuiteRun(suite.name, subtests, backend, summary, plan, kept, together=together,
+                       narrator=narrator)  # fmt: skip
+        with self.progress.shown(), narrative.attached():
+            if earlier is not None:
+                logger.info(f"the last run of {suite.name} is kept in {earlier}")
+            try:
+                # The edge of a suite run: SIGTERM (a CI job cancelled, ``kill``) ends it as
+                # Ctrl-C does, the cluster's processes stopped at once (the engine registered
+                # that), the phase reported interrupted, the cleanup run and summary.json done.
+                with handling_interrupts(terminated=Terminated):
+                    yield run
+            finally:
+                # The cleanup has an edge of its own: after a failure under -x it runs here, as
+                # this fixture's teardown, and a SIGTERM then must stop the cluster too, not kill
+                # the job on the spot. Not one block with the one above: leaving that one first
+                # waits until an interrupt's stops are done, so the cleanup never takes a
+                # cluster that is being stopped for a live one.
+                with handling_interrupts(terminated=Terminated):
+                    try:
+                        run.close()
+                    finally:
+                        self.write_outputs()  # a job cancelled in the next suite leaves these
+                        narrator.verdict(summary.results, summary.path, self.report)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.junit is not None:
@@ -358,6 +380,7 @@ class SuitePlugin:
             base = settings().report_link_base  # for a page Prow's Spyglass inlines
             written = write_report(summaries, root, lenient=True, link_base=base)
             self.report_line = f"e2e-dra: report: {written.html}"
+            self.report = written.html
             return
         except (E2EDRAError, OSError) as exc:
             self.report_line = f"e2e-dra: cannot write the run's report under {root}: {exc}"
@@ -509,58 +532,6 @@ class Terminated(KeyboardInterrupt):
 
     def __init__(self, signal_name: str) -> None:
         super().__init__(f"{signal_name} received")
-
-
-class _LiveProgress(logging.Handler):
-    """Progress records as ``[HH:MM:SS] message`` lines on the terminal, while a suite runs.
-
-    Written through pytest's terminal reporter with output capture suspended, as pytest's own
-    live logging does; off when the user turned pytest's live logging on (they see it there).
-    """
-
-    def __init__(self, config: pytest.Config) -> None:
-        super().__init__(logging.INFO)
-        self.config = config
-        self.setFormatter(logging.Formatter(LINE_FORMAT, TIME_FORMAT))
-        self.addFilter(is_progress)
-        self._write_lock = threading.Lock()
-
-    @contextlib.contextmanager
-    def shown(self) -> Iterator[None]:
-        if self.config.getoption("log_cli_level", None) or self.config.getini("log_cli"):
-            yield
-            return
-        root = logging.getLogger()
-        root.addHandler(self)
-        try:
-            yield
-        finally:
-            root.removeHandler(self)
-
-    def format(self, record: logging.LogRecord) -> str:
-        """A phase thread's line names its subtest: several run at the same time."""
-        line = super().format(record)
-        subtest = subtest_of(record)
-        if subtest is None:
-            return line
-        stamp, _, message = line.partition("] ")
-        return f"{stamp}] {subtest}: {message}"
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if getattr(record, "e2e_dra_replayed", False):  # shown live already
-            return
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is None:
-            return
-        capman = self.config.pluginmanager.get_plugin("capturemanager")
-        try:
-            line = self.format(record)
-            with self._write_lock:
-                quiet = capman.global_and_fixture_disabled() if capman else contextlib.nullcontext()
-                with quiet:
-                    reporter.write_line(line)
-        except Exception:  # a progress line must never fail a test
-            self.handleError(record)
 
 
 def _suite_of(module: Any) -> Suite | None:

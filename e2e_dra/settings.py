@@ -213,6 +213,17 @@ def a_release_source(text: str) -> str:
     return text
 
 
+CONSOLE_MODES = ("progress", "detail")
+
+
+def console_mode(text: str) -> str:
+    """What a suite's console shows: ``progress`` (headlines) or ``detail`` (every line)."""
+    value = text.lower()
+    if value not in CONSOLE_MODES:
+        raise ValueError(f"is not one of {', '.join(CONSOLE_MODES)}")
+    return value
+
+
 def flag(text: str) -> bool:
     return text.lower() in _TRUE
 
@@ -518,6 +529,17 @@ class Settings:
             "`true`: plain progress lines, and a missing real part fails instead of skipping",
             flag,
             shown="unset",
+        ),
+    )
+    console: str = field(
+        default="progress",
+        metadata=_about(
+            "E2E_DRA_CONSOLE",
+            "what a suite shows on the console: `progress` (suites, cluster steps, batches of "
+            "phases with a done/total count, failures, known bugs, verdicts) or `detail` (every "
+            "line, as `-v`: object traffic, drivers, dumps); `$ARTIFACTS/<suite>/console.log` "
+            "always has every line",
+            console_mode,
         ),
     )
     kubeconfig: Path | None = field(

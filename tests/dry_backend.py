@@ -45,6 +45,7 @@ class DryBackend:
         releases: Mapping[str, str] | None = None,
         upgraded: Mapping[str, str] | None = None,
         crash_in: str | None = None,
+        versions: tuple[str, str] | None = None,
     ) -> None:
         self.suite = suite
         self.subtests = dict(subtests)
@@ -57,6 +58,7 @@ class DryBackend:
         self._before_upgrade = self._releases
         self._upgraded = dict(upgraded or self._releases)
         self._crash_in = crash_in
+        self._versions = versions
         self._crashed = False
         self._watch: contextlib.AbstractContextManager[None] | None = None
 
@@ -122,7 +124,11 @@ class DryBackend:
             self._watch = None
 
     def describe(self) -> dict[str, Any]:
-        return {"dry_run": True, "cluster_steps_run": list(self.steps)}
+        described: dict[str, Any] = {"dry_run": True, "cluster_steps_run": list(self.steps)}
+        if self._versions is not None and self.steps:  # known once the first step ran
+            previous, current = self._versions
+            described.update(previous={"version": previous}, current={"version": current})
+        return described
 
 
 @dataclass(frozen=True, eq=False)
@@ -134,7 +140,8 @@ class DryCluster:
     of that id ends; ``releases``: the release each pretend component runs (for known bugs),
     ``upgraded``: what it runs between the upgrade and the downgrade, and after the re-upgrade
     (default: the same);
-    ``crash_in``: the id of a phase during which a pretend component ends.
+    ``crash_in``: the id of a phase during which a pretend component ends; ``versions``: the
+    (previous, current) releases its description names once its first step ran.
     """
 
     served: Collection[str] | None = None
@@ -143,6 +150,7 @@ class DryCluster:
     releases: Mapping[str, str] = field(default_factory=dict)
     upgraded: Mapping[str, str] | None = None
     crash_in: str | None = None
+    versions: tuple[str, str] | None = None
 
     def pytest_e2e_dra_backend(
         self, suite: Suite[Any], subtests: Mapping[str, Any], artifacts: Path
@@ -157,4 +165,5 @@ class DryCluster:
             releases=self.releases,
             upgraded=self.upgraded,
             crash_in=self.crash_in,
+            versions=self.versions,
         )

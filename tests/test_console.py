@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from e2e_dra._console import is_progress, showing_progress
+from e2e_dra._console import as_headline, is_headline, is_progress, showing_progress
 
 LONG_URL = "https://dl.k8s.io/release/" + "v1.35.1/" * 30 + "kubernetes-server-linux-amd64.tar.gz"
 
@@ -69,3 +69,25 @@ def test_urllib3_retries_are_not_progress_but_its_other_warnings_are(
         "urllib3.connectionpool", logging.WARNING, __file__, 1, message, ("a", "b", "/x"), None
     )
     assert is_progress(record) is shown
+
+
+@pytest.mark.parametrize(
+    ("name", "level", "marked", "headline"),
+    [
+        ("e2e_dra._suite._narrative", logging.INFO, True, True),  # a suite's headline
+        ("e2e_dra.builder", logging.INFO, False, False),  # "Creating Pod ...": detail
+        ("e2e_dra.driver._registration", logging.INFO, False, False),  # "kubelet registered"
+        ("e2e_dra.driver._slices", logging.WARNING, False, True),  # something went wrong
+        ("kubernetes.client", logging.WARNING, False, True),
+        ("httpx", logging.INFO, True, False),  # not progress at all, marked or not
+        ("urllib3.connectionpool", logging.WARNING, False, False),  # its "Retrying ..."
+    ],
+)
+def test_a_suites_console_shows_headlines_and_warnings(
+    name: str, level: int, marked: bool, headline: bool
+) -> None:
+    message = "Retrying (%r)" if name.startswith("urllib3") else "message"
+    record = logging.LogRecord(name, level, __file__, 1, message, ("x",) * message.count("%"), None)
+    if marked:
+        record.__dict__.update(as_headline())
+    assert is_headline(record) is headline

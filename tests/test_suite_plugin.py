@@ -147,7 +147,7 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: 
     monkeypatch.setenv("ARTIFACTS", str(artifacts))
     monkeypatch.setenv("TINY_RECORD", str(tmp_path / "record.txt"))
     monkeypatch.setenv("CI", "true")
-    for knob in ("TINY_FAIL", "TINY_SLEEP", "TINY_STEPS"):
+    for knob in ("TINY_FAIL", "TINY_SLEEP", "TINY_STEPS", "E2E_DRA_CONSOLE"):
         monkeypatch.delenv(knob, raising=False)
     return Tiny(pytester, tmp_path)
 
@@ -181,6 +181,16 @@ class Tiny:
 
     def summary(self, suite: str = "upgrade-downgrade") -> dict:
         return json.loads((self.tmp_path / "artifacts" / suite / "summary.json").read_text())
+
+    def narrative(self, suite: str = "upgrade-downgrade", subtest: str | None = None) -> str:
+        """The suite's console.log, or a subtest's own narrative."""
+        folder = self.tmp_path / "artifacts" / suite
+        path = folder / "console.log" if subtest is None else folder / "console" / f"{subtest}.log"
+        return path.read_text()
+
+    def narrated(self, suite: str = "upgrade-downgrade") -> pytest.LineMatcher:
+        """The suite's console.log, to match lines in as in pytest's output."""
+        return pytest.LineMatcher(self.narrative(suite).splitlines())
 
     def dry_steps(self, suite: str = "upgrade-downgrade") -> list[str]:
         log = self.tmp_path / "artifacts" / suite / STEPS_LOG
@@ -258,7 +268,10 @@ def test_a_subtest_that_fails_in_a_batch_fails_its_own_test_with_its_own_lines(
     assert "beta visits after-cluster-upgrade" in section  # its own captured lines
 
 
-def test_live_lines_of_a_phase_thread_name_their_subtest(suite: Tiny) -> None:
+def test_live_lines_of_a_phase_thread_name_their_subtest(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("E2E_DRA_CONSOLE", "detail")
     result = suite.run("--e2e-dra-seed=7")
 
     result.stdout.fnmatch_lines(["[[]??:??:??[]] alpha: alpha visits after-cluster-creation"])
@@ -302,9 +315,10 @@ def test_k_selects_one_subtest_through_all_phases_with_its_cluster_steps(suite: 
     assert suite.dry_steps() == UPGRADE_STEPS
     result.stdout.fnmatch_lines(["*collected 19 items / 8 deselected / 11 selected"])
     result.stdout.fnmatch_lines(
-        [  # progress shows live, between pytest's lines for the step, as [HH:MM:SS] lines
+        [  # progress shows live, between pytest's lines for the step, as [HH:MM:SS] lines;
+            # -v shows every line, not only the headlines
             "*test_cluster_step?upgrade? ",
-            "[[]??:??:??[]] cluster step upgrade",
+            "[[]??:??:??[]] [[]1/1[]] upgrade-downgrade: cluster step upgrade (4/11 done)",
             "[[]??:??:??[]] dry run: cluster step upgrade does nothing",
             "*test_cluster_step?upgrade? PASSED*",
         ]
@@ -792,12 +806,21 @@ def log_in_every_test(suite: Tiny) -> None:
 
 
 def test_a_suite_shows_only_progress_records_live(suite: Tiny, monkeypatch) -> None:
+    """By default our headlines and anyone's warnings; with -v our other lines too; never
+    another library's INFO lines. The narrative keeps what -v shows, whatever was shown."""
     monkeypatch.setenv("TINY_FAIL", "")
     log_in_every_test(suite)
     output = suite.run().stdout.str()
-    assert "ours, during a test" in output
+    assert "ours, during a test" not in output
     assert "a warning of theirs" in output
     assert "not ours" not in output
+    assert "ours, during a test" in suite.narrative()
+    assert "not ours" not in suite.narrative()
+
+    verbose = suite.run("-v").stdout.str()
+    assert "ours, during a test" in verbose
+    assert "a warning of theirs" in verbose
+    assert "not ours" not in verbose
 
 
 def test_a_failed_phase_reports_progress_and_warnings_not_other_libraries_info(
@@ -1106,7 +1129,7 @@ def test_a_known_bug_that_crashes_a_component_costs_only_its_own_phase(suite: Ti
     # The crash is delta's expected failure; the scheduler is started again and every other
     # subtest goes on through the upgrade, the downgrade and the re-upgrade.
     result.assert_outcomes(passed=19, xfailed=1, skipped=3)
-    result.stdout.fnmatch_lines(
+    suite.narrated().fnmatch_lines(
         ["*known bug contained: the objects of delta removed; kube-scheduler started again*"]
     )
     outcomes = {r["id"]: r["outcome"] for r in suite.summary()["results"]}
@@ -1234,8 +1257,15 @@ def test_a_phase_a_confined_known_bug_breaks_runs_with_the_others_and_contains_n
         "xfailed",
         "passed",
     ]
-    result.stdout.fnmatch_lines(["*known bug confined to delta's own objects: nothing contained*"])
-    result.stdout.no_fnmatch_line("*known bug contained: the objects of delta removed*")
+    narrated = suite.narrated()
+    narrated.fnmatch_lines(["*known bug confined to delta's own objects: nothing contained*"])
+    seen = [line for line in live_lines(result.stdout.str()) if "known bug seen" in line]
+    assert [line.split(": ")[1] for line in seen] == [
+        "known bug seen in delta/after-cluster-creation",
+        "known bug seen in delta/after-cluster-downgrade",
+    ]
+    assert all("kubernetes#143376" in line for line in seen)
+    narrated.no_fnmatch_line("*known bug contained: the objects of delta removed*")
 
 
 STEP_BUG = """
@@ -1278,3 +1308,94 @@ def test_a_known_bug_that_breaks_a_cluster_step_ends_only_its_subtests_chain(sui
     buggy_but_passing = DryCluster(releases={"kube-scheduler": "v1.36.2"})
     result = suite.run("--e2e-dra-seed=3", cluster=buggy_but_passing)
     result.stdout.fnmatch_lines(["*KnownBugNotSeen*should have broken cluster step 'downgrade'*"])
+
+
+# --- the console and the narrative ---------------------------------------------------------------
+
+STAMP = re.compile(r"^\[\d\d:\d\d:\d\d\] ")
+PAIR = ("v1.37.2", "v1.38.0-beta.0")
+
+
+def live_lines(output: str) -> list[str]:
+    """The progress lines of a pytest output, without their time stamps (a test's outcome
+    letter may lead: a live line can follow it on the same line)."""
+    lines = (line.lstrip(".FsxXE") for line in output.splitlines())
+    return [STAMP.sub("", line) for line in lines if STAMP.match(line)]
+
+
+def test_the_console_shows_headlines_and_the_narrative_keeps_every_line(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TINY_FAIL", "beta/after-cluster-upgrade")
+
+    result = suite.run("--e2e-dra-seed=7", cluster=DryCluster(versions=PAIR))
+
+    result.assert_outcomes(passed=16, failed=1, skipped=2)
+    folder = suite.tmp_path / "artifacts" / "upgrade-downgrade"
+    shown = live_lines(result.stdout.str())
+    head = "[1/1] upgrade-downgrade"
+    expected = [
+        f"{head}: cluster step versions (0/19 done)",
+        f"{head} v1.37.2 -> v1.38.0-beta.0: 3 subtests, 19 tests",
+        f"{head}: cluster step node-runtime (1/19 done)",
+        f"{head}: cluster step bring-up (2/19 done)",
+        f"{head}: after-cluster-creation: 3 subtests together in 0s: 3 passed (6/19 done)",
+        f"{head}: cluster step upgrade (6/19 done)",
+        f"{head}: FAILED beta/after-cluster-upgrade: AssertionError: beta broke in "
+        "after-cluster-upgrade on purpose",
+        f"{head}: after-cluster-upgrade: 3 subtests together in 0s: 2 passed, 1 failed "
+        "(10/19 done)",
+        f"{head}: cluster step downgrade (10/19 done)",
+        f"{head}: after-cluster-downgrade: 2 subtests together in 0s: 2 passed (14/19 done)",
+        f"{head}: cluster step re-upgrade (14/19 done)",
+        f"{head}: after-cluster-re-upgrade: 2 subtests together in 0s: 2 passed (17/19 done)",
+        f"{head}: cluster step cleanup (18/19 done)",
+        f"{head}: FAILED: 16 passed, 1 failed, 2 skipped in 0s; summary {folder}/summary.json; "
+        f"console log {folder}/console.log; report {folder.parent}/report.html",
+    ]
+    assert shown == expected
+    # every line, headlines included, in the suite's narrative, each subtest's also in its own
+    narrative = suite.narrative().splitlines()
+    assert [STAMP.sub("", line) for line in narrative if head in line] == expected
+    assert any(line.endswith("] alpha: alpha visits after-cluster-creation") for line in narrative)
+    assert any(line.endswith("dry run: cluster step upgrade does nothing") for line in narrative)
+    beta = suite.narrative(subtest="beta")
+    assert "beta visits after-cluster-upgrade" in beta and "alpha visits" not in beta
+    assert "beta visits after-cluster-downgrade" not in beta  # its chain ended
+    # where the report finds them: the summary, and the failed phase's logs
+    summary = suite.summary()
+    assert summary["console"] == {
+        "log": "console.log",
+        "subtests": {name: f"console/{name}.log" for name in TINY},
+    }
+    (failed,) = [r for r in summary["results"] if r["outcome"] == "failed"]
+    assert {"label": "beta's console lines", "path": "console/beta.log"} in failed["logs"]
+
+
+def test_a_verdict_counts_what_x_left_unrun(suite: Tiny, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TINY_FAIL", "gamma/after-cluster-creation")
+
+    result = suite.run("--e2e-dra-seed=7", "-x")
+
+    shown = live_lines(result.stdout.str())
+    assert shown[-1].startswith("[1/1] upgrade-downgrade: FAILED: 3 passed, 1 failed, 15 not run")
+
+
+def test_each_suite_of_a_run_says_its_place_in_it(suite: Tiny) -> None:
+    result = suite.run("test_control_plane_first.py", "--e2e-dra-seed=7")
+
+    banners = [line for line in live_lines(result.stdout.str()) if "subtests, " in line]
+    assert banners == [
+        "[1/2] upgrade-downgrade: 3 subtests, 19 tests",
+        "[2/2] control-plane-first: 3 subtests, 15 tests",
+    ]
+    verdicts = [line for line in live_lines(result.stdout.str()) if ": PASSED: " in line]
+    assert [line.split(":")[0] for line in verdicts] == [
+        "[1/2] upgrade-downgrade",
+        "[2/2] control-plane-first",
+    ]
+    for name in ("upgrade-downgrade", "control-plane-first"):  # each its own narrative
+        own = suite.narrative(name)
+        assert f"] {name}" in own
+        other = "upgrade-downgrade" if name == "control-plane-first" else "control-plane-first"
+        assert f"] {other}" not in own

@@ -9,6 +9,8 @@ real lane's (``tests/real``) and the main job's.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -26,6 +28,8 @@ from e2e_dra._suite import (
     ClusterStep,
     Plan,
 )
+from e2e_dra._suite._artifacts import binaries_used
+from e2e_dra._suite._cluster import RealCluster
 from e2e_dra._suite._steps import Phases, SubtestPhase
 from e2e_dra._suite._upgrade import FEATURE_GATES, Downgrade, Versions
 from e2e_dra.localupcluster import KUBE_CLUSTER_COMPONENTS, ModifyOptions
@@ -64,6 +68,7 @@ class RecordingCluster:
     def __init__(self, suite: str, subtests: dict[str, Any], tmp_path: Path) -> None:
         self.state = SUITES[suite].new_state()
         self.artifacts = tmp_path / "artifacts"
+        self.scratch = tmp_path / "scratch"
         self.subtests = subtests
         self.nodes = ["node-1"]
         self.calls: list[tuple[Any, ...]] = []
@@ -199,6 +204,7 @@ def test_control_plane_first_moves_only_the_control_plane(tmp_path: Path) -> Non
 
 def test_kubelet_last_starts_a_mixed_cluster_from_links(tmp_path: Path) -> None:
     cluster = RecordingCluster(KUBELET_LAST, {}, tmp_path)
+    (cluster._previous.bin_dir / "kubelet").write_bytes(b"the older kubelet")
     run_cluster_steps(SUITES[KUBELET_LAST].plan([], 1), cluster)
 
     (bring_up,) = calls_named(cluster, "bring_up")
@@ -208,6 +214,26 @@ def test_kubelet_last_starts_a_mixed_cluster_from_links(tmp_path: Path) -> None:
     assert (bin_dir / "kube-apiserver").resolve() == cluster._current.bin_dir / "kube-apiserver"
     upgrade, _ = calls_named(cluster, "modify")
     assert set(upgrade[2].file_by_component) == {"kubelet", "kube-proxy"}
+    # the links are kept out of the artifacts; what ran is recorded there as data
+    assert bin_dir.is_relative_to(cluster.scratch)
+    assert [p for p in cluster.artifacts.rglob("*") if p.is_symlink()] == []
+    used = json.loads((cluster.artifacts / "bin-initial.json").read_text())
+    assert sorted(used) == sorted([*KUBE_CLUSTER_COMPONENTS, "kubectl"])
+    assert used["kubelet"] == {
+        "release": "v1.37.2",
+        "path": str(cluster._previous.bin_dir / "kubelet"),
+        "size": len(b"the older kubelet"),
+        "sha256": hashlib.sha256(b"the older kubelet").hexdigest(),
+    }
+    assert used["kube-apiserver"]["release"] == used["kubectl"]["release"] == "v1.38.0-beta.0"
+
+
+def test_a_binary_that_cannot_be_read_is_said_in_place_of_its_digest(tmp_path: Path) -> None:
+    release = Release("v1.37.2", tmp_path / "bin", source_dir=None, origin="build")
+    used = binaries_used({"kubelet": release})
+    assert used["kubelet"]["path"] == str(tmp_path / "bin" / "kubelet")
+    assert "sha256" not in used["kubelet"]
+    assert used["kubelet"]["error"].startswith("cannot read it: ")
 
 
 def test_a_downgrade_without_the_upgrades_undo_says_so(tmp_path: Path) -> None:
@@ -301,3 +327,19 @@ def test_upgrade_downgrade_builds_each_real_driver_for_every_kubelet_before_the_
     described = cluster.state.describe()["drivers"]["recorded"]
     assert described["v1.37.2"]["version"] == "for-v1.37.2"
     assert described["v1.38.0-beta.0"]["kind"] == "recorded"
+
+
+def test_the_real_clusters_scratch_is_outside_the_artifacts_and_gone_once_it_closed(
+    tmp_path: Path,
+) -> None:
+    artifacts = tmp_path / "artifacts"
+    backend: RealCluster[Any] = RealCluster(SUITES[KUBELET_LAST], {}, artifacts)
+    scratch = backend.scratch
+    assert scratch.is_dir() and not scratch.resolve().is_relative_to(artifacts.resolve())
+    assert backend.scratch == scratch  # one per suite
+    (scratch / "bin-initial").mkdir()
+    (scratch / "bin-initial" / "kubelet").symlink_to(tmp_path)
+
+    backend.close()
+
+    assert not scratch.exists()

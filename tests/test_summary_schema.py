@@ -17,6 +17,7 @@ import ast
 import copy
 import fnmatch
 import json
+import logging
 import re
 import time
 import tomllib
@@ -31,6 +32,8 @@ from synthetic_run import synthetic_run
 from e2e_dra._suite import GATE_CYCLE, SUITES, UPGRADE_DOWNGRADE
 from e2e_dra._suite._artifacts import MAX_STEPS, Summary
 from e2e_dra._suite._cluster import RealCluster
+from e2e_dra._suite._narrative import Narrative
+from e2e_dra._suite._together import as_phase_thread
 from e2e_dra._suite._upgrade import ClusterSettings, Releases
 from e2e_dra.localupcluster import Cluster, ReadyTime
 from e2e_dra.releases import Release, VersionsUnderTest
@@ -247,8 +250,17 @@ def _written_run(tmp_path: Path, suite: str) -> tuple[dict[str, Any], dict[str, 
     directory = tmp_path / "artifacts" / suite
     (directory / "dumps").mkdir(parents=True)
     plan = list(SUITES[suite].plan(["a", "b"], 7))
+    narrative = Narrative(directory)  # what the suite said: a line of its own, one of a's
+    with narrative.attached(), as_phase_thread("a"):
+        logging.getLogger("e2e_dra.x").warning("a warning, as every level is kept")
     summary = Summary(
-        directory, suite, 7, [e.id for e in plan], backend.describe, keps={"a": (4381,), "b": ()}
+        directory,
+        suite,
+        7,
+        [e.id for e in plan],
+        backend.describe,
+        keps={"a": (4381,), "b": ()},
+        console=narrative.files,
     )
     phase_outcomes = ["failed", "passed", "xfailed", "interrupted", "passed", "skipped"]
     phases = 0
@@ -303,6 +315,7 @@ def test_what_the_writer_writes_validates_and_is_documented(tmp_path: Path, suit
     }
     assert [c["attempts"] for c in done["components_ready"]] == [1, 3]
     assert done[KEPS_BY_SUBTEST] == {"a": [4381]}
+    assert done["console"] == {"log": "console.log", "subtests": {"a": "console/a.log"}}
     assert "subtests" in done if suite == GATE_CYCLE else done["kubelet"]["version"] == "v1.36.5"
     for doc in (first, done):
         assert schema_errors(doc) == []
@@ -367,6 +380,7 @@ def _base() -> dict[str, Any]:
             | {"started": 2.0, "ready": 3.5}
         ],
         KEPS_BY_SUBTEST: {"core-dra": [4381]},
+        "console": {"log": "console.log", "subtests": {"core-dra": "console/core-dra.log"}},
         "seconds_per_phase": {"after-cluster-creation": 3.0},
         "seconds_per_subtest": {"core-dra": 3.0},
         "results": [
@@ -498,6 +512,9 @@ SCHEMA_ONLY: list[Case] = [
     ("a node runtime that is not text", ["node_runtime"], {"dir": "/var/lib/e2e-dra"}),
     ("a kubelet version that is not text", ["kubelet"], {"version": 1.35}),
     ("what was proved, as text", ["facts", "core-dra", "proved/p"], "x"),
+    ("a narrative that is not an object", ["console"], "console.log"),
+    ("a suite's narrative that is not text", ["console", "log"], ["console.log"]),
+    ("a subtest's narrative that is not text", ["console", "subtests", "core-dra"], 1),
     ("no steps left out", [*PHASE, "steps_left_out"], 0),
     ("a total as text", ["seconds_per_phase", "after-cluster-creation"], "3"),
     ("a ready time as text", [*READY, "ready"], "3.5"),

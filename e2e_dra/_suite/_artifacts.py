@@ -11,6 +11,7 @@ subtest exercises.
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import json
 import platform
@@ -26,6 +27,7 @@ from e2e_dra._platform import describe_machine
 from e2e_dra._suite._steps import Entry
 from e2e_dra.hostkit import atomic_write_text
 from e2e_dra.kube import Kube, KubeError, path
+from e2e_dra.releases import Release
 from e2e_dra.report import (
     KEPS_BY_SUBTEST,
     SCHEMA_VERSION,
@@ -72,6 +74,33 @@ def _e2e_dra_version() -> str:
     return f"{e2e_dra.__version__} (git {commit})" if commit else e2e_dra.__version__
 
 
+@functools.lru_cache(maxsize=64)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
+    """A file's SHA-256, once per version of it in a run (the key: its size and time): four
+    suites start from the same release binaries."""
+    del size, mtime_ns
+    with open(path, "rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
+
+
+def binaries_used(releases: Mapping[str, Release]) -> dict[str, dict[str, Any]]:
+    """What each component was started from, as data for ARTIFACTS (never the binaries, nor
+    links to them): its release, the binary's path, size and SHA-256 (about a second for a
+    cluster's 500 MB, once per run); what cannot be read is said in place of the digest."""
+    used: dict[str, dict[str, Any]] = {}
+    for component, release in releases.items():
+        binary = release.bin_dir / component
+        entry: dict[str, Any] = {"release": release.version, "path": str(binary)}
+        try:
+            info = binary.stat()
+            entry["size"] = info.st_size
+            entry["sha256"] = _sha256(str(binary.resolve()), info.st_size, info.st_mtime_ns)
+        except OSError as exc:
+            entry["error"] = f"cannot read it: {exc.strerror or exc}"
+        used[component] = entry
+    return used
+
+
 def write_json(path: Path, data: Any) -> Path:
     """Write ``data`` as JSON to ``path`` atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -79,7 +108,14 @@ def write_json(path: Path, data: Any) -> Path:
     return path
 
 
-__all__ = ["Summary", "dump_cluster", "resource_versions", "safe_name", "write_json"]
+__all__ = [
+    "Summary",
+    "binaries_used",
+    "dump_cluster",
+    "resource_versions",
+    "safe_name",
+    "write_json",
+]
 
 
 EARLIER = "earlier"
@@ -115,7 +151,9 @@ def set_aside(folder: Path, keep: int) -> Path | None:
 class Summary:
     """``<dir>/summary.json``: versions, seed, and outcome and wall time of every entry; per
     subtest of the run, the KEPs it exercises (``keps``: ``Subtest.keps`` by subtest name), which
-    the report's production-readiness evidence is sorted by."""
+    the report's production-readiness evidence is sorted by; ``console``: where the suite's
+    narrative is (its console lines, whole), relative to the suite's folder, for the report to
+    link."""
 
     def __init__(
         self,
@@ -126,6 +164,7 @@ class Summary:
         describe: Callable[[], dict[str, Any]],
         *,
         keps: Mapping[str, Sequence[int]] | None = None,
+        console: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
         self.path = directory / "summary.json"
         self.suite = suite
@@ -133,6 +172,7 @@ class Summary:
         self.plan = plan
         self._describe = describe
         self._keps = {name: list(numbers) for name, numbers in (keps or {}).items() if numbers}
+        self._console = console
         self._started = time.time()
         self._results: list[dict[str, Any]] = []
         self._finished = False
@@ -172,6 +212,11 @@ class Summary:
             result["logs"] = logs
         self._results.append(result)
         self.write()
+
+    @property
+    def results(self) -> list[dict[str, Any]]:
+        """Every entry recorded so far, as the summary has it (a copy)."""
+        return [dict(result) for result in self._results]
 
     def _steps(self, steps: Sequence[StepTime]) -> dict[str, Any]:
         """A phase's steps in the order they started, timed as the results are (seconds since
@@ -218,6 +263,7 @@ class Summary:
         described = dict(description if description is not None else self._describe())
         if "components_ready" in described:
             described["components_ready"] = self._relative(described["components_ready"])
+        console = dict(self._console()) if self._console is not None else {}
         return {
             "schema_version": SCHEMA_VERSION,
             "suite": self.suite,
@@ -230,6 +276,7 @@ class Summary:
             # after the description: a backend's key of the same name cannot replace it
             "environment": run_environment(),
             KEPS_BY_SUBTEST: self._keps,
+            **({"console": console} if console else {}),
             "seconds_per_phase": {k: round(v, 3) for k, v in per_phase.items()},
             "seconds_per_subtest": {k: round(v, 3) for k, v in per_subtest.items()},
             "results": self._results,

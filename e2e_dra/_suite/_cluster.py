@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import shutil
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Generic
@@ -50,6 +52,12 @@ from e2e_dra.waits import abort_when, eventually
 NAMESPACE = "default"
 USER_AGENT = "e2e-dra -- dra"
 NODES_TIMEOUT = 300.0
+CONNECTIONS_PER_SUBTEST = 4
+"""Requests of one subtest that may be in flight at once on the suite's shared client: its
+driver's (ResourceSlices published and watched, a gRPC call's claim read) and its phase's
+waits. Every driver of a phase's batch uses the shared client at the same time."""
+SHARED_CONNECTIONS = 8
+"""Beyond the subtests': the safety nets, the failure dumps, the cleanup."""
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +98,21 @@ class RealCluster(Generic[S]):
         self._upcoming: Entry | None = None  # while a step runs: the entry after it
         self._node_logs: StateLogs | None = None  # once the node runtime is known
         self._kubelet_down: list[WhileKubeletDown] = []  # asked by phases, for the next step
+        self._scratch: Path | None = None  # made when first asked for
+
+    @property
+    def scratch(self) -> Path:
+        """This suite's directory outside ARTIFACTS (see ``ClusterOps.scratch``), made when
+        first asked for and removed once its cluster stopped."""
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix=f"e2e-dra-{self.suite.name}-"))
+        return self._scratch
+
+    @property
+    def pool_size(self) -> int:
+        """Connections each client of the cluster keeps: room for every subtest's requests at
+        once, so that none is thrown away ("Connection pool is full")."""
+        return CONNECTIONS_PER_SUBTEST * len(self.subtests) + SHARED_CONNECTIONS
 
     # --- what the suite run asks ----------------------------------------------------------------
 
@@ -265,7 +288,9 @@ class RealCluster(Generic[S]):
         if self._watch is None:  # every wait of the run ends at once when a component crashes
             self._watch = abort_when(self._crashed)
             self._watch.__enter__()
-        self.api = Kube.from_kubeconfig(self.cluster.kubeconfig, user_agent=USER_AGENT)
+        self.api = Kube.from_kubeconfig(
+            self.cluster.kubeconfig, user_agent=USER_AGENT, pool_size=self.pool_size
+        )
         self.findings.watch_claims(self.api, self.harnesses.driver_names())
         self.nodes = self._schedulable_nodes()
         self.state.kubeconfig = self.cluster.kubeconfig
@@ -357,6 +382,9 @@ class RealCluster(Generic[S]):
         if self.api is not None:
             self.api.close()
             self.api = None
+        if self._scratch is not None and self.cluster is None and self._upcoming is None:
+            shutil.rmtree(self._scratch, ignore_errors=True)  # nothing runs from it now
+            self._scratch = None
         self.harnesses.forget()
         attempts.raise_first()
 

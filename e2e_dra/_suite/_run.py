@@ -23,8 +23,9 @@ from typing import Any, Protocol
 import pytest
 
 from e2e_dra._suite._artifacts import Summary
+from e2e_dra._suite._narrative import REPLAYED, Narrator
 from e2e_dra._suite._steps import ClusterStep, Entry, Plan, SubtestPhase
-from e2e_dra._suite._together import Outcome, run_together
+from e2e_dra._suite._together import Outcome, as_phase_thread, run_together
 from e2e_dra.errors import ComponentCrashed
 from e2e_dra.subtest import THREE_PHASES, IndependentPhase, KnownBug, StepTime, failing_step
 from e2e_dra.waits import check_abort
@@ -128,6 +129,7 @@ class SuiteRun:
         kept: Sequence[Entry] | None = None,
         *,
         together: bool = True,
+        narrator: Narrator | None = None,
     ) -> None:
         self.suite = suite
         self.subtests = dict(subtests)
@@ -136,6 +138,7 @@ class SuiteRun:
         self.plan = plan  # its lines say which phases run together
         self.kept = list(plan if kept is None else kept)  # the entries that run, in order
         self.together = together
+        self.narrator = narrator or Narrator(suite, total=len(self.kept))
         self._outcomes: dict[SubtestPhase, Outcome] = {}  # ran in a batch, not reported yet
         self._seconds: dict[Entry, float] = {}  # a phase's own time, when it ran in a batch
         self._started: dict[Entry, float] = {}  # and when it started (time.time())
@@ -149,13 +152,15 @@ class SuiteRun:
         """Run one entry; pytest sees a pass, a failure or a skip with its reason."""
         reason = self._skip_reason(entry)
         if reason:
-            self.summary.record(entry, "skipped", 0.0, reason)
+            self._record(entry, "skipped", 0.0, reason)
             pytest.skip(reason)
         started = time.monotonic()
         # A phase's releases are those running when it starts; a step's, those it started.
         known = self._known_bug(entry) if entry.chain_position is not None else None
         try:
-            logger.info(self._describe(entry))
+            self.narrator.begin(entry)
+            if entry.chain_position is not None:  # a cluster step's line is the narrator's
+                logger.info(self._describe(entry))
             self._run_checked(entry)
             known = known or self._known_bug(entry)
             if known is not None:
@@ -166,7 +171,7 @@ class SuiteRun:
                 )
         except pytest.skip.Exception as exc:
             self._mark_broken(entry, f"skipped in {self._where(entry)}: {exc.msg}")
-            self.summary.record(
+            self._record(
                 entry,
                 "skipped",
                 time.monotonic() - started,
@@ -208,7 +213,7 @@ class SuiteRun:
                 message = f"safety net: {beyond[0]} (beside {said}, which showed)"
             if step is not None:  # the message is what JUnit, the page and a glance show
                 message = f"in step {step!r}: {message}"
-            self.summary.record(
+            self._record(
                 entry,
                 "xfailed" if expected else outcome,
                 elapsed,
@@ -223,13 +228,31 @@ class SuiteRun:
                 pytest.xfail(message)
             raise
         elapsed = self._seconds.pop(entry, time.monotonic() - started)
-        self.summary.record(
+        self._record(
             entry,
             "passed",
             elapsed,
             started=self._started.pop(entry, None),
             steps=self._steps.pop(entry, []),
         )
+
+    def _record(
+        self,
+        entry: Entry,
+        outcome: str,
+        seconds: float,
+        message: str = "",
+        notes: list[str] | None = None,
+        started: float | None = None,
+        *,
+        steps: Sequence[StepTime] = (),
+        failed_step: str | None = None,
+    ) -> None:
+        """How ``entry`` ended, in the summary (see :meth:`Summary.record`) and the headlines."""
+        self.summary.record(
+            entry, outcome, seconds, message, notes, started, steps=steps, failed_step=failed_step
+        )
+        self.narrator.ended(entry, outcome, message)
 
     def close(self) -> None:
         """Tear down once, also when pytest stopped early (``-x``, Ctrl-C)."""
@@ -378,27 +401,34 @@ class SuiteRun:
         """Run ``phase`` (with the phases it runs together with, the first time), or replay how
         it ended when it ran in an earlier test's batch."""
         if not self.together or self._alone(phase):
-            self._call_phase(phase)
+            self._call_alone(phase)
             return
         outcome = self._outcomes.pop(phase, None)
         if outcome is None:
             batch = self._batch(phase)
             if batch == [phase]:
-                self._call_phase(phase)
+                self._call_alone(phase)
                 return
             jobs = {p.subtest: (lambda p=p: self._call_phase(p)) for p in batch}
+            self.narrator.batch(batch)
             logger.info(f"{phase.name}: {len(batch)} subtests at once: {', '.join(jobs)}")
             done = run_together(jobs)
             self._outcomes.update((p, done[p.subtest]) for p in batch)
             outcome = self._outcomes.pop(phase)
         else:  # its lines were logged during another test: this test's report shows them too
             for record in outcome.records:
-                record.e2e_dra_replayed = True
+                setattr(record, REPLAYED, True)
                 logging.getLogger(record.name).handle(record)
         self._seconds[phase] = outcome.seconds
         self._started[phase] = outcome.started
         if outcome.error is not None:
             raise outcome.error
+
+    def _call_alone(self, phase: SubtestPhase) -> None:
+        """Run ``phase`` by itself, in this thread, named as its phase thread meanwhile."""
+        self.narrator.batch([phase])
+        with as_phase_thread(phase.subtest):
+            self._call_phase(phase)
 
     def _alone(self, phase: SubtestPhase) -> bool:
         """Runs by itself: declared so, or a known bug is expected to break it on the releases
@@ -447,7 +477,7 @@ class SuiteRun:
             lines += self.backend.on_failure(entry, exc)
         except Exception as dump_exc:  # collecting must never hide the real failure
             lines.append(f"e2e-dra: collecting artifacts failed too: {_one_line(dump_exc)}")
-        return lines
+        return lines + self.narrator.notes(entry)
 
     @staticmethod
     def _describe(entry: Entry) -> str:

@@ -74,6 +74,13 @@ class ClusterOps(Protocol[S_co]):
     def artifacts(self) -> Path: ...
 
     @property
+    def scratch(self) -> Path:
+        """A directory of this suite's run outside ``artifacts``, for what must not be kept
+        there (links to release binaries: an uploader follows them); gone when the suite
+        ends."""
+        ...
+
+    @property
     def subtests(self) -> Mapping[str, Subtest]: ...
 
     @property

@@ -9,10 +9,11 @@ lines. Live, every line of a phase thread is prefixed with its subtest (:func:`s
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from e2e_dra.hostkit import join_all
@@ -39,6 +40,19 @@ def subtest_of(record: logging.LogRecord) -> str | None:
     """The subtest whose phase thread logged ``record``, or None (the main thread, a driver)."""
     name = record.threadName or ""
     return name.removeprefix(THREAD_PREFIX) if name.startswith(THREAD_PREFIX) else None
+
+
+@contextlib.contextmanager
+def as_phase_thread(subtest: str) -> Iterator[None]:
+    """The calling thread named as ``subtest``'s phase thread while a phase of it runs alone
+    there: its lines (and those of the waits it starts, named after it) are that subtest's, live
+    and in its narrative, as those of a phase run together are."""
+    thread = threading.current_thread()
+    before, thread.name = thread.name, THREAD_PREFIX + subtest
+    try:
+        yield
+    finally:
+        thread.name = before
 
 
 class _Recorder(logging.Handler):

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from e2e_dra._suite._artifacts import binaries_used, write_json
 from e2e_dra._suite._gates import choose_gates, choose_runtime_config
 from e2e_dra._suite._state import RunState
 from e2e_dra._suite._steps import (
@@ -261,7 +262,9 @@ class BringUp(ClusterStep[UpgradeState]):
         versions, releases, settings_ = cluster.state.inputs()
         state = self.variant.initial_state(versions, releases)
         cluster.state.record_binaries(state, releases.initial)
-        bin_dir = link_binaries(cluster.artifacts / "bin-initial", releases.initial)
+        started = with_kubectl(releases.initial)
+        write_json(cluster.artifacts / "bin-initial.json", binaries_used(started))
+        bin_dir = link_binaries(cluster.scratch / "bin-initial", started)
         cluster.bring_up(cluster.artifacts, state, bin_dir, settings_.env())
 
 
@@ -391,15 +394,23 @@ UPGRADE_SUITES = {name: UpgradeSuite(variant) for name, variant in VARIANTS.item
 # --- helpers -------------------------------------------------------------------------------------
 
 
+def with_kubectl(releases: Mapping[str, Release]) -> dict[str, Release]:
+    """Each component's release, and kubectl of the newest (what the script's cluster is
+    driven with)."""
+    newest = max(releases.values(), key=lambda r: parse_version(r.version))
+    return {**releases, "kubectl": newest}
+
+
 def link_binaries(path: Path, releases: Mapping[str, Release]) -> Path:
     """A directory holding each component's binary from its release (symlinks), plus kubectl
     of the newest: what hack/local-up-cluster.sh starts a cluster of mixed releases from. A single
-    release is started from its own directory, as upstream does."""
+    release is started from its own directory, as upstream does. ``path`` must not be under
+    ARTIFACTS (an uploader follows links: 515 MB of binaries); what ran is recorded there as
+    data instead (:func:`~e2e_dra._suite._artifacts.binaries_used`)."""
     if len({release.bin_dir for release in releases.values()}) == 1:
         return next(iter(releases.values())).bin_dir
     path.mkdir(parents=True, exist_ok=True)
-    newest = max(releases.values(), key=lambda r: parse_version(r.version))
-    for component, release in {**releases, "kubectl": newest}.items():
+    for component, release in with_kubectl(releases).items():
         link = path / component
         link.unlink(missing_ok=True)
         link.symlink_to(release.bin_dir / component)

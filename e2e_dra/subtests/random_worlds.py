@@ -6,7 +6,9 @@ few devices, each with a ``model`` and a ``numa`` attribute, some tainted ``NoSc
 ``k1`` or ``k2``; and a few claims, each with one request for one or two devices, maybe a
 toleration (by key, ``Exists`` or ``Equal``), maybe a selector on ``model``, maybe a
 ``matchAttribute`` constraint on ``numa``; or a ``firstAvailable`` request (two devices of one
-model, else one of any). Every claim gets a pod; all are created at once. Then:
+model, else one of any), maybe with a ``matchAttribute`` constraint that names the request (so
+it holds for the devices of whichever subrequest is chosen). Every claim gets a pod; all are
+created at once. Then:
 
 - every allocation is held to the API's rules by the allocation oracle (counts, one claim per
   device, taints, constraints), whatever this module checks;
@@ -140,7 +142,8 @@ def draw(rng: random.Random, name: str) -> World:
         model = rng.choice(MODELS) if rng.random() < 0.3 else None
         if rng.random() < 0.25:  # the first of two choices that fits
             options = ((rng.choice(MODELS), 2), (None, 1))
-            claims.append(Claim(f"c{i}", 0, toleration, None, False, options))
+            same = rng.random() < 0.5  # its two devices on one numa node
+            claims.append(Claim(f"c{i}", 0, toleration, None, same, options))
             continue
         claims.append(Claim(f"c{i}", count, toleration, model, count == 2 and rng.random() < 0.5))
     return World(name, devices, tuple(claims))
@@ -290,8 +293,10 @@ def _claim(b: Builder, world: World, claim: Claim, attr: str) -> dict:
     made = b.external_claim(requests=[wanted])
     made["spec"]["devices"].pop("config", None)
     if claim.same_numa:
-        qualified = f"{b.driver_name}/numa"
-        made["spec"]["devices"]["constraints"] = [{"matchAttribute": qualified}]
+        constraint = {"matchAttribute": f"{b.driver_name}/numa"}
+        if claim.options:  # named: the request's devices are those of its subrequest
+            constraint["requests"] = [DEFAULT_REQUEST]
+        made["spec"]["devices"]["constraints"] = [constraint]
     return made
 
 

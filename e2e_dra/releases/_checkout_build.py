@@ -116,24 +116,14 @@ def build_checkout(tree: Path, base_release: Callable[[str], Release]) -> Checko
             logger.info(f"{tree}: the base release {base} cannot be had ({exc}): building all")
             touched = set(BUILT_COMMANDS)
     built: dict[str, float] = {}
-    env = go_env(**TREE_ENV)
-    ldflags = stamp_ldflags({name: status.get(name, "") for name in _STAMPS})
     commands = [c for c in BUILT_COMMANDS if c in touched]
     for index, command in enumerate(commands, 1):
         begun = time.monotonic()
         target = bin_dir / command
         if target.is_symlink():  # the base release's binary: never written through
             target.unlink()
-        go_build(
-            [f"./cmd/{command}"],
-            output=target,
-            flags=["-trimpath", "-ldflags", ldflags],
-            cwd=tree,
-            what=f"building {command} {version} from {tree} ({index}/{len(commands)})",
-            log=log,
-            env=env,
-            toolchain=toolchain,
-        )
+        what = f"building {command} {version} from {tree} ({index}/{len(commands)})"
+        _build_stamped(tree, f"cmd/{command}", target, status, toolchain, what, log)
         built[command] = round(time.monotonic() - begun, 1)
     reused = tuple(c for c in BUILT_COMMANDS if c not in touched)
     for command in reused:
@@ -180,18 +170,33 @@ def build_package(tree: Path, package: str, name: str) -> tuple[Path, str]:
     status = _stamps(tree)
     target = build_dir(tree) / name
     target.parent.mkdir(parents=True, exist_ok=True)
-    ldflags = stamp_ldflags({key: status.get(key, "") for key in _STAMPS})
+    what = f"building {name} {status['gitVersion']} from {tree}"
+    log = tree / "_output" / f"e2e-dra-build-{name}.log"
+    _build_stamped(tree, package, target, status, _toolchain(tree), what, log)
+    return target, status["gitVersion"]
+
+
+def _build_stamped(
+    tree: Path,
+    package: str,
+    target: Path,
+    status: dict[str, str],
+    toolchain: GoToolchain,
+    what: str,
+    log: Path,
+) -> None:
+    """One package of the checkout, stamped with ``status`` as ``make`` stamps it, built with
+    ``-trimpath`` (every checkout of a release shares the Go build cache)."""
     go_build(
         [f"./{package}"],
         output=target,
-        flags=["-trimpath", "-ldflags", ldflags],
+        flags=["-trimpath", "-ldflags", stamp_ldflags({k: status.get(k, "") for k in _STAMPS})],
         cwd=tree,
-        what=f"building {name} {status['gitVersion']} from {tree}",
-        log=tree / "_output" / f"e2e-dra-build-{name}.log",
+        what=what,
+        log=log,
         env=go_env(**TREE_ENV),
-        toolchain=_toolchain(tree),
+        toolchain=toolchain,
     )
-    return target, status["gitVersion"]
 
 
 def checkout_version(tree: Path) -> str:

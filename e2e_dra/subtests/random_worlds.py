@@ -39,6 +39,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -293,7 +294,7 @@ def _claim(b: Builder, world: World, claim: Claim, attr: str) -> dict:
     made = b.external_claim(requests=[wanted])
     made["spec"]["devices"].pop("config", None)
     if claim.same_numa:
-        constraint = {"matchAttribute": f"{b.driver_name}/numa"}
+        constraint: dict[str, Any] = {"matchAttribute": f"{b.driver_name}/numa"}
         if claim.options:  # named: the request's devices are those of its subrequest
             constraint["requests"] = [DEFAULT_REQUEST]
         made["spec"]["devices"]["constraints"] = [constraint]

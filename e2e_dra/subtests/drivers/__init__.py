@@ -501,14 +501,22 @@ def _rolling_update_begins(
     overlap runs, and the slices stay. While both are registered the kubelet uses the newer
     one, the one it registered last (kubernetes#128964): the older one is frozen meanwhile, so a
     kubelet that calls it fails at its first prepare, in the kubelet's words."""
-    with ctx.step("a rolling update begins: a second instance registers beside the first"):
+    return _newer_instance_serves(ctx, b, driver, held)
+
+
+def _newer_instance_serves(
+    ctx: Context, b: Builder, driver: ProcessDriver, held: _Held | None = None
+) -> _Claimed:
+    """One more instance starts and registers (counted once the kubelet says so); with the older
+    ones frozen, a new pod starts: the kubelet uses the instance it registered last."""
+    with ctx.step("a new instance registers beside the one serving; the slices stay"):
         log = ctx.logs.get("kubelet")
         start = log.stat().st_size if log is not None and log.exists() else 0
         driver.surge(ctx.releases.get("kubelet", ""))
         if log is not None:
             _kubelet_registered(log, start, driver)
-    with ctx.step("both instances registered: the slices stay"):
-        _same_devices(driver, held.devices)
+        if held is not None:
+            _same_devices(driver, held.devices)
     with (
         ctx.step("the older instance frozen, a new pod starts: the kubelet uses the newer one"),
         driver.older_frozen(),
@@ -534,9 +542,10 @@ def _rolling_update_ends(
 ) -> list[_Claimed]:
     """The kubelet restarted (the cluster step) while both instances were registered, and
     registered them again in an order of its own: a new pod starts. Then the old instance
-    leaves and nothing it prepared is lost; then a newer instance registers and crashes, and
-    the kubelet falls back to the one still serving (kubernetes#128964). Returns the pods
-    started meanwhile, whose claims the phase unprepares."""
+    leaves and nothing it prepared is lost; then a newer instance registers, and the kubelet
+    under test uses it (the older frozen meanwhile); then it crashes, and the kubelet falls back
+    to the one still serving (kubernetes#128964). Returns the pods started meanwhile, whose
+    claims the phase unprepares."""
     with ctx.step("the kubelet restarted with both instances registered: a new pod starts"):
         overlap = _claimed_pod(ctx, b, driver)
     with ctx.step("the old instance left: the slices stay and the prepared pods run on"):
@@ -544,11 +553,11 @@ def _rolling_update_ends(
         driver.wait_for_slices(120)
         _same_devices(driver, held.devices)
         held.untouched(b)
-    with ctx.step("a new instance registers and crashes: a new pod starts on the one serving"):
-        driver.surge(ctx.releases.get("kubelet", ""))
+    newer = _newer_instance_serves(ctx, b, driver)
+    with ctx.step("the new instance crashes: a new pod starts on the one serving"):
         driver.crash()
         fallback = _claimed_pod(ctx, b, driver)
-    return [overlap, fallback]
+    return [overlap, newer, fallback]
 
 
 def _driver_away(ctx: Context, b: Builder, driver: ProcessDriver, held: _Held) -> _Claimed:

@@ -202,6 +202,8 @@ def _shrink(b: Builder, world: World, saved: Path) -> tuple[tuple[World, Path] |
             try:
                 _attempt(b, renamed, attempt)
             except AssertionError:
+                if smallest is not None:  # a smaller one fails: the one before is not kept
+                    smallest[1].unlink(missing_ok=True)
                 world, smallest, changed = renamed, (renamed, attempt), True
                 break
             attempt.unlink(missing_ok=True)

@@ -368,6 +368,13 @@ def test_each_config_of_the_claim_is_allocated_once_and_configs_name_only_its_re
     [missing] = _oracle(PLAIN).seen(with_config("missing", [class_copy]))
     assert missing.rule == "config" and "0 times as FromClaim" in missing.message
     assert _rules(_oracle(PLAIN).seen(with_config("twice", [claim_copy, claim_copy]))) == ["config"]
+    # A config for a subrequest that was not chosen is left out, rightly.
+    unchosen = with_config("unchosen", [class_copy])
+    unchosen["spec"]["devices"]["config"] = [{"requests": ["req/other"], "opaque": opaque}]
+    assert _oracle(PLAIN).seen(unchosen) == []
+    unchosen_too = with_config("chosen", [class_copy])
+    unchosen_too["spec"]["devices"]["config"] = [{"requests": ["req"], "opaque": opaque}]
+    assert _rules(_oracle(PLAIN).seen(unchosen_too)) == ["config"]
     stray = {**class_copy, "requests": ["other"]}
     [named] = _oracle(PLAIN).seen(with_config("stray", [claim_copy, stray]))
     assert "a FromClass config names requests ['other']" in named.message

@@ -23,8 +23,9 @@ from any bug:
   over every claim holding one, no more of each capacity than the device has.
 - **claim limit**: an allocation holds at most :data:`RESULTS_LIMIT` results (the API's
   ``AllocationResultsMaxSize``).
-- **config** (KEP-4381): each config of the claim's spec is in the allocation once, as
-  ``FromClaim``, for the same requests; every config of the allocation names only requests of
+- **config** (KEP-4381): each config of the claim's spec for a request that was allocated (all
+  requests, or one of those it names, a subrequest chosen among them) is in the allocation once,
+  as ``FromClaim``, for the same requests; every config of the allocation names only requests of
   the claim.
 
 Not checked: CEL selectors (no evaluator here) and ``All`` mode's device count (which devices
@@ -252,6 +253,11 @@ class AllocationOracle:
 # --- the rules that need only the claim and the slices ---------------------------------------
 
 
+def _base(result: Mapping[str, Any]) -> str:
+    """The claim's request a result is for (``req`` of ``req/sub``)."""
+    return str(result.get("request", "")).partition("/")[0]
+
+
 def _limit_problems(results: list[dict]) -> list[tuple[str, str]]:
     if len(results) <= RESULTS_LIMIT:
         return []
@@ -267,7 +273,13 @@ def _config_problems(claim: dict) -> list[tuple[str, str]]:
         unknown = [r for r in config.get("requests") or [] if r.partition("/")[0] not in requests]
         if unknown:
             found.append(("config", f"a {config.get('source')} config names requests {unknown}"))
+    given_requests = {
+        name for r in _results(claim) or [] for name in (r.get("request", ""), _base(r))
+    }
     for wanted in _spec_devices(claim).get("config") or []:
+        named = wanted.get("requests") or []
+        if named and not given_requests & set(named):
+            continue  # only for subrequests not chosen: the allocation leaves it out
         copies = [
             c
             for c in configs

@@ -544,8 +544,9 @@ def _rolling_update_ends(
     registered them again in an order of its own: a new pod starts. Then the old instance
     leaves and nothing it prepared is lost; then a newer instance registers, and the kubelet
     under test uses it (the older frozen meanwhile); then it crashes, and the kubelet falls back
-    to the one still serving (kubernetes#128964). Returns the pods started meanwhile, whose
-    claims the phase unprepares."""
+    to the one still serving (kubernetes#128964). The pod of the overlap is deleted and
+    unprepared once the old instance left (the driver has four devices); returns the two pods
+    started after, whose claims the phase unprepares."""
     with ctx.step("the kubelet restarted with both instances registered: a new pod starts"):
         overlap = _claimed_pod(ctx, b, driver)
     with ctx.step("the old instance left: the slices stay and the prepared pods run on"):
@@ -553,11 +554,13 @@ def _rolling_update_ends(
         driver.wait_for_slices(120)
         _same_devices(driver, held.devices)
         held.untouched(b)
+    with ctx.step("the pod started in the overlap deleted: its claim is unprepared"):
+        _delete_and_unprepared(ctx, b, driver, overlap)  # its device for the pods below
     newer = _newer_instance_serves(ctx, b, driver)
     with ctx.step("the new instance crashes: a new pod starts on the one serving"):
         driver.crash()
         fallback = _claimed_pod(ctx, b, driver)
-    return [overlap, newer, fallback]
+    return [newer, fallback]
 
 
 def _driver_away(ctx: Context, b: Builder, driver: ProcessDriver, held: _Held) -> _Claimed:

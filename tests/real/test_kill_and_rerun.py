@@ -41,6 +41,8 @@ JOB_TIMEOUT = 600.0
 
 def job_env(artifacts: Path) -> dict[str, str]:
     env = {**os.environ, "ARTIFACTS": str(artifacts), "CI": "true", "PYTHONUNBUFFERED": "1"}
+    # The kill points are detail lines (a component started, a phase begun), off by default.
+    env["E2E_DRA_CONSOLE"] = "detail"
     env.setdefault("E2E_DRA_KUBERNETES_VERSION", "v1.37.2")
     env.pop("PYTEST_CURRENT_TEST", None)
     return env

@@ -3,10 +3,11 @@ driver's reading of the API server is exercised on a real cluster)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from e2e_dra.driver._node_service import ClaimRef
-from e2e_dra.driver._protocol import prepare_problems, still_running_with
+from e2e_dra.driver._protocol import KubeletProtocol, prepare_problems, still_running_with
 
 CLAIM = ClaimRef("ns", "c", "uid-1")
 NODE = "node-a"
@@ -92,3 +93,57 @@ def test_an_api_server_that_does_not_answer_leaves_the_look_for_later_and_raises
 
     assert protocol.take([CLAIM, ClaimRef("ns", "gone", "uid-2")]) == []
     assert protocol._unprepares == [(CLAIM, 1_800_000_000.0)]  # still due
+
+
+def _protocol_at(now: list[float], sleep: Callable[[float], None]) -> KubeletProtocol:
+    """A protocol whose clock is ``now[0]`` and whose API server is not there: the rules that
+    need no reading are driven directly."""
+    from kubernetes import client
+
+    from e2e_dra.kube import Kube
+
+    closed = client.Configuration()
+    closed.host = "https://127.0.0.1:9"
+    closed.retries = 0
+    return KubeletProtocol(NODE, Kube(closed), lambda: True, lambda: now[0], sleep)
+
+
+def test_a_gone_claim_the_kubelet_is_about_to_unprepare_is_waited_for_not_said() -> None:
+    """At a phase's end the kubelet may be a moment from its call: the look waits for it and
+    stops waiting as soon as it came."""
+    now = [1_800_000_000.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+        if len(slept) == 3:
+            protocol.unprepare_asked(CLAIM)
+
+    protocol = _protocol_at(now, sleep)
+    protocol._gone_since[CLAIM.uid] = now[0]
+
+    assert protocol._leaked([CLAIM]) == []
+    assert len(slept) == 3
+
+
+def test_a_gone_claim_never_unprepared_is_said_once_after_the_grace() -> None:
+    from e2e_dra.driver._protocol import LEAK_AFTER
+
+    now = [1_800_000_000.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    protocol = _protocol_at(now, sleep)
+    protocol._gone_since[CLAIM.uid] = now[0] - 10  # seen gone at the phase before's end
+
+    found = protocol._leaked([CLAIM])
+
+    assert found == [
+        f"ResourceClaim ns/c (uid-1) is gone from the API server since at least "
+        f"{LEAK_AFTER:.0f}s, but the kubelet of node {NODE} never asked to unprepare it: it "
+        "stays prepared"
+    ]
+    assert now[0] == 1_800_000_000.0 - 10 + LEAK_AFTER  # waited the grace out, no longer
+    assert protocol._leaked([CLAIM]) == []

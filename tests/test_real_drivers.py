@@ -479,3 +479,45 @@ def test_a_build_between_releases_without_its_checkout_runs_its_releases_driver_
         f"dra-test-driver: v1.38.0-beta.0's build, as Kubernetes {between} is a build between "
         "releases and KUBERNETES_SOURCE_DIR names no checkout of it",
     )
+
+
+def test_a_checkouts_test_driver_is_built_once_per_run_however_many_start_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, environ: Environ
+) -> None:
+    """A checkout under test: its test driver starts in every phase, from concurrent subtests;
+    its version is read and the driver built once, and every start gets that build."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from e2e_dra.releases import _programs
+
+    tree = tmp_path / "kubernetes"
+    (tree / ".git").mkdir(parents=True)
+    version = "v1.38.0-beta.0-dirty"
+    read: list[Path] = []
+    built: list[tuple[Path, str, str]] = []
+
+    def checkout_version(at: Path) -> str:
+        read.append(at)
+        return version
+
+    def build_package(at: Path, package: str, name: str) -> tuple[Path, str]:
+        built.append((at, package, name))
+        return at / "_output" / name, version
+
+    monkeypatch.setattr(_programs, "checkout_version", checkout_version)
+    monkeypatch.setattr(_programs, "build_package", build_package)
+    monkeypatch.setattr(_programs, "binary_modules", lambda binary: {})
+    _programs._checkout_version.cache_clear()
+    _programs._checkout_program.cache_clear()
+    environ.set("KUBERNETES_SOURCE_DIR", str(tree))
+
+    def start(_: int) -> Program:
+        return _programs.kubernetes_program(version, "test/e2e/dra/test-driver", "dra-test-driver")
+
+    with ThreadPoolExecutor(4) as pool:
+        programs = list(pool.map(start, range(8)))
+
+    assert read == [tree]
+    assert built == [(tree, "test/e2e/dra/test-driver", "dra-test-driver")]
+    assert {p.binary for p in programs} == {tree / "_output" / "dra-test-driver"}
+    assert {p.version for p in programs} == {version}

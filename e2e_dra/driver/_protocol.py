@@ -13,7 +13,10 @@ the kubelet's DRA manager promise a driver, for every claim of every subtest:
   containers the kubelet stopped just before has had time to say so;
 - **unprepare what is gone:** a claim the driver prepared that the API server no longer has
   (deleted, or replaced by one of another UID) is asked to be unprepared within
-  :data:`LEAK_AFTER` seconds of the driver seeing it gone, while the driver serves.
+  :data:`LEAK_AFTER` seconds of the driver seeing it gone, while the driver serves. A claim
+  goes after the pods that used it, and the kubelet unprepares it as those pods terminate, so
+  at the end of a phase (the kubelet up) nothing is owed; what is owed is waited for there,
+  and said in the phase whose subtest let the claim go, not at the cleanup, minutes later.
 
 Each rule is judged from objects the driver reads with the admin client (the test's eyes, not
 the driver's own identity) and said once, naming the claim, the pod and the rule.
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
@@ -31,9 +35,11 @@ from e2e_dra.kube import Kube, KubeError, NotFound, path
 
 SETTLE = 5.0
 """Seconds after an unprepare before the pods that use its claim are looked at."""
-LEAK_AFTER = 180.0
+LEAK_AFTER = 60.0
 """Seconds a prepared claim may be gone from the API server before the kubelet must have asked
-to unprepare it (a kubelet restarted by a cluster step unprepares on its way back up)."""
+to unprepare it: the pods' termination unprepares it before the claim can go, and a kubelet
+restarted in a phase unprepares what went meanwhile on its housekeeping, every few seconds."""
+POLL = 1.0
 CLAIMS_API = "resource.k8s.io/v1"
 
 
@@ -113,12 +119,18 @@ class KubeletProtocol:
     """The rules of the module, over one driver's calls on one node."""
 
     def __init__(
-        self, node: str, kube: Kube, serving: Callable[[], bool], clock: Callable[[], float]
+        self,
+        node: str,
+        kube: Kube,
+        serving: Callable[[], bool],
+        clock: Callable[[], float],
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.node = node
         self._kube = kube
         self._serving = serving
         self._clock = clock  # epoch seconds, as the API server's timestamps
+        self._sleep = sleep
         self._lock = threading.Lock()
         self._found: list[str] = []
         self._unprepares: list[tuple[ClaimRef, float]] = []  # asked, not yet looked at
@@ -152,9 +164,8 @@ class KubeletProtocol:
             except KubeError:  # the API server restarts, or is gone: look again next time
                 with self._lock:
                     self._unprepares.append((claim, at))
-        for claim in owed if self._serving() else ():
-            with contextlib.suppress(KubeError):  # as above; the clock of a gone claim runs on
-                found += self._leaked(claim, now)
+        if self._serving():
+            found += self._leaked(self._gone(owed, now))
         with self._lock:
             self._note(found)
             taken, self._found = self._found, []
@@ -169,26 +180,49 @@ class KubeletProtocol:
             for name in still_running_with(claim, pods, asked_at)
         ]
 
-    def _leaked(self, claim: ClaimRef, now: float) -> list[str]:
+    def _gone(self, owed: list[ClaimRef], now: float) -> list[ClaimRef]:
+        """The claims of ``owed`` the API server no longer has, each with the time the driver
+        first saw it gone; one that cannot be read now waits for the next look (its clock runs
+        on)."""
+        gone = []
+        for claim in owed:
+            with contextlib.suppress(KubeError):  # the API server restarts, or is gone
+                if self._is_gone(claim):
+                    self._gone_since.setdefault(claim.uid, now)
+                    gone.append(claim)
+                else:
+                    self._gone_since.pop(claim.uid, None)
+        return gone
+
+    def _is_gone(self, claim: ClaimRef) -> bool:
+        url = path(CLAIMS_API, "resourceclaims", claim.name, namespace=claim.namespace)
         try:
-            obj = self._kube.get(
-                path(CLAIMS_API, "resourceclaims", claim.name, namespace=claim.namespace)
-            )
-            gone = (obj.get("metadata") or {}).get("uid") != claim.uid
+            return (self._kube.get(url).get("metadata") or {}).get("uid") != claim.uid
         except NotFound:
-            gone = True
+            return True
+
+    def _leaked(self, gone: list[ClaimRef]) -> list[str]:
+        """Those of ``gone`` the kubelet did not ask to unprepare within :data:`LEAK_AFTER`
+        seconds of their going, waited for (the kubelet may be on its way), each said once."""
         if not gone:
-            self._gone_since.pop(claim.uid, None)
             return []
-        since = self._gone_since.setdefault(claim.uid, now)
-        if now - since < LEAK_AFTER:
-            return []
+        deadline = max(self._gone_since[claim.uid] for claim in gone) + LEAK_AFTER
+        while self._clock() < deadline and not self._all_asked(gone):
+            self._sleep(POLL)
+        now = self._clock()
         with self._lock:
-            self._asked.add(claim.uid)  # said once
+            late = [claim for claim in gone if claim.uid not in self._asked]
+            self._asked.update(claim.uid for claim in late)  # said once
         return [
-            f"{_named(claim)} is gone from the API server since at least {now - since:.0f}s, but "
-            f"the kubelet of node {self.node} never asked to unprepare it: it stays prepared"
+            f"{_named(claim)} is gone from the API server since at least "
+            f"{now - self._gone_since[claim.uid]:.0f}s, but the kubelet of node {self.node} never "
+            "asked to unprepare it: it stays prepared"
+            for claim in late
         ]
+
+    def _all_asked(self, claims: list[ClaimRef]) -> bool:
+        with self._lock:
+            return all(claim.uid in self._asked for claim in claims)
 
     def _note(self, found: Iterable[str]) -> None:
         for line in found:

@@ -11,7 +11,9 @@ to a kubelet and an API server of another release.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,10 +72,10 @@ def kubernetes_program(
     without it, the release the build is on stands in, said as a deviation."""
     if not is_minor(version) and not (parsed := parse_version(version)).is_release:
         tree = settings().source_dir
-        if tree is not None and (tree / ".git").exists() and checkout_version(tree) == version:
-            binary, built = build_package(tree, package, name)
-            logger.info(f"built {name} of Kubernetes {built} from {tree}")
-            return Program(name, built, binary, binary_modules(binary))
+        if tree is not None and (tree / ".git").exists():
+            with _CHECKOUT_BUILDS:
+                if _checkout_version(tree) == version:
+                    return _checkout_program(tree, package, name)
         program = kubernetes_program(parsed.tag, package, name, source)
         said = (
             f"{name}: {parsed.tag}'s build, as Kubernetes {version} is a build between releases "
@@ -104,6 +106,27 @@ def kubernetes_program(
 
     entry.fill(fill)
     return _program(entry, name, tag)
+
+
+_CHECKOUT_BUILDS = threading.Lock()
+"""Held while a checkout's version is read or one of its programs built: drivers of concurrent
+subtests start together, and two ``go build`` runs must not write one binary at once."""
+
+
+@functools.cache
+def _checkout_version(tree: Path) -> str:
+    """The checkout's version, read once per run: its status script takes a second or two, and
+    a developer's tree does not change under a run that is testing it."""
+    return checkout_version(tree)
+
+
+@functools.cache
+def _checkout_program(tree: Path, package: str, name: str) -> Program:
+    """``package`` built from the checkout once per run (a driver starts in every phase; the
+    build and its version stamps would be repeated for the same tree)."""
+    binary, built = build_package(tree, package, name)
+    logger.info(f"built {name} of Kubernetes {built} from {tree}")
+    return Program(name, built, binary, binary_modules(binary))
 
 
 def module_program(module: str, version: str, command: str, name: str) -> Program:

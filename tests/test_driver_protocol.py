@@ -7,7 +7,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from e2e_dra.driver._node_service import ClaimRef
-from e2e_dra.driver._protocol import KubeletProtocol, prepare_problems, still_running_with
+from e2e_dra.driver._protocol import (
+    KubeletProtocol,
+    prepare_problems,
+    ran_after,
+    still_running_with,
+)
 
 CLAIM = ClaimRef("ns", "c", "uid-1")
 NODE = "node-a"
@@ -87,8 +92,8 @@ def test_an_api_server_that_does_not_answer_leaves_the_look_for_later_and_raises
     closed.host = "https://127.0.0.1:9"  # the discard port: nothing listens
     closed.retries = 0
     now = [1_800_000_000.0]
-    protocol = KubeletProtocol(NODE, Kube(closed), lambda: True, lambda: now[0])
-    protocol.unprepare_asked(CLAIM)
+    protocol = KubeletProtocol(NODE, Kube(closed), lambda: True, lambda: now[0], start=_now)
+    protocol.unprepare_asked(CLAIM)  # its look at the pods cannot be done: left for the take
     now[0] += SETTLE + 1
 
     assert protocol.take([CLAIM, ClaimRef("ns", "gone", "uid-2")]) == []
@@ -147,3 +152,63 @@ def test_a_gone_claim_never_unprepared_is_said_once_after_the_grace() -> None:
     ]
     assert now[0] == 1_800_000_000.0 - 10 + LEAK_AFTER  # waited the grace out, no longer
     assert protocol._leaked([CLAIM]) == []
+
+
+def _now(look: Callable[[], None]) -> None:
+    look()
+
+
+AT = 1_800_000_000.0  # the unprepare call, epoch seconds
+
+
+def _stamp(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _pod_now(state: dict, deleted: float | None = None) -> dict:
+    meta: dict = {"name": "p"}
+    if deleted is not None:
+        meta["deletionTimestamp"] = _stamp(deleted)
+    return {"metadata": meta, "status": {"containerStatuses": [{"state": state}]}}
+
+
+def test_a_pod_that_ran_at_the_unprepare_and_on_after_it_is_named() -> None:
+    """A pod that ran with the claim when the kubelet gave it up: still running, deleted or
+    ended after the call, or gone seconds later (so deleted after it) ran without its claim."""
+    running = {"running": {"startedAt": _stamp(AT - 60)}}
+    assert ran_after(["p"], {"p": _pod_now(running)}, AT) == ["p"]
+    assert ran_after(["p"], {"p": _pod_now(running, deleted=AT + 3)}, AT) == ["p"]
+    ended_after = {"terminated": {"finishedAt": _stamp(AT + 3)}}
+    assert ran_after(["p"], {"p": _pod_now(ended_after)}, AT) == ["p"]
+    assert ran_after(["p"], {}, AT) == ["p"]
+
+
+def test_a_pod_deleted_or_ended_by_the_unprepare_did_not_run_on() -> None:
+    """The kubelet unprepares a pod's claim as the pod ends: its deletion or its containers' end
+    at the call (whole seconds) is no finding, although its status said so a moment later."""
+    running = {"running": {"startedAt": _stamp(AT - 60)}}
+    assert ran_after(["p"], {"p": _pod_now(running, deleted=AT - 1)}, AT) == []
+    assert ran_after(["p"], {"p": _pod_now(running, deleted=AT)}, AT) == []
+    ended = {"terminated": {"finishedAt": _stamp(AT)}}
+    assert ran_after(["p"], {"p": _pod_now(ended)}, AT) == []
+    assert ran_after(["p"], {"p": _pod_now({"waiting": {}})}, AT) == []
+
+
+def test_a_phase_end_waits_for_the_looks_of_its_unprepares() -> None:
+    """What a look started by an unprepare sees belongs to the phase it happened in: the take
+    at the phase's end waits for the looks still going (here one that could not read the pods
+    and leaves its claim to the take)."""
+    import threading
+    import time
+
+    now = [AT]
+
+    def later(look: Callable[[], None]) -> None:
+        threading.Thread(target=lambda: (time.sleep(0.5), look())).start()
+
+    protocol = _protocol_at(now, lambda seconds: None)
+    protocol._start = later
+    protocol.unprepare_asked(CLAIM)
+
+    assert protocol.take([]) == []
+    assert protocol._unprepares == [(CLAIM, AT)]

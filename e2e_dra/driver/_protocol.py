@@ -7,10 +7,12 @@ the kubelet's DRA manager promise a driver, for every claim of every subtest:
 - **prepare only what is this node's and reserved:** a NodePrepareResources for a claim whose
   allocation selects another node by name, or that is reserved for nobody (the kubelet prepares
   a claim for a pod in its ``status.reservedFor``);
-- **unprepare only what no running pod uses:** after a NodeUnprepareResources, no pod on this
-  node that is not being deleted still runs with the claim (its containers started before the
-  call). The pods are looked at :data:`SETTLE` seconds after the call, so that a pod whose
-  containers the kubelet stopped just before has had time to say so;
+- **unprepare only what no running pod uses:** at a NodeUnprepareResources, no pod on this
+  node that is not being deleted runs with the claim (its containers started before the call).
+  The pods running at the call are looked at again :data:`SETTLE` seconds later, so that a pod
+  whose containers the kubelet stopped just before has had time to say so: one that still
+  runs, or whose deletion or end came after the call, ran with a claim the kubelet had given
+  up (a subtest that deletes the pod a moment later must not hide it);
 - **unprepare what is gone:** a claim the driver prepared that the API server no longer has
   (deleted, or replaced by one of another UID) is asked to be unprepared within
   :data:`LEAK_AFTER` seconds of the driver seeing it gone, while the driver serves. A claim
@@ -25,9 +27,10 @@ the driver's own identity) and said once, naming the claim, the pod and the rule
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 
 from e2e_dra.driver._node_service import ClaimRef
@@ -40,6 +43,9 @@ LEAK_AFTER = 60.0
 to unprepare it: the pods' termination unprepares it before the claim can go, and a kubelet
 restarted in a phase unprepares what went meanwhile on its housekeeping, every few seconds."""
 POLL = 1.0
+LOOK_TIMEOUT = 15.0
+"""Seconds beyond :data:`SETTLE` a look at the pods may take before a phase's end stops waiting
+for it (two reads of the node's pods, from an API server that may be slow to answer)."""
 CLAIMS_API = "resource.k8s.io/v1"
 
 
@@ -103,6 +109,26 @@ def still_running_with(claim: ClaimRef, pods: Iterable[dict], asked_at: float) -
     return found
 
 
+def ran_after(names: Iterable[str], now: Mapping[str, dict], asked_at: float) -> list[str]:
+    """Those of ``names`` (pods that ran with a claim when the kubelet asked at ``asked_at`` to
+    unprepare it) that ran on after the call, by what ``now`` (the node's pods, :data:`SETTLE`
+    seconds later, by name) says: still running and not being deleted, deleted after the call,
+    ended after it, or gone altogether (a pod that ran at the call cannot be gone seconds later
+    unless it was deleted after it)."""
+    return [name for name in names if name not in now or _ran_on(now[name], asked_at)]
+
+
+def _ran_on(pod: dict, asked_at: float) -> bool:
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    if deleted := meta.get("deletionTimestamp"):
+        return _epoch(deleted) > asked_at + 1
+    states = [c.get("state") or {} for c in status.get("containerStatuses") or []]
+    if any("running" in state for state in states):
+        return True
+    ended = [state["terminated"].get("finishedAt") for state in states if "terminated" in state]
+    return any(_epoch(at) > asked_at + 1 for at in ended if at)
+
+
 def _claims_of(spec: dict, status: dict) -> set[str]:
     """The names of the ResourceClaims a pod uses: named in its spec or made for it."""
     named = {c.get("resourceClaimName") for c in spec.get("resourceClaims") or []}
@@ -125,13 +151,17 @@ class KubeletProtocol:
         serving: Callable[[], bool],
         clock: Callable[[], float],
         sleep: Callable[[float], None] = time.sleep,
+        start: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
         self.node = node
         self._kube = kube
         self._serving = serving
         self._clock = clock  # epoch seconds, as the API server's timestamps
         self._sleep = sleep
+        self._start = start or _in_background
         self._lock = threading.Lock()
+        self._looked = threading.Condition(self._lock)  # a look at the pods ended
+        self._looking = 0  # looks after an unprepare not ended yet
         self._found: list[str] = []
         self._unprepares: list[tuple[ClaimRef, float]] = []  # asked, not yet looked at
         self._asked: set[str] = set()  # UIDs the kubelet asked to unprepare
@@ -144,14 +174,39 @@ class KubeletProtocol:
             self._note(prepare_problems(claim, obj, self.node))
 
     def unprepare_asked(self, claim: ClaimRef) -> None:
+        """Looks, from now on and away from the kubelet's call, at the pods that run with it."""
+        at = self._clock()
         with self._lock:
             self._asked.add(claim.uid)
-            self._unprepares.append((claim, self._clock()))
+            self._looking += 1
+        self._start(functools.partial(self._look_after_unprepare, claim, at))
+
+    def _look_after_unprepare(self, claim: ClaimRef, at: float) -> None:
+        """The node's pods that run with ``claim`` at the call, looked at again :data:`SETTLE`
+        seconds later. What cannot be read now is left for :meth:`take` to look at."""
+        try:
+            running = still_running_with(claim, self._pods(claim), at)
+            if running:
+                self._sleep(SETTLE)
+                now = {(p.get("metadata") or {}).get("name", ""): p for p in self._pods(claim)}
+                found = [self._said_of(claim, name) for name in ran_after(running, now, at)]
+                with self._lock:
+                    self._note(found)
+        except KubeError:  # the API server restarts, or is gone: the next take looks
+            with self._lock:
+                self._unprepares.append((claim, at))
+        finally:
+            with self._lock:
+                self._looking -= 1
+                self._looked.notify_all()
 
     def take(self, prepared: Iterable[ClaimRef]) -> list[str]:
         """What broke a rule since the last call (read from the API server now; what cannot be
         read now, while a component restarts or after the cluster stopped, is left for the next
-        call, never raised: a driver's cleanup must not fail on it)."""
+        call, never raised: a driver's cleanup must not fail on it). The looks at the pods
+        after the unprepares of the phase end first, so that what they see is said in it."""
+        with self._lock:
+            self._looked.wait_for(lambda: self._looking == 0, timeout=SETTLE + LOOK_TIMEOUT)
         now = self._clock()
         with self._lock:
             due = [(c, at) for c, at in self._unprepares if now - at >= SETTLE]
@@ -172,13 +227,18 @@ class KubeletProtocol:
         return taken
 
     def _runs_on(self, claim: ClaimRef, asked_at: float) -> list[str]:
+        pods = self._pods(claim)
+        return [self._said_of(claim, name) for name in still_running_with(claim, pods, asked_at)]
+
+    def _pods(self, claim: ClaimRef) -> list[dict]:
         url = path("v1", "pods", namespace=claim.namespace)
-        pods = self._kube.list(url, fieldSelector=f"spec.nodeName={self.node}")
-        return [
-            f"the kubelet asked to unprepare {_named(claim)} while pod {claim.namespace}/{name} "
-            f"still runs with it on node {self.node} ({SETTLE:.0f}s later)"
-            for name in still_running_with(claim, pods, asked_at)
-        ]
+        return self._kube.list(url, fieldSelector=f"spec.nodeName={self.node}")
+
+    def _said_of(self, claim: ClaimRef, pod: str) -> str:
+        return (
+            f"the kubelet asked to unprepare {_named(claim)} while pod {claim.namespace}/{pod} "
+            f"still ran with it on node {self.node} (it ran on after the call)"
+        )
 
     def _gone(self, owed: list[ClaimRef], now: float) -> list[ClaimRef]:
         """The claims of ``owed`` the API server no longer has, each with the time the driver
@@ -229,3 +289,7 @@ class KubeletProtocol:
             if line not in self._said:
                 self._said.add(line)
                 self._found.append(line)
+
+
+def _in_background(look: Callable[[], None]) -> None:
+    threading.Thread(target=look, name="kubelet-protocol look", daemon=True).start()

@@ -118,6 +118,7 @@ def _check(ctx: Context) -> None:
 
 def _run(grounds: Grounds, world: World, saved: Path) -> None:
     """The world, and when it fails, the smallest world found that fails as well."""
+    world = grounds.fitted(world)  # the shrinker takes away only what the cluster has
     try:
         _attempt(grounds, world, saved)
     except AssertionError as failure:

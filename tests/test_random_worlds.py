@@ -12,6 +12,7 @@ from kubernetes.client import models
 
 from e2e_dra.builder import SubtestObjects
 from e2e_dra.subtests._world_objects import (
+    Grounds,
     as_stored,
     claim_object,
     pool_name,
@@ -287,4 +288,18 @@ def test_the_shrinker_takes_away_rules_the_counter_mode_all_and_admin_access() -
     assert [w.claims[0] for w in found[3:]] == [
         replace(claim, all=False),
         replace(claim, admin=False),
+    ]
+
+
+def test_where_no_device_taint_rules_are_served_a_world_goes_without_them(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    world = _world(Claim("c", 1, None, None, False), rules=(Rule("k1"),))
+    assert Grounds(_builder(), "acc", "resource.k8s.io/v1beta2").fitted(world) == world
+    without = Grounds(_builder(), "acc", None)
+    with caplog.at_level("INFO", logger="e2e_dra.builder"):
+        assert without.fitted(world) == replace(world, rules=())
+        assert without.fitted(world) == replace(world, rules=())
+    assert [r.getMessage() for r in caplog.records] == [
+        "the API server serves no DeviceTaintRules: the worlds go without them"
     ]

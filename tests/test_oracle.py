@@ -217,6 +217,144 @@ def test_the_allocators_own_timestamp_says_when_the_allocation_was_made() -> Non
     assert _oracle(_tainted()).seen(claim) == []  # tainted at 10:00:00, after it was allocated
 
 
+# --- taints from DeviceTaintRules ----------------------------------------------------------------
+
+RULED = "2026-12-06T10:00:00Z"  # before ALLOCATED_AT, by more than the margin
+
+
+def _rule(
+    name: str = "rule",
+    selector: dict | None = None,
+    *,
+    effect: str = "NoSchedule",
+    added: str | None = RULED,
+    created: str = RULED,
+    generation: int = 1,
+) -> dict:
+    taint: dict[str, Any] = {"key": "broken", "value": "yes", "effect": effect}
+    if added is not None:
+        taint["timeAdded"] = added
+    spec: dict[str, Any] = {"taint": taint}
+    if selector is not None:
+        spec["deviceSelector"] = selector
+    metadata = {
+        "name": name,
+        "uid": f"uid-{name}",
+        "generation": generation,
+        "creationTimestamp": created,
+        "managedFields": [{"manager": "e2e-dra", "operation": "Update", "time": created}],
+    }
+    return {"metadata": metadata, "spec": spec}
+
+
+def _ruled(*rules: dict) -> AllocationOracle:
+    return AllocationOracle(lambda: [PLAIN], rules=lambda: list(rules))
+
+
+@pytest.mark.parametrize(
+    "selector",
+    [
+        {"driver": DRIVER, "pool": "pool-a", "device": "gpu-0"},
+        {"driver": DRIVER, "pool": "pool-a"},
+        {"driver": DRIVER},
+        {"device": "gpu-0"},
+        {"pool": "pool-a"},
+        {},  # the empty selector: every device
+    ],
+)
+def test_a_device_a_rule_selects_before_the_allocation_needs_a_toleration(selector: dict) -> None:
+    claim = _claim("a", [_request()], [_result("gpu-0")])
+    (problem,) = _ruled(_rule("ruler", selector)).seen(claim)
+    assert problem.rule == "taints"
+    assert problem.message == (
+        f"result req -> {DRIVER}/pool-a/gpu-0: DeviceTaintRule ruler taints the device with "
+        f"broken=yes:NoSchedule (added {RULED}), which request req's tolerations [] do not "
+        "tolerate"
+    )
+    tolerating = _request(tolerations=[{"key": "broken", "operator": "Exists"}])
+    assert (
+        _ruled(_rule("ruler", selector)).seen(_claim("b", [tolerating], [_result("gpu-1")])) == []
+    )
+
+
+@pytest.mark.parametrize(
+    "selector",
+    [
+        None,  # no selector: no device
+        {"driver": "other.example.com"},
+        {"driver": DRIVER, "pool": "pool-b"},
+        {"driver": DRIVER, "pool": "pool-a", "device": "gpu-1"},
+        {"device": "gpu-1"},
+    ],
+)
+def test_a_rule_taints_only_the_devices_its_selector_picks(selector: dict | None) -> None:
+    claim = _claim("a", [_request()], [_result("gpu-0")])
+    assert _ruled(_rule("ruler", selector)).seen(claim) == []
+
+
+def test_a_rule_counts_from_its_taint_its_creation_and_its_last_spec_write() -> None:
+    claim = _claim("a", [_request()], [_result("gpu-0")])
+    every = {"driver": DRIVER}
+    later = "2026-12-06T10:00:10Z"  # the second of the allocation: not before it
+    assert _ruled(_rule(selector=every, added=later)).seen(claim) == []
+    assert _ruled(_rule(selector=every, created=later)).seen(copy.deepcopy(claim)) == []
+    assert _ruled(_rule(selector=every, effect="None")).seen(copy.deepcopy(claim)) == []
+    changed = _rule(selector=every)  # its selector written after the allocation
+    changed["metadata"]["managedFields"].append({"manager": "admin", "time": later})
+    assert _ruled(changed).seen(copy.deepcopy(claim)) == []
+    status = _rule(selector=every)  # the controller's status write changes no taint
+    status["metadata"]["managedFields"].append(
+        {"manager": "kube-controller-manager", "subresource": "status", "time": later}
+    )
+    assert _rules(_ruled(status).seen(copy.deepcopy(claim))) == ["taints"]
+    # No timeAdded (a server that sets none): the rule counts from its creation.
+    assert _rules(_ruled(_rule(selector=every, added=None)).seen(copy.deepcopy(claim))) == [
+        "taints"
+    ]
+
+
+def test_a_rule_gone_or_changed_by_the_time_it_is_confirmed_is_no_finding() -> None:
+    every = {"driver": DRIVER}
+    lists = {
+        "gone": [[_rule("r", every)], []],
+        "changed": [[_rule("r", every)], [_rule("r", every, generation=2)]],
+        "kept": [[_rule("r", every)], [_rule("r", every)]],
+    }
+    found = {}
+    for case, answers in lists.items():
+        oracle = AllocationOracle(lambda: [PLAIN], rules=lambda a=answers: a.pop(0))
+        found[case] = _rules(oracle.seen(_claim("a", [_request()], [_result("gpu-0")])))
+    assert found == {"gone": [], "changed": [], "kept": ["taints"]}
+
+
+def test_rules_the_server_does_not_serve_are_not_checked_and_that_is_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    times = iter(range(0, 100, 5))  # every judgment lists again
+    oracle = AllocationOracle(lambda: [PLAIN], rules=lambda: None, clock=lambda: next(times))
+    with caplog.at_level("INFO", logger="e2e_dra._suite._oracle"):
+        assert oracle.seen(_claim("a", [_request()], [_result("gpu-0")])) == []
+        assert oracle.seen(_claim("b", [_request()], [_result("gpu-1")])) == []
+    said = [r.getMessage() for r in caplog.records if "DeviceTaintRules" in r.getMessage()]
+    assert said == [
+        "allocation oracle: the API server serves no DeviceTaintRules, so taints from "
+        "DeviceTaintRules are not checked"
+    ]
+
+
+def test_a_device_the_last_list_lacks_has_the_slices_listed_again() -> None:
+    taint = {"key": "broken", "value": "yes", "effect": "NoSchedule", "timeAdded": RULED}
+    published = [_slice(_device("gpu-0"), pool="pool-n")]
+    now = [0.0]
+    oracle = AllocationOracle(lambda: list(published), clock=lambda: now[0])
+    assert oracle.seen(_claim("a", [_request()], [_result("gpu-0", pool="pool-n")])) == []
+    published.append(_slice(_device("gpu-1", taints=[taint]), pool="pool-n", generation=1))
+    published[-1]["metadata"]["name"] = "published-a-moment-ago"
+    now[0] = 1.0  # within SLICES_FRESH: the list in hand would serve, but lacks the device
+    (problem,) = oracle.seen(_claim("b", [_request()], [_result("gpu-1", pool="pool-n")]))
+    assert problem.rule == "taints" and "gpu-1" in problem.message
+
+
 # --- counters ------------------------------------------------------------------------------------
 
 

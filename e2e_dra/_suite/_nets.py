@@ -6,8 +6,9 @@ is allocated without any finalizer fails it (whoever allocates a claim must prot
 deletion that way; the API server does not enforce it); and after a driver is torn down, the
 kubelet must remove its ResourceSlices within two minutes (``ExpectResourceSliceRemoval``). The
 same watch feeds the allocation oracle (``_oracle``), which holds every allocation to the API's
-rules. A check that only logs proves nothing, so each finding here ends up failing a reported
-test, naming the object, what is wrong and the subtest it belongs to.
+rules, against the ResourceSlices and the DeviceTaintRules it lists (:func:`taint_rules`). A
+check that only logs proves nothing, so each finding here ends up failing a reported test,
+naming the object, what is wrong and the subtest it belongs to.
 
 ``_findings`` decides which test a finding fails; this module only finds.
 """
@@ -21,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from e2e_dra._suite._oracle import AllocationOracle, Problem
+from e2e_dra._suite._taint_rules import RULE_VERSIONS
 from e2e_dra.builder import SUBTEST_LABEL
 from e2e_dra.errors import E2EDRAError
 from e2e_dra.hostkit import poll
@@ -199,7 +201,8 @@ class ClaimWatch:
         self._owner = owner
         self._kube = kube
         self.oracle = oracle or AllocationOracle(
-            lambda: kube.list(path(RESOURCE_V1, "resourceslices"))
+            lambda: kube.list(path(RESOURCE_V1, "resourceslices")),
+            rules=lambda: taint_rules(kube),
         )
         self._grace = grace
         self.health = health or WatchHealth()
@@ -325,6 +328,16 @@ class ClaimWatch:
                     return
         finally:
             events.close()
+
+
+def taint_rules(kube: Kube) -> list[dict] | None:
+    """Every DeviceTaintRule, read at the newest version the server serves them at (which may
+    change as the server restarts as another release: its discovery is asked again then); None
+    when it serves them at none."""
+    for version in RULE_VERSIONS:
+        if kube.served(version, "devicetaintrules"):
+            return kube.list(path(version, "devicetaintrules"))
+    return None
 
 
 def slice_removal_timeout() -> float:

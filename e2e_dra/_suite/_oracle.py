@@ -14,7 +14,10 @@ from any bug:
   allows multiple allocations (KEP-5075: such results carry a ``shareID``).
 - **taints** (KEP-5055): a device tainted ``NoSchedule`` or ``NoExecute`` before the allocation is
   allocated only to a request that tolerates the taint (the Pod toleration rules: an empty
-  effect matches every effect, ``Exists`` with no key every taint).
+  effect matches every effect, ``Exists`` with no key every taint); a taint a DeviceTaintRule
+  puts on the devices its selector picks counts the same (``_taint_rules``: which devices, and
+  since when), and a finding names the rule. The rules are read at the newest version the
+  server serves them at; a server that serves none has none to check (said once in the log).
 - **counters** (KEP-4815): the devices allocated from a pool consume no more of a shared counter
   than its counter set has.
 - **constraints** (KEP-4381): the devices of a ``matchAttribute`` constraint's requests all have
@@ -29,25 +32,36 @@ from any bug:
   the claim.
 
 Not checked: CEL selectors (no evaluator here) and ``All`` mode's device count (which devices
-match is the selectors' business), and taints from DeviceTaintRules.
+match is the selectors' business; ``random-worlds`` checks it for the worlds it draws).
 
 The state is that of one watch stream (events arrive in the order the API server wrote them):
 :meth:`AllocationOracle.listed` starts it afresh from a list, :meth:`seen` follows each change,
-:meth:`gone` each deletion. Only an allocation the scheduler wrote (its field manager owns
+:meth:`gone` each deletion. ResourceSlices and DeviceTaintRules are listed when a judgment needs
+them, at most every :data:`SLICES_FRESH` seconds (sooner when a result names a device the last
+list did not have: a pool published a moment before its claims). A list may be that old, and a
+rule in it deleted since: a finding from a rule stands only if a list made after the allocation
+was seen still has that rule, unchanged (it existed, as it is, from before the allocation until
+after it). Only an allocation the scheduler wrote (its field manager owns
 ``status.allocation``) is judged, once; one another client wrote (a test of the status API) still
 holds its devices.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from kubernetes.utils import parse_quantity
+
+from e2e_dra._suite._taint_rules import TaintRule
+from e2e_dra._suite._taint_rules import timestamp as _timestamp
+from e2e_dra._suite._taint_rules import tolerates as _tolerates
+
+log = logging.getLogger(__name__)
 
 Device = tuple[str, str, str]  # driver, pool, device
 SCHEDULER = "kube-scheduler"  # the field manager of the allocations judged here
@@ -57,6 +71,8 @@ TAINT_MARGIN = 1.0
 RESULTS_LIMIT = 32
 SLICES_FRESH = 2.0
 """Seconds a list of ResourceSlices serves the allocations seen meanwhile (a relist brings many)."""
+SLICES_RECHECK = 0.5
+"""Seconds after which a result naming a device the list lacks has them listed again."""
 
 
 @dataclass(frozen=True)
@@ -76,13 +92,17 @@ class _Allocated:
 
 @dataclass
 class _Published:
-    """The newest generation of every pool, by device, and each pool's counter sets."""
+    """The newest generation of every pool, by device, each pool's counter sets, and the
+    DeviceTaintRules (None: the server serves none)."""
 
     devices: dict[Device, dict] = field(default_factory=dict)
     counters: dict[tuple[str, str], dict[str, dict[str, Decimal]]] = field(default_factory=dict)
+    rules: tuple[TaintRule, ...] | None = None
 
     @classmethod
-    def of(cls, slices: Iterable[Mapping[str, Any]]) -> _Published:
+    def of(
+        cls, slices: Iterable[Mapping[str, Any]], rules: Iterable[Mapping[str, Any]] | None = None
+    ) -> _Published:
         items = list(slices)
         newest: dict[tuple[str, str], int] = {}
         for item in items:
@@ -90,7 +110,7 @@ class _Published:
             pool = (spec.get("driver", ""), (spec.get("pool") or {}).get("name", ""))
             generation = int((spec.get("pool") or {}).get("generation", 0))
             newest[pool] = max(newest.get(pool, generation), generation)
-        published = cls()
+        published = cls(rules=None if rules is None else tuple(map(TaintRule.of, rules)))
         for item in items:
             spec = item.get("spec") or {}
             driver, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
@@ -112,9 +132,14 @@ class AllocationOracle:
         self,
         slices: Callable[[], list[dict]],
         *,
+        rules: Callable[[], list[dict] | None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``slices`` lists the ResourceSlices; ``rules`` the DeviceTaintRules, None when the
+        server serves none (no ``rules``: none are checked)."""
         self._slices = slices
+        self._rules = rules
+        self._said_unserved = False
         self._clock = clock
         self._listed_at: float | None = None
         self._published = _Published()
@@ -149,12 +174,15 @@ class AllocationOracle:
         allocated_at = _allocated_at(claim)
         if results is None or key in self._judged or allocated_at is None:
             return []  # an allocation some client wrote (a test's) holds devices, unjudged
-        published = self._published_now()  # may raise (a restarting server): judged later
+        # Either may raise (a restarting server): the allocation is judged later.
+        published = self._published_now(results)
+        ruled = self._rule_problems(claim, results, published, allocated_at)
         self._judged.add(key)
         found = [
             *_count_problems(claim, results),
             *self._shared_problems(claim, results, published),
             *_taint_problems(claim, results, published, allocated_at),
+            *ruled,
             *_constraint_problems(claim, results, published),
             *self._counter_problems(claim, results, published),
             *self._capacity_problems(results, published),
@@ -163,12 +191,41 @@ class AllocationOracle:
         ]
         return [Problem(claim, rule, message) for rule, message in found]
 
-    def _published_now(self) -> _Published:
+    def _published_now(self, results: list[dict]) -> _Published:
         now = self._clock()
-        if self._listed_at is None or now - self._listed_at > SLICES_FRESH:
-            self._published = _Published.of(self._slices())
+        age = None if self._listed_at is None else now - self._listed_at
+        unknown = any(_device(r) not in self._published.devices for r in results)
+        if age is None or age > SLICES_FRESH or (unknown and age > SLICES_RECHECK):
+            self._published = _Published.of(self._slices(), self._listed_rules())
             self._listed_at = now
         return self._published
+
+    def _listed_rules(self) -> list[dict] | None:
+        if self._rules is None:
+            return None
+        rules = self._rules()
+        if rules is None and not self._said_unserved:
+            self._said_unserved = True
+            log.info(
+                "allocation oracle: the API server serves no DeviceTaintRules, so taints from "
+                "DeviceTaintRules are not checked"
+            )
+        return rules
+
+    def _rule_problems(
+        self, claim: dict, results: list[dict], published: _Published, allocated_at: float
+    ) -> list[tuple[str, str]]:
+        """The taints rule for the taints of DeviceTaintRules; a rule of the list in hand that
+        would break it counts only if a list made now has it still, unchanged (see module)."""
+        found = _rule_taint_problems(claim, results, published.rules or (), allocated_at)
+        if not found:
+            return []
+        now = {rule.uid: rule for rule in map(TaintRule.of, self._listed_rules() or [])}
+        return [
+            (name, message)
+            for rule, name, message in found
+            if rule.uid in now and now[rule.uid].same_as(rule)
+        ]
 
     def _shared_problems(
         self, claim: dict, results: list[dict], published: _Published
@@ -364,6 +421,34 @@ def _taint_problems(
     return found
 
 
+def _rule_taint_problems(
+    claim: dict, results: list[dict], rules: Iterable[TaintRule], allocated_at: float
+) -> list[tuple[TaintRule, str, str]]:
+    """Each result whose device a rule tainted before the allocation, with a taint the request
+    does not tolerate: the rule, and the finding."""
+    found = []
+    for result in results:
+        tolerations = _tolerations(claim, result.get("request", ""))
+        for rule in rules:
+            taint = rule.taint
+            if taint.get("effect") not in BLOCKING_EFFECTS or not rule.selects(*_device(result)):
+                continue
+            if rule.since is None or rule.since > allocated_at - TAINT_MARGIN:
+                continue  # tainted after the allocation, as far as can be told
+            if not any(_tolerates(t, taint) for t in tolerations):
+                found.append(
+                    (
+                        rule,
+                        "taints",
+                        f"result {_shown(result)}: DeviceTaintRule {rule.name} taints the device "
+                        f"with {taint.get('key')}={taint.get('value', '')}:{taint.get('effect')} "
+                        f"(added {taint.get('timeAdded')}), which request "
+                        f"{result.get('request')}'s tolerations {tolerations} do not tolerate",
+                    )
+                )
+    return found
+
+
 def _constraint_problems(
     claim: dict, results: list[dict], published: _Published
 ) -> list[tuple[str, str]]:
@@ -451,17 +536,6 @@ def _tolerations(claim: dict, request: str) -> list[dict]:
     return []
 
 
-def _tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    """The Pod toleration rules, which device tolerations follow (KEP-5055)."""
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    if (toleration.get("operator") or "Equal") == "Exists":
-        return not key or key == taint.get("key")
-    return key == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
-
-
 def _attribute(device: Mapping[str, Any], driver: str, qualified: str) -> Any:
     """The attribute's value (its one typed field), by its qualified name or, in the driver's
     own domain, its short one; None when the device does not have it."""
@@ -501,12 +575,3 @@ def _allocated_at(claim: dict) -> float | None:
     allocation = (claim.get("status") or {}).get("allocation") or {}
     stamped = _timestamp(allocation.get("allocationTimestamp"))  # the allocator's own, 1.34+
     return stamped if stamped is not None else min(times)
-
-
-def _timestamp(text: Any) -> float | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None

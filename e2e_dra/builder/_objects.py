@@ -287,18 +287,20 @@ class ObjectFactory:
         self,
         name: str,
         *,
-        pool: str,
-        device: str,
+        pool: str | None = None,
+        device: str | None = None,
         taint: dict,
         api_version: str = "resource.k8s.io/v1alpha3",
     ) -> dict:
-        """A DeviceTaintRule that taints one device of this subtest's driver."""
+        """A DeviceTaintRule that taints devices of this subtest's driver: those of ``pool``, and
+        of them ``device`` (each left out of the selector when None: all pools, all devices)."""
+        selector = {"driver": self.driver_name, "pool": pool, "device": device}
         return {
             "apiVersion": api_version,
             "kind": "DeviceTaintRule",
             "metadata": self._metadata(name, namespaced=False),
             "spec": {
-                "deviceSelector": {"driver": self.driver_name, "pool": pool, "device": device},
+                "deviceSelector": {k: v for k, v in selector.items() if v is not None},
                 "taint": dict(taint),
             },
         }

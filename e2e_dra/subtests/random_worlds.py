@@ -1,65 +1,86 @@
 """random-worlds: small DRA worlds drawn at random, allocated by the live scheduler in every
 phase, and judged by what the API promises rather than by what one bug did.
 
-A world is one pool of this subtest's driver (published as a cluster-wide ResourceSlice) with a
-few devices, each with a ``model`` and a ``numa`` attribute, some tainted ``NoSchedule`` by key
-``k1`` or ``k2``; and a few claims, each with one request for one or two devices, maybe a
-toleration (by key, ``Exists`` or ``Equal``), maybe a selector on ``model``, maybe a
-``matchAttribute`` constraint on ``numa``; or a ``firstAvailable`` request (two devices of one
-model, else one of any), maybe with a ``matchAttribute`` constraint that names the request (so
-it holds for the devices of whichever subrequest is chosen). Every claim gets a pod; all are
-created at once. Then:
+A world (``_worlds``) is one pool of this subtest's driver (published as cluster-wide
+ResourceSlices) with a few devices, each with a ``model`` and a ``numa`` attribute, some tainted
+``NoSchedule`` by key ``k1`` or ``k2``; sometimes a shared counter the devices consume one or two
+units of (KEP-4815: the counter set in a slice of its own, the devices in another); sometimes
+one or two DeviceTaintRules that taint, ``NoSchedule`` by ``k1`` or ``k2``, the devices of this
+driver, of the world's pool, or one device of it (KEP-5055); and a few claims, each with one
+request for one or two devices, maybe a toleration (by key, ``Exists`` or ``Equal``), maybe a
+selector on ``model``, maybe a ``matchAttribute`` constraint on ``numa``; or a request for all
+devices of a model or of the pool (``allocationMode: All``); or a ``firstAvailable`` request
+(two devices of one model, else one of any), maybe with a ``matchAttribute`` constraint that
+names the request (so it holds for the devices of whichever subrequest is chosen). A request
+that is not a ``firstAvailable`` one may ask for admin access (KEP-5018): the world's claims and
+pods are then made in a namespace labelled for it, made for the phase's first such world.
+Every claim gets a pod; all are created at once (a world with rules a few seconds after its
+rules, so that the scheduler has them). Then:
 
 - every allocation is held to the API's rules by the allocation oracle (counts, one claim per
-  device, taints, constraints), whatever this module checks;
+  device, taints of slices and of rules, counters, constraints), whatever this module checks;
 - every allocated device matches its request's selector (which the oracle cannot evaluate) and
-  carries no taint its request does not tolerate;
+  carries no taint, its slice's or a rule's, that its request does not tolerate; a result has
+  admin access if and only if its request asked for it;
+- a request for all devices got every device of the pool that its selector matches and that it
+  tolerates (the allocator refuses such a request outright when a matching device is tainted
+  and not tolerated; the API does not say, so only what holds either way is checked);
+- the devices held without admin access consume no more of the shared counter than the pool
+  has;
 - a ``firstAvailable`` request got its first choice that fits: no earlier one fits the devices
   the other claims left (they only took more since it was allocated);
-- no pod stays unschedulable while the devices the others left free fit its claim (each request
-  is small enough to find a fit by counting), once the scheduler had time to look again.
+- no pod stays unschedulable while the devices the others left free fit its claim, once the
+  scheduler had time to look again. An admin request may use devices others hold, and what it
+  holds is free for the others. A fit is one in every reading of the API: all devices of a model
+  fit only if every one is free and tolerated; an admin request fits only where the counters
+  its devices consume are free as well.
+
+What a phase's cluster does not have, a world goes without, said in the log: DeviceTaintRules
+where the server serves them at no version (``resource.k8s.io/v1``, ``v1beta2``, ``v1alpha3``),
+and whatever the API server drops from the objects as it stores them (a feature gate that is
+off: shared counters, taints, tolerations, admin access), judged as stored.
 
 The seed is ``E2E_DRA_WORLD_SEED`` (else drawn once per run, said and kept in the facts), so a
 world can be drawn again; each phase draws worlds for ``E2E_DRA_WORLD_BUDGET`` seconds (at least
-one). Each world is written to the artifacts as YAML (``world-<phase>-<n>.yaml``: its slice and
-claims) before it is created, and a failure names that file.
+one). Each world is written to the artifacts as YAML (``world-<phase>-<n>.yaml``: its slices,
+rules and claims) before it is created, and a failure names that file.
 
-A world that fails is shrunk: claims and devices are taken away, and claims made simpler (no
-toleration, no selector, no constraint, one device), one at a time, keeping each change under
-which a fresh copy of the world still fails, until none does or :data:`SHRINK_BUDGET` seconds
-are spent. The smallest failing world is saved as ``world-<phase>-<n>-shrunk.yaml`` and quoted in
-the failure: a reproducer to file, not a world of six devices to read.
+A world that fails is shrunk: claims, devices and rules are taken away, so is the counter, and
+claims are made simpler (no toleration, no selector, no constraint, one device, no mode All, no
+admin access), one at a time, keeping each change under which a fresh copy of the world still
+fails, until none does or :data:`SHRINK_BUDGET` seconds are spent. The smallest failing world is
+saved as ``world-<phase>-<n>-shrunk.yaml`` and quoted in the failure: a reproducer to file, not a
+world of six devices to read.
+
+Everything a world makes is deleted when it ends; a deferred sweep at the tear-down deletes
+whatever carries the subtest's labels and is left (rules, slices, the admin namespace).
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime, timedelta
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-from e2e_dra.builder import (
-    DEFAULT_REQUEST,
-    Builder,
-    Request,
-    cluster_slice,
-    is_unschedulable,
-    request,
-)
+from e2e_dra.builder import Builder, is_unschedulable
 from e2e_dra.settings import settings
 from e2e_dra.subtest import Context, Subtest
 from e2e_dra.subtest_kit import WAITS_FOR_A_POOL, allocated, every_phase, remove
+from e2e_dra.subtests._world_objects import (
+    Grounds,
+    as_stored,
+    claim_object,
+    pool_name,
+    rule_objects,
+    slice_objects,
+    sweep,
+)
+from e2e_dra.subtests._worlds import World, draw, held_by_others, holdings, simpler, wrongs
 from e2e_dra.waits import WaitTimeout, eventually
 
-DEVICES = 6
-CLAIMS = 3
-TAINT_KEYS = ("k1", "k2")
-MODELS = ("a", "b")
 DECIDED_TIMEOUT = 60.0
 """Seconds every pod of a world gets to be bound or found unschedulable."""
 SECOND_LOOK = 30.0
@@ -67,87 +88,11 @@ SECOND_LOOK = 30.0
 looked before the world's slice reached it)."""
 SHRINK_BUDGET = 120.0
 """Seconds a failing world may be shrunk for (each try is a fresh world on the cluster)."""
+RULE_SETTLE = 2.0
+"""Seconds between a world's DeviceTaintRules and its claims: the scheduler watches rules and
+slices apart, and must have the rules before it allocates from the slices (the allocation
+oracle, too, counts a rule only from the second after it was made)."""
 _RUN_SEED = random.SystemRandom().randrange(10**9)  # one per run when no seed is set
-
-
-@dataclass(frozen=True)
-class Device:
-    name: str
-    model: str
-    numa: int
-    taint: str | None  # the key of its NoSchedule taint
-
-
-@dataclass(frozen=True)
-class Claim:
-    name: str
-    count: int
-    toleration: tuple[str, str] | None  # key, operator
-    model: str | None  # its selector, if any
-    same_numa: bool
-    # Instead of count and model: subrequests (model, count) of which the first that fits
-    # is to be taken (firstAvailable).
-    options: tuple[tuple[str | None, int], ...] = ()
-
-    def choices(self) -> list[tuple[str | None, int]]:
-        """What the claim may be given, in the order it prefers: its subrequests, or itself."""
-        return list(self.options) or [(self.model, self.count)]
-
-    def accepts(self, device: Device, model: str | None) -> bool:
-        """Whether a request for ``model`` may get ``device`` alone (selector and taint)."""
-        if model is not None and device.model != model:
-            return False
-        return device.taint is None or (
-            self.toleration is not None and self.toleration[0] == device.taint
-        )
-
-    def fits(self, free: list[Device], choice: int | None = None) -> list[Device] | None:
-        """Devices of ``free`` that satisfy the claim (its first choice that fits, or choice
-        ``choice``), if there are enough."""
-        for index, (model, count) in enumerate(self.choices()):
-            if choice is not None and index != choice:
-                continue
-            usable = [d for d in free if self.accepts(d, model)]
-            groups = [[d for d in usable if d.numa == n] for n in (0, 1)]
-            if not self.same_numa:
-                groups = [usable]
-            fit = next((group[:count] for group in groups if len(group) >= count), None)
-            if fit is not None:
-                return fit
-        return None
-
-
-@dataclass(frozen=True)
-class World:
-    name: str
-    devices: tuple[Device, ...]
-    claims: tuple[Claim, ...]
-
-
-def draw(rng: random.Random, name: str) -> World:
-    devices = tuple(
-        Device(
-            f"dev-{i}",
-            rng.choice(MODELS),
-            rng.choice((0, 1)),
-            rng.choice(TAINT_KEYS) if rng.random() < 0.4 else None,
-        )
-        for i in range(DEVICES)
-    )
-    claims = []
-    for i in range(CLAIMS):
-        count = rng.choice((1, 1, 2))
-        toleration = None
-        if rng.random() < 0.6:
-            toleration = (rng.choice(TAINT_KEYS), rng.choice(("Exists", "Equal")))
-        model = rng.choice(MODELS) if rng.random() < 0.3 else None
-        if rng.random() < 0.25:  # the first of two choices that fits
-            options = ((rng.choice(MODELS), 2), (None, 1))
-            same = rng.random() < 0.5  # its two devices on one numa node
-            claims.append(Claim(f"c{i}", 0, toleration, None, same, options))
-            continue
-        claims.append(Claim(f"c{i}", count, toleration, model, count == 2 and rng.random() < 0.5))
-    return World(name, devices, tuple(claims))
 
 
 def _check(ctx: Context) -> None:
@@ -155,36 +100,42 @@ def _check(ctx: Context) -> None:
     seed = _RUN_SEED if seed is None else seed
     ctx.facts[f"world_seed/{ctx.phase}"] = seed
     ctx.log(f"{ctx.phase}: worlds from seed {seed} (E2E_DRA_WORLD_SEED={seed} draws them again)")
+    short = "".join(word[0] for word in ctx.phase.split("-"))  # after-cluster-upgrade: acu
+    ctx.builder.defer(sweep)
+    grounds = Grounds.of(ctx.builder, short)
     ends = time.monotonic() + settings().world_budget
     index = 0
-    while index == 0 or time.monotonic() < ends:
-        short = "".join(word[0] for word in ctx.phase.split("-"))  # after-cluster-upgrade: acu
-        world = draw(random.Random(f"{seed}/{ctx.phase}/{index}"), f"{short}-{index}")
-        with ctx.step(f"world {index} of seed {seed}"):
-            _run(ctx, world, ctx.artifacts / f"world-{ctx.phase}-{index}.yaml")
-        index += 1
+    try:
+        while index == 0 or time.monotonic() < ends:
+            world = draw(random.Random(f"{seed}/{ctx.phase}/{index}"), f"{short}-{index}")
+            with ctx.step(f"world {index} of seed {seed}"):
+                _run(grounds, world, ctx.artifacts / f"world-{ctx.phase}-{index}.yaml")
+            index += 1
+    finally:
+        grounds.close()
     ctx.facts[f"worlds/{ctx.phase}"] = index
 
 
-def _run(ctx: Context, world: World, saved: Path) -> None:
+def _run(grounds: Grounds, world: World, saved: Path) -> None:
     """The world, and when it fails, the smallest world found that fails as well."""
+    world = grounds.fitted(world)  # the shrinker takes away only what the cluster has
     try:
-        _attempt(ctx.builder, world, saved)
+        _attempt(grounds, world, saved)
     except AssertionError as failure:
-        smallest, tries = _shrink(ctx.builder, world, saved)
+        smallest, tries = _shrink(grounds, world, saved)
         if smallest is None:
             raise
         shrunk = saved.with_name(f"{saved.stem}-shrunk.yaml")
         smallest[1].replace(shrunk)
         world_now = smallest[0]
         raise AssertionError(
-            f"{failure}\nshrunk in {tries} tries to {len(world_now.devices)} device(s) and "
-            f"{len(world_now.claims)} claim(s), which fail as well: {shrunk}\n"
-            f"{shrunk.read_text()}"
+            f"{failure}\nshrunk in {tries} tries to {len(world_now.devices)} device(s), "
+            f"{len(world_now.claims)} claim(s) and {len(world_now.rules)} rule(s), which fail "
+            f"as well: {shrunk}\n{shrunk.read_text()}"
         ) from failure
 
 
-def _shrink(b: Builder, world: World, saved: Path) -> tuple[tuple[World, Path] | None, int]:
+def _shrink(grounds: Grounds, world: World, saved: Path) -> tuple[tuple[World, Path] | None, int]:
     """The smallest variant of ``world`` found to fail too, with its YAML; and the tries."""
     ends = time.monotonic() + SHRINK_BUDGET
     base = world.name
@@ -193,14 +144,14 @@ def _shrink(b: Builder, world: World, saved: Path) -> tuple[tuple[World, Path] |
     changed = True
     while changed and time.monotonic() < ends:
         changed = False
-        for candidate in _simpler(world):
+        for candidate in simpler(world):
             if time.monotonic() >= ends:
                 break
             tries += 1
-            renamed = replace(candidate, name=f"{base}s{tries}")  # a fresh slice and claims
+            renamed = replace(candidate, name=f"{base}s{tries}")  # fresh slices, rules, claims
             attempt = saved.with_name(f"{saved.stem}-try{tries}.yaml")
             try:
-                _attempt(b, renamed, attempt)
+                _attempt(grounds, renamed, attempt)
             except AssertionError:
                 if smallest is not None:  # a smaller one fails: the one before is not kept
                     smallest[1].unlink(missing_ok=True)
@@ -210,145 +161,84 @@ def _shrink(b: Builder, world: World, saved: Path) -> tuple[tuple[World, Path] |
     return smallest, tries
 
 
-def _simpler(world: World) -> Iterator[World]:
-    """Each world one step simpler than ``world``: a claim or a device fewer, or one claim with
-    its toleration, selector, constraint or second device or choice taken away."""
-    for i in range(len(world.claims)):
-        if len(world.claims) > 1:
-            yield replace(world, claims=world.claims[:i] + world.claims[i + 1 :])
-    for i in range(len(world.devices)):
-        if len(world.devices) > 1:
-            yield replace(world, devices=world.devices[:i] + world.devices[i + 1 :])
-    for i, claim in enumerate(world.claims):
-        for simpler in (
-            replace(claim, toleration=None) if claim.toleration else None,
-            replace(claim, model=None) if claim.model else None,
-            replace(claim, same_numa=False) if claim.same_numa else None,
-            replace(claim, count=1, same_numa=False) if claim.count > 1 else None,
-            replace(claim, options=(), count=1) if claim.options else None,
-        ):
-            if simpler is not None:
-                yield replace(world, claims=(*world.claims[:i], simpler, *world.claims[i + 1 :]))
-
-
-def _attempt(b: Builder, world: World, saved: Path) -> None:
+def _attempt(grounds: Grounds, world: World, saved: Path) -> None:
     """One world on the cluster, saved as YAML first; its objects removed after."""
-    driver = b.driver_name
-    attr = f'device.attributes["{driver}"]'
-    slice_ = cluster_slice(driver, f"{b.driver_name[:40]}-{world.name}", _devices(world))
-    claims = {c.name: _claim(b, world, c, attr) for c in world.claims}
+    b = grounds.b
+    world = grounds.fitted(world)
+    namespace = grounds.namespace_for(world)
+    slices = slice_objects(b, world)
+    rules = rule_objects(b, world, grounds.rule_version)
+    claims = {c.name: claim_object(b, world, c, namespace) for c in world.claims}
+    pods = {}
+    for name, claim in claims.items():
+        pods[name] = b.pod_external(claim["metadata"]["name"])
+        pods[name]["metadata"]["namespace"] = namespace
     saved.parent.mkdir(parents=True, exist_ok=True)
     saved.write_text(
-        yaml.safe_dump({"world": asdict(world), "slice": slice_, "claims": list(claims.values())})
+        yaml.safe_dump(
+            {
+                "world": asdict(world),
+                "pool": pool_name(b, world),
+                "namespace": namespace,
+                "slices": slices,
+                "rules": rules,
+                "claims": list(claims.values()),
+            }
+        )
     )
-    b.create(slice_)
+    there = b.in_namespace(namespace)
     try:
-        pods = {name: b.pod_external(claim["metadata"]["name"]) for name, claim in claims.items()}
-        b.create(*claims.values(), *pods.values())
+        b.create(*rules)
+        stored_slices = b.create(*slices)
+        if rules:
+            time.sleep(RULE_SETTLE)
+        stored_claims = b.create(*claims.values())
+        b.create(*pods.values())
         try:
-            _judge(b, world, claims, pods, saved)
+            judged = as_stored(world, stored_slices, dict(zip(claims, stored_claims, strict=True)))
+            if judged != world:
+                b.log(f"world {world.name}: judged as the API server stored it: {judged}")
+            _judge(there, judged, claims, pods, saved)
         finally:
-            remove(b, list(pods.values()), list(claims.values()))
+            remove(there, list(pods.values()), list(claims.values()))
     finally:
-        b.delete("resourceslices", slice_["metadata"]["name"], missing_ok=True)
-
-
-def _devices(world: World) -> list[dict]:
-    added = (datetime.now(UTC) - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    devices = []
-    for d in world.devices:
-        device: dict = {
-            "name": d.name,
-            "attributes": {
-                "world": {"string": world.name},
-                "model": {"string": d.model},
-                "numa": {"int": d.numa},
-            },
-        }
-        if d.taint is not None:
-            device["taints"] = [
-                {"key": d.taint, "value": "x", "effect": "NoSchedule", "timeAdded": added}
-            ]
-        devices.append(device)
-    return devices
-
-
-def _claim(b: Builder, world: World, claim: Claim, attr: str) -> dict:
-    tolerations = []
-    if claim.toleration is not None:
-        key, operator = claim.toleration
-        toleration = {"key": key, "operator": operator, "effect": "NoSchedule"}
-        if operator == "Equal":
-            toleration["value"] = "x"
-        tolerations.append(toleration)
-
-    def asking(name: str, model: str | None, count: int) -> Request:
-        selectors = [f'{attr}.world == "{world.name}"']
-        if model is not None:
-            selectors.append(f'{attr}.model == "{model}"')
-        return request(name, selectors=selectors, count=count, tolerations=tolerations)
-
-    if claim.options:
-        options = [asking(f"o{i}", m, c) for i, (m, c) in enumerate(claim.options)]
-        wanted = request(first_available=options)
-    else:
-        wanted = asking(DEFAULT_REQUEST, claim.model, claim.count)
-    made = b.external_claim(requests=[wanted])
-    made["spec"]["devices"].pop("config", None)
-    if claim.same_numa:
-        constraint: dict[str, Any] = {"matchAttribute": f"{b.driver_name}/numa"}
-        if claim.options:  # named: the request's devices are those of its subrequest
-            constraint["requests"] = [DEFAULT_REQUEST]
-        made["spec"]["devices"]["constraints"] = [constraint]
-    return made
+        for slice_ in slices:
+            b.delete("resourceslices", slice_["metadata"]["name"], missing_ok=True)
+        for rule in rules:
+            b.delete(
+                "devicetaintrules",
+                rule["metadata"]["name"],
+                version=rule["apiVersion"],
+                missing_ok=True,
+            )
 
 
 def _judge(
     b: Builder, world: World, claims: dict[str, dict], pods: dict[str, dict], saved: Path
 ) -> None:
-    """Every pod bound or refused; each allocation within its request's selector; no refusal
-    while a fit is free (after a second look)."""
+    """Every pod bound or refused; the allocations break none of the world's rules
+    (:func:`~e2e_dra.subtests._worlds.wrongs`); no refusal while a fit is free (after a second
+    look). ``b`` works in the claims' namespace."""
     eventually(
         lambda: [name for name, pod in pods.items() if not _decided(b, pod)],
         what=f"every pod of world {world.name} to be bound or found unschedulable ({saved})",
         timeout=DECIDED_TIMEOUT,
         until=lambda undecided: not undecided,
     )
-    by_name = {d.name: d for d in world.devices}
+    said = f"world {world.name} ({saved})"
 
-    def held(claim: Claim) -> tuple[list[dict], list[Device]]:
-        """The claim's allocation results now, and the world's devices among them."""
-        results = allocated(b, claims[claim.name]["metadata"]["name"])
-        return results, [by_name[r["device"]] for r in results if r["device"] in by_name]
+    def results() -> dict[str, list[dict]]:
+        return {c.name: allocated(b, claims[c.name]["metadata"]["name"]) for c in world.claims}
 
-    taken: dict[str, list[Device]] = {}
-    chosen: dict[str, int] = {}
+    now = results()
+    problems = wrongs(world, now)
+    assert not problems, f"{said}: " + "; ".join(problems)
+    taken, _ = holdings(world, now)
+    looked = False
     for claim in world.claims:
-        results, taken[claim.name] = held(claim)
-        subs = {r["request"].partition("/")[2] for r in results}
-        if claim.options and len(subs) == 1:  # the oracle says it when they are more
-            chosen[claim.name] = int(subs.pop().removeprefix("o"))
-        else:
-            chosen[claim.name] = 0
-        model, _ = claim.choices()[chosen[claim.name]]
-        for device in taken[claim.name]:  # the oracle judges counts and constraints too
-            assert claim.accepts(device, model), (
-                f"world {world.name} ({saved}): claim {claim.name} (model {model}, toleration "
-                f"{claim.toleration}) was allocated {device}, which its request does not accept"
-            )
-    for claim in world.claims:
-        others = [d for name, held in taken.items() if name != claim.name for d in held]
-        free = [d for d in world.devices if d not in others]
-        if taken[claim.name]:  # firstAvailable: no earlier choice fit when it was allocated
-            earlier = [i for i in range(chosen[claim.name]) if claim.fits(free, i) is not None]
-            assert not earlier, (
-                f"world {world.name} ({saved}): claim {claim.name} was given its choice "
-                f"{claim.choices()[chosen[claim.name]]}, though its earlier choice "
-                f"{claim.choices()[earlier[0]]} fits devices {claim.fits(free, earlier[0])}"
-            )
+        if taken[claim.name]:
             continue
-        free = [d for d in free if d not in taken[claim.name]]
-        fit = claim.fits(free)
+        fit = world.fits(claim, held_by_others(world, taken, claim))
         if fit is None:
             continue
         pod = str(pods[claim.name]["metadata"]["name"])
@@ -360,10 +250,15 @@ def _judge(
             )
         except WaitTimeout:
             raise AssertionError(
-                f"world {world.name} ({saved}): pod {pod} is unschedulable, though devices "
-                f"{[d.name for d in fit]} are free and fit its claim {claim}"
+                f"{said}: pod {pod} is unschedulable, though devices {[d.name for d in fit]} "
+                f"are free and fit its claim {claim}"
             ) from None
-        _, taken[claim.name] = held(claim)  # it took devices the later claims had free
+        looked = True
+        now = results()
+        taken, _ = holdings(world, now)  # it took devices the later claims had free
+    if looked:  # what the second looks gave is held to the same rules
+        problems = wrongs(world, now)
+        assert not problems, f"{said}: " + "; ".join(problems)
 
 
 def _decided(b: Builder, pod: dict) -> bool:
@@ -378,7 +273,7 @@ def _decided(b: Builder, pod: dict) -> bool:
 
 SUBTEST = Subtest(
     name="random-worlds",
-    keps=(4381, 5055),
+    keps=(4381, 4815, 4816, 5018, 5055),
     initial=every_phase(_check),
     releases=">=1.36",
 )

@@ -75,9 +75,11 @@ TAINT_RULES_IGNORED = (
 TAINT_RULES_IGNORED_SIGN = (
     r"\*v1beta2\.DeviceTaintRule, not \*v1alpha3\.DeviceTaintRule"
     r"|should be Pending and unschedulable"
+    r"|DeviceTaintRule \S+ taints the device"
 )
 """kubernetes#139651 as the subtests that make DeviceTaintRules see it: the panic (the component
-net quotes it), or a pod scheduled onto a device a rule taints."""
+net quotes it), or a pod scheduled onto a device a rule taints (the allocation oracle's words
+for it)."""
 
 SCHEDULER = "kube-scheduler"
 # An annotation nudge() changes so that the kubelet syncs the pod at once.

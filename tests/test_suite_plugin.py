@@ -1316,11 +1316,38 @@ STAMP = re.compile(r"^\[\d\d:\d\d:\d\d\] ")
 PAIR = ("v1.37.2", "v1.38.0-beta.0")
 
 
+HEADLINE = re.compile(r"\[\d\d:\d\d:\d\d\] \[\d+/\d+\] ")
+"""A suite's headline, wherever it is on a line of pytest's output."""
+
+
 def live_lines(output: str) -> list[str]:
-    """The progress lines of a pytest output, without their time stamps (a test's outcome
-    letter may lead: a live line can follow it on the same line)."""
-    lines = (line.lstrip(".FsxXE") for line in output.splitlines())
-    return [STAMP.sub("", line) for line in lines if STAMP.match(line)]
+    """The progress lines of a pytest output, without their time stamps: only lines that start
+    with one (a live line never follows pytest's outcome letters on their line)."""
+    return [STAMP.sub("", line) for line in output.splitlines() if STAMP.match(line)]
+
+
+@pytest.mark.parametrize("verbosity", [(), ("-v",)], ids=["default", "verbose"])
+def test_every_headline_starts_a_line_of_its_own_among_pytests_progress(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch, verbosity: tuple[str, ...]
+) -> None:
+    """pytest writes each test's letter (``.``, ``F``, ``x``, ``s``) or word where it left off;
+    the headlines of two suites (steps, batches, a failure, a known bug, the verdicts) come
+    between them, each whole and at the first column, never after a letter
+    (``....[2/2] control-plane-first``)."""
+    _with_known_bug(suite)
+    monkeypatch.setenv("TINY_FAIL", "beta/after-cluster-upgrade,delta/after-cluster-downgrade")
+    buggy = DryCluster(releases={"kube-scheduler": "v1.36.2"}, versions=PAIR)
+
+    result = suite.run("test_control_plane_first.py", "--e2e-dra-seed=7", *verbosity, cluster=buggy)
+
+    lines = result.stdout.str().splitlines()
+    said = [line for line in lines if HEADLINE.search(line)]
+    assert [line for line in said if not HEADLINE.match(line)] == []
+    assert any(": FAILED beta/after-cluster-upgrade" in line for line in said)
+    assert any(": known bug seen in delta/after-cluster-downgrade" in line for line in said)
+    verdicts = [line for line in said if ": FAILED: " in line]
+    assert [line[len("[HH:MM:SS] ") :].split()[0] for line in verdicts] == ["[1/2]", "[2/2]"]
+    assert len(said) > 25
 
 
 def test_the_console_shows_headlines_and_the_narrative_keeps_every_line(

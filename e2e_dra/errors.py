@@ -14,7 +14,7 @@ import errno
 
 # Exit statuses, one per kind of failure. ``e2e-dra --help`` prints this table (EXIT_STATUS_HELP).
 EXIT_FAILED = 1  # anything of ours without a more precise class
-EXIT_USAGE = 2  # argparse: unknown command or option
+EXIT_USAGE = 2  # argparse: unknown command or option; a number flag out of its range
 EXIT_BAD_INPUT = 3  # a value given on the command line or in the environment is malformed
 EXIT_NOT_FOUND = 4  # a release or version that does not exist
 EXIT_REMOTE = 5  # a mirror failed: unreachable, too slow, wrong checksum, broken archive
@@ -29,7 +29,7 @@ EXIT_STATUS_HELP = f"""\
 exit status:
   0    success
   {EXIT_FAILED}    a failure with no more precise status (the message says what)
-  {EXIT_USAGE}    usage: unknown command or option, missing argument
+  {EXIT_USAGE}    usage: unknown command or option, missing argument, a number out of its range
   {EXIT_BAD_INPUT}    a malformed value (version, URL, --os/--arch, cache path, version file)
   {EXIT_NOT_FOUND}    the release or version does not exist
   {EXIT_REMOTE}    the release mirror failed (unreachable, too slow, deadline, bad checksum)

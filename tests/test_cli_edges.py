@@ -210,17 +210,47 @@ def one_line(proc: subprocess.CompletedProcess[str], status: int, *named: str) -
     ("flags", "named"),
     [
         (["--num-devices", "1000000000"], ("--num-devices", "'1000000000'", "0 to 128")),
-        (["--num-devices", "-1"], ("--num-devices", "0 to 128")),
-        (["--num-devices", "4x"], ("--num-devices", "whole number")),
-        (["--kube-api-qps", "nan"], ("--kube-api-qps", "0 to 10000")),
-        (["--kube-api-qps", "1e300"], ("--kube-api-qps", "0 to 10000")),
-        (["--kube-api-burst", "99999999999"], ("--kube-api-burst", "0 to 10000")),
+        (["--num-devices", "-1"], ("--num-devices", "'-1'", "0 to 128")),
+        (["--num-devices=-1"], ("--num-devices", "'-1'", "0 to 128")),
+        (["--num-devices", "4x"], ("--num-devices", "'4x'", "whole number")),
+        (["--kube-api-qps", "nan"], ("--kube-api-qps", "'nan'", "0 to 10000")),
+        (["--kube-api-qps", "-0.5"], ("--kube-api-qps", "'-0.5'", "0 to 10000")),
+        (["--kube-api-qps", "1e300"], ("--kube-api-qps", "'1e300'", "0 to 10000")),
+        (["--kube-api-burst", "99999999999"], ("--kube-api-burst", "'99999999999'", "0 to 10000")),
+        (["--kube-api-burst", "-1"], ("--kube-api-burst", "'-1'", "0 to 10000")),
     ],
-    ids=["billion-devices", "negative-devices", "not-a-number", "nan-qps", "huge-qps", "burst"],
+    ids=[
+        "billion-devices",
+        "negative-devices",
+        "negative-devices-joined",
+        "not-a-number",
+        "nan-qps",
+        "negative-qps",
+        "huge-qps",
+        "burst",
+        "negative-burst",
+    ],
 )
-def test_a_size_past_its_bound_is_refused_in_one_line(flags: list[str], named: tuple[str]) -> None:
-    line = one_line(driver(*flags), 3, *named)
+def test_a_number_past_its_bound_is_a_usage_mistake_in_one_line(
+    flags: list[str], named: tuple[str]
+) -> None:
+    """As argparse refuses ``--count x`` for ``type=int``: exit status 2, one usage line that
+    names the option and the value, and what to give."""
+    proc = driver(*flags)
+    quiet(proc.stderr)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("e2e-dra driver kubelet-plugin: error: "), line
+    assert line.endswith("(see e2e-dra driver kubelet-plugin --help)"), line
+    assert all(text in line for text in named), line
     assert "give " in line
+
+
+@pytest.mark.parametrize("count", ["0", "128"])
+def test_no_devices_and_the_most_are_counts_the_plugin_serves(count: str) -> None:
+    """0 is an empty pool (a ResourceSlice without devices, which the API server accepts): the
+    flag lets it through, and the command goes on to the kubeconfig, which does not exist."""
+    one_line(driver("--num-devices", count), 3, "--kubeconfig", "does not exist")
 
 
 @pytest.mark.parametrize(

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from e2e_dra.driver import Pool, node_devices
-from e2e_dra.driver._slices import SliceRefused, _contains, _writing
-from e2e_dra.driver._unresolved import UnresolvedErrors
-from e2e_dra.kube import KubeError
+from e2e_dra.driver._slices import SlicePublisher, SliceRefused, _contains, _writing
+from e2e_dra.driver._unresolved import ErrorVoice, UnresolvedErrors
+from e2e_dra.kube import Kube, KubeError
 
 
 def test_node_devices_is_one_pool_named_after_the_node():
@@ -131,3 +133,118 @@ def test_a_server_away_for_too_long_stands_as_an_error_once() -> None:
     errors.away(said, now=300.0)
     errors.away(said, now=330.0)
     assert errors.take() == []  # a new outage counts from its own start
+
+
+# --- how loud a failed pass is said: ErrorVoice, through the publisher's own loop --------------
+
+DENIED = KubeError(
+    403,
+    "Forbidden",
+    'resourceslices.resource.k8s.io is forbidden: User "system:serviceaccount:default:'
+    'd-k8s-io-kubelet-plugin" cannot list resource "resourceslices" at the cluster scope',
+    method="GET",
+    path="/apis/resource.k8s.io/v1/resourceslices",
+)
+REFUSED = KubeError(0, "MaxRetryError", "connection refused", method="GET", path="/apis")
+STORED = None  # a pass that stores every slice as wanted
+
+
+class _Passes(SlicePublisher):
+    """The publisher's own loop (``_run``) over passes scripted in order, each failing with its
+    error or storing the slices (``STORED``); no server is asked anything. The loop ends after
+    the last one."""
+
+    def __init__(self, *passes: Exception | None) -> None:
+        from kubernetes import client
+
+        nowhere = client.Configuration()
+        nowhere.host = "https://127.0.0.1:9"  # the discard port: never asked (passes scripted)
+        super().__init__("d.k8s.io", Kube(nowhere))
+        self.passes = list(passes)
+
+    def _reconcile(self) -> tuple[str, bool]:
+        self._kick.set()  # no backoff wait between the scripted passes
+        if not self.passes:
+            self._stopping.set()
+            raise RuntimeError("the script ended")
+        failure = self.passes.pop(0)
+        if failure is not None:
+            raise failure
+        return "1", False
+
+    def _watch(self, resource_version: str) -> None:
+        """After a stored pass the next one comes at once, as after a watch event."""
+
+
+def _said(caplog: pytest.LogCaptureFixture, *passes: Exception | None) -> list[tuple[int, str]]:
+    publisher = _Passes(*passes)
+    with caplog.at_level(logging.DEBUG, logger="e2e_dra.driver._slices"):
+        publisher._run()
+    return [
+        (r.levelno, r.getMessage())
+        for r in caplog.records
+        if r.name == "e2e_dra.driver._slices" and r.levelno >= logging.INFO
+    ]
+
+
+def test_a_restarted_servers_403_is_not_on_the_console_and_not_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The API server restarts: no answer, then 403 until its authorizer has loaded RBAC, then
+    the slices are stored. Detail log only, and nothing stands for the suite to report."""
+    said = _said(caplog, REFUSED, REFUSED, DENIED, DENIED, STORED)
+
+    assert [level for level, _ in said] == [logging.INFO, logging.INFO]
+    assert all("403 Forbidden" in line and "was away" in line for _, line in said), said
+    publisher = _Passes(REFUSED, DENIED, STORED)
+    publisher._run()
+    assert publisher.take_unresolved(grace=0) == []
+
+
+def test_a_403_at_start_is_a_warning_once_then_counted_in_the_detail_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The driver's RBAC is missing: the server never was away, so the first 403 is a warning;
+    the retries that get the same are counted, in the detail log. It stands for the suite."""
+    said = _said(caplog, DENIED, DENIED, DENIED, DENIED)
+
+    assert [level for level, _ in said] == [logging.WARNING] + [logging.INFO] * 3
+    assert said[0][1] == f"ResourceSlices of d.k8s.io: {DENIED}"
+    assert [line.rsplit("(", 1)[1] for _, line in said[1:]] == [
+        "again: 2 passes in a row)",
+        "again: 3 passes in a row)",
+        "again: 4 passes in a row)",
+    ]
+    publisher = _Passes(DENIED, DENIED)
+    publisher._run()
+    (standing,) = publisher.take_unresolved(grace=0)
+    assert "403 Forbidden" in standing
+
+
+def test_an_error_after_a_stored_pass_is_news_and_a_refusal_is_never_a_restarts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A pass that stored the slices ends the restart and the repeats: the next 403 of a server
+    that was not away since is a warning again. A 422 right after a restart is no moment's
+    answer of a restarting server: a warning at once."""
+    invalid = SliceRefused("d-n-0", KubeError(422, "Invalid", "spec.devices[0].name: Invalid"))
+
+    said = _said(caplog, REFUSED, DENIED, STORED, DENIED, STORED, REFUSED, invalid)
+
+    assert [level for level, _ in said] == [logging.INFO, logging.WARNING, logging.WARNING]
+    assert "422 Invalid" in said[2][1]
+
+
+def test_a_403_that_outlasts_the_outage_limit_after_a_restart_is_a_warning() -> None:
+    """RBAC the server came back without (deleted meanwhile) answers 403 after the restart for
+    good: once the outage limit has passed since the server was away, it is said as any other
+    error, once; a moment after a restart it was not."""
+    voice = ErrorVoice(outage_limit=60)
+    message = f"ResourceSlices of d.k8s.io: {DENIED}"
+    voice.away(now=100.0)
+
+    assert voice.said(message, 403, now=101.0)[0] == logging.INFO
+    assert voice.said(message, 403, now=159.0)[0] == logging.INFO
+    assert voice.said(message, 403, now=160.0) == (logging.WARNING, message)
+    assert voice.said(message, 403, now=165.0)[0] == logging.INFO  # said once
+    assert voice.said(message, None, now=166.0)[0] == logging.INFO

@@ -19,6 +19,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from recorded_runs import failing_run, passing_run
 from synthetic_run import CURRENT, PREVIOUS, STABLE, synthetic_run, upgrade_downgrade
 
 from e2e_dra.report import summaries_of, write_report
@@ -279,11 +280,41 @@ def test_clicking_an_entry_of_the_contents_lands_on_its_section(
     hrefs = [entry["href"] for entry in landed]
     assert hrefs[:3] == ["#failures", "#known-bugs", "#matrix"]
     assert {"#run-1", "#run-2", "#timeline-1", "#timeline-2", "#prr"} <= set(hrefs)
+    _all_landed(landed)
+    answers = _click_through(chromium, page, tmp_path / "profile2", "table.prr td a")
+    assert len(answers) == 2 * 2 * 2  # two KEPs, two runs, two questions (no re-upgrade leg)
+    assert all(a["found"] and a["open"] is True for a in answers), answers
+
+
+def _all_landed(landed: list[dict]) -> None:
+    """Each click went to its target, which the window shows at its top (or as near as the
+    page's end lets it), below the first screen."""
     for entry in landed:
         assert entry["found"] and entry["hash"] == entry["href"], entry
         at_top = 0 <= entry["top"] <= 12  # the heading at the window's top (scroll-margin)
         assert at_top or (entry["bottom"] and 0 <= entry["top"] < 900), entry
         assert entry["scrolled"] > 0, entry  # every section is below the first screen's top
-    answers = _click_through(chromium, page, tmp_path / "profile2", "table.prr td a")
-    assert len(answers) == 2 * 2 * 2  # two KEPs, two runs, two questions (no re-upgrade leg)
-    assert all(a["found"] and a["open"] is True for a in answers), answers
+
+
+def test_the_contents_of_a_merged_real_report_land_on_each_section_and_run(
+    chromium: str, tmp_path: Path
+) -> None:
+    """The merged report of the main job's recorded failing and passing runs (five suite runs):
+    every entry of the contents, and every run a failure or a known bug names, scrolls its
+    section to the top of the window; the failure's names its own run, the failing one."""
+    runs = [failing_run(tmp_path / "runs" / "failing"), passing_run(tmp_path / "runs" / "passing")]
+    page = write_report(summaries_of(runs), tmp_path / "out").html
+
+    landed = _click_through(chromium, page, tmp_path / "profile", "nav.toc a")
+
+    hrefs = [entry["href"] for entry in landed]
+    assert hrefs[:2] == ["#failures", "#known-bugs"]
+    assert {f"#run-{n}" for n in range(1, 6)} | {f"#timeline-{n}" for n in range(1, 6)} <= set(
+        hrefs
+    )
+    _all_landed(landed)
+    named = _click_through(
+        chromium, page, tmp_path / "profile2", "ol.failures li > a, ul.known-bugs li li > a"
+    )
+    assert [entry["href"] for entry in named] == ["#run-5", "#run-4", "#run-4", "#run-5", "#run-5"]
+    _all_landed(named)

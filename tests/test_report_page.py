@@ -229,7 +229,7 @@ def test_the_headline_on_the_page_links_the_first_failures_files(tmp_path: Path)
     html = write_report(_two_pairs(tmp_path), out).html.read_text()
 
     top = html[html.index('<div class="headline failed">') : html.index('<table class="counts">')]
-    assert '<p class="verdict">FAILED</p>' in top
+    assert '<p class="verdict">FAILED: 1 failed</p>' in top
     assert f"{PREVIOUS} → {CURRENT}; {STABLE[0]} → {STABLE[1]}" in top
     assert "seeds <b>7, 8</b>" in top and "wall time <b>51m27s" in top
     assert "<b>failing step</b>: the pod keeps running" in top

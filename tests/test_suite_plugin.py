@@ -979,6 +979,56 @@ def test_a_phase_a_known_bug_breaks_is_an_expected_failure_naming_the_bug(
     assert all(results[f"{name}/after-cluster-re-upgrade"]["outcome"] == "passed" for name in TINY)
 
 
+UNREADABLE_SUMMARIES = """
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    # as a suite that ended before its summary was written: nothing of it can be read
+    for summary in Path(os.environ["ARTIFACTS"]).glob("*/summary.json"):
+        summary.write_text("{")
+"""
+
+
+@pytest.mark.parametrize("where", ["ci", "junitxml"])
+@pytest.mark.parametrize("summary", ["read", "unreadable"])
+def test_junit_marks_every_known_bug_as_one_with_or_without_the_summary(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch, where: str, summary: str
+) -> None:
+    """A known bug's case carries the properties ``known-bug`` and ``known-bug-url`` and says the
+    bug in its message and text, whether the case comes from summary.json or, when that cannot
+    be read (the suite ended before writing it), from pytest's xfail alone."""
+    _with_known_bug(suite)
+    monkeypatch.setenv("TINY_FAIL", "delta/after-cluster-downgrade")
+    if summary == "unreadable":
+        (suite.pytester.path / "conftest.py").write_text(UNREADABLE_SUMMARIES)
+    artifacts = suite.tmp_path / "artifacts"
+    junit = suite.tmp_path / "mine.xml"
+    args = [f"--junitxml={junit}"] if where == "junitxml" else []
+    buggy = DryCluster(releases={"kube-scheduler": "v1.36.2"})
+
+    result = suite.run("--e2e-dra-seed=3", *args, cluster=buggy)
+
+    result.assert_outcomes(passed=21, xfailed=1, skipped=1)
+    path = junit if where == "junitxml" else artifacts / "junit_e2e-dra_upgrade-downgrade.xml"
+    cases = _junit_cases(path)
+    case = cases.pop("upgrade-downgrade delta after-cluster-downgrade")
+    properties = {p.get("name"): p.get("value") for p in case.iter("property")}
+    url = "https://github.com/kubernetes/kubernetes/issues/139651"
+    assert properties == {"known-bug": "kubernetes#139651", "known-bug-url": url}
+    skipped = case.find("skipped")
+    assert skipped is not None
+    said = f"known Kubernetes bug kubernetes#139651 ({url}), seen as declared (not a failure): "
+    assert skipped.get("message", "").startswith(said)
+    assert (skipped.text or "").startswith(said)
+    assert "breaks the phase after the downgrade" in skipped.get("message", "")
+    assert [name for name, c in cases.items() if c.find("properties") is not None] == []
+
+
 def test_a_safety_net_finding_beside_a_known_bug_fails_the_phase_instead_of_hiding_in_it(
     suite: Tiny, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1316,11 +1366,38 @@ STAMP = re.compile(r"^\[\d\d:\d\d:\d\d\] ")
 PAIR = ("v1.37.2", "v1.38.0-beta.0")
 
 
+HEADLINE = re.compile(r"\[\d\d:\d\d:\d\d\] \[\d+/\d+\] ")
+"""A suite's headline, wherever it is on a line of pytest's output."""
+
+
 def live_lines(output: str) -> list[str]:
-    """The progress lines of a pytest output, without their time stamps (a test's outcome
-    letter may lead: a live line can follow it on the same line)."""
-    lines = (line.lstrip(".FsxXE") for line in output.splitlines())
-    return [STAMP.sub("", line) for line in lines if STAMP.match(line)]
+    """The progress lines of a pytest output, without their time stamps: only lines that start
+    with one (a live line never follows pytest's outcome letters on their line)."""
+    return [STAMP.sub("", line) for line in output.splitlines() if STAMP.match(line)]
+
+
+@pytest.mark.parametrize("verbosity", [(), ("-v",)], ids=["default", "verbose"])
+def test_every_headline_starts_a_line_of_its_own_among_pytests_progress(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch, verbosity: tuple[str, ...]
+) -> None:
+    """pytest writes each test's letter (``.``, ``F``, ``x``, ``s``) or word where it left off;
+    the headlines of two suites (steps, batches, a failure, a known bug, the verdicts) come
+    between them, each whole and at the first column, never after a letter
+    (``....[2/2] control-plane-first``)."""
+    _with_known_bug(suite)
+    monkeypatch.setenv("TINY_FAIL", "beta/after-cluster-upgrade,delta/after-cluster-downgrade")
+    buggy = DryCluster(releases={"kube-scheduler": "v1.36.2"}, versions=PAIR)
+
+    result = suite.run("test_control_plane_first.py", "--e2e-dra-seed=7", *verbosity, cluster=buggy)
+
+    lines = result.stdout.str().splitlines()
+    said = [line for line in lines if HEADLINE.search(line)]
+    assert [line for line in said if not HEADLINE.match(line)] == []
+    assert any(": FAILED beta/after-cluster-upgrade" in line for line in said)
+    assert any(": known bug seen in delta/after-cluster-downgrade" in line for line in said)
+    verdicts = [line for line in said if ": FAILED: " in line]
+    assert [line[len("[HH:MM:SS] ") :].split()[0] for line in verdicts] == ["[1/2]", "[2/2]"]
+    assert len(said) > 25
 
 
 def test_the_console_shows_headlines_and_the_narrative_keeps_every_line(

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -31,8 +32,9 @@ def shows_detail(config: pytest.Config) -> bool:
 class LiveProgress(logging.Handler):
     """Progress records as ``[HH:MM:SS] message`` lines on the terminal, while a suite runs.
 
-    Written through pytest's terminal reporter with output capture suspended, as pytest's own
-    live logging does; off when the user turned pytest's live logging on (they see it there).
+    Written through pytest's terminal writer with output capture suspended, as pytest's own
+    live logging does, each on a line of its own (:func:`write_alone`); off when the user turned
+    pytest's live logging on (they see it there).
     """
 
     def __init__(self, config: pytest.Config) -> None:
@@ -70,6 +72,20 @@ class LiveProgress(logging.Handler):
             with self._write_lock:
                 quiet = capman.global_and_fixture_disabled() if capman else contextlib.nullcontext()
                 with quiet:
-                    reporter.write_line(line)
+                    write_alone(reporter, self.config.get_terminal_writer(), line)
         except Exception:  # a progress line must never fail a test
             self.handleError(record)
+
+
+def write_alone(reporter: Any, writer: Any, line: str) -> None:
+    """``line`` on pytest's terminal (``reporter``, its ``writer``), starting at its first column.
+
+    pytest's own ``write_line`` ends the current line only after a file name it wrote (its
+    ``currentfspath``), so the progress letters it writes after one of our lines (the test that
+    logged it passed: ``.``) open a line it does not know of, and the next of ours would follow
+    them (``....[2/4] gate-cycle``). The writer knows how much of its current line is written:
+    the line is ended first when that is anything, and ours goes out in one write with its
+    newline, so a letter pytest writes at the same moment cannot land between the two."""
+    start = "\n" if reporter.currentfspath or writer.width_of_current_line else ""
+    reporter.currentfspath = None  # pytest names the file again before its next letter
+    writer.write(f"{start}{line}\n", flush=True)

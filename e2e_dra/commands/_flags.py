@@ -1,7 +1,9 @@
 """The rules every command's flags follow, in one place: paths, numbers and names are checked when
 the command line is read, before anything runs, and a value that cannot be used stops the command
-with one line naming the flag, the value and what to give instead (exit status 3, a malformed
-value, as the same value in a variable would).
+with one line naming the flag, the value and what to give instead. A path or a name is a
+malformed value (exit status 3, as the same value in a variable would be); a number that is not
+one or lies outside its bounds is a usage mistake (exit status 2, the usage line argparse writes
+for its own ``type=int``), since the bounds are part of the flag's usage, said in its ``--help``.
 
 - A path flag (:class:`PathFlag`) is read as its variable is (:func:`e2e_dra.settings.path`, or
   :func:`~e2e_dra.settings.directory` for a directory of ours): ``~`` expanded, and an empty one
@@ -62,7 +64,21 @@ class PathFlag(_CheckedFlag):
 
 class NumberFlag(_CheckedFlag):
     """A whole number (or, with ``real=True``, a decimal one) from ``low`` to ``high``; ``unit``
-    names what is counted, for the message."""
+    names what is counted, for the message. Refused as usage (exit status 2, through the parser's
+    own one-line error), as argparse refuses ``--count x`` for ``type=int``: ``--num-devices -1``
+    is the same kind of mistake as ``--num-devices x``."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        try:
+            super().__call__(parser, namespace, values, option_string)
+        except InputError as exc:
+            parser.error(str(exc))
 
     def __init__(
         self,

@@ -20,6 +20,11 @@ MAX_DEVICES = 128
 """The most devices one ResourceSlice may hold (resource.k8s.io's ResourceSliceMaxDevices): the
 pool is one slice, so more would be refused by the API server anyway, after filling the memory
 with a billion device entries."""
+MIN_DEVICES = 0
+"""Zero is a pool the plugin can serve: it registers, and publishes its node's one ResourceSlice
+with no devices, which the API server accepts (a node where the driver runs and offers nothing, as
+upstream's ``-num-devices=0``; a claim for it then stays pending). Fewer than none is nothing the
+plugin could publish, so a negative count is a usage mistake, refused before anything runs."""
 MAX_API_RATE = 10_000
 """Bound of --kube-api-qps and --kube-api-burst: accepted for compatibility only, but a value no
 API server could serve is a mistake worth a line."""
@@ -48,12 +53,13 @@ def register(subparsers: Any) -> None:
     plugin.add_argument(
         "--num-devices",
         action=NumberFlag,
-        low=0,
+        low=MIN_DEVICES,
         high=MAX_DEVICES,
         unit=" devices",
         why=f"a ResourceSlice holds at most {MAX_DEVICES} devices",
         default=4,
-        help=f"devices in the node's pool, at most {MAX_DEVICES} (%(default)s)",
+        help=f"devices in the node's pool, {MIN_DEVICES} (an empty pool) to {MAX_DEVICES} "
+        "(%(default)s)",
     )
     plugin.add_argument(
         "--cdi-dir", action=PathFlag, default=Path("/var/run/cdi"), help="%(default)s"

@@ -26,7 +26,7 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
 from e2e_dra import kube as kube_api
-from e2e_dra.driver._unresolved import UnresolvedErrors
+from e2e_dra.driver._unresolved import ErrorVoice, UnresolvedErrors
 from e2e_dra.hostkit import poll
 from e2e_dra.kube import Kube, KubeError
 
@@ -97,6 +97,7 @@ class SlicePublisher:
         self.expect_dropped_fields = False
         self.stats = _Stats()
         self._unresolved = UnresolvedErrors()
+        self._voice = ErrorVoice()  # how loud a failed pass is said (a restart's: not on screen)
         self._kube = kube
         self._lock = threading.RLock()
         self._pools: dict[str, _PoolState] = {}
@@ -219,22 +220,25 @@ class SlicePublisher:
             try:
                 resource_version, changed = self._reconcile()
                 self._unresolved.succeeded()  # every slice is stored as wanted now
+                self._voice.succeeded()
                 backoff = 0.2
                 if not changed:  # after writes, verify them with another pass at once
                     self._watch(resource_version)
             except Exception as exc:
                 if self._stopping.is_set():
                     return
+                now = time.monotonic()
                 if _unreachable(exc):  # the API server restarts: try again, for a while
                     log.debug("ResourceSlices of %s: %s", self.driver, exc)
                     said = f"driver {self.driver}: publishing ResourceSlices failed: {_said(exc)}"
-                    self._unresolved.away(said, time.monotonic())
+                    self._unresolved.away(said, now)
+                    self._voice.away(now)
                 else:  # stands until a pass succeeds; recorded before the history says it
                     self._unresolved.failed(
                         exc.slice if isinstance(exc, SliceRefused) else "",
                         f"driver {self.driver}: publishing ResourceSlices failed: {_said(exc)}",
                     )
-                    self._report(exc)
+                    self._report(exc, _status(exc), now)
                 self._kick.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
 
@@ -274,6 +278,8 @@ class SlicePublisher:
         except Exception as exc:
             if not abandoned.is_set():
                 log.debug("slice watch of %s ended: %s", self.driver, exc)
+                if not isinstance(exc, KubeError) or _unreachable(exc):  # cut off: a restart
+                    self._voice.away(time.monotonic())
         finally:
             if not abandoned.is_set():
                 self._kick.set()
@@ -471,10 +477,15 @@ class SlicePublisher:
             ]
         return converted
 
-    def _report(self, exc: Exception) -> None:
+    def _report(self, exc: Exception, status: int | None = None, now: float | None = None) -> None:
+        """Say ``exc`` (kept in the history); a failed pass's (``now``: when) as loud as its
+        :class:`ErrorVoice` decides, anything else as a warning."""
         message = f"ResourceSlices of {self.driver}: {exc}"
         self.stats.errors.append(message)
-        log.warning("%s", message)
+        level, line = (
+            (logging.WARNING, message) if now is None else self._voice.said(message, status, now)
+        )
+        log.log(level, "%s", line)
 
 
 def _contains(actual: object, wanted: object) -> bool:
@@ -526,6 +537,12 @@ def _said(exc: Exception) -> str:
     if isinstance(exc, (KubeError, SliceRefused)):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"
+
+
+def _status(exc: Exception) -> int | None:
+    """The status the API server answered ``exc`` with; None when it is none of its answers."""
+    error = exc.error if isinstance(exc, SliceRefused) else exc
+    return error.status if isinstance(error, KubeError) else None
 
 
 def _unreachable(exc: Exception) -> bool:

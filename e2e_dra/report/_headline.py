@@ -63,6 +63,8 @@ class Headline:
     environment: tuple[tuple[str, str], ...]  # (what, the values the runs recorded)
     runs: int
     known_bugs: int = 0  # entries that failed on a known Kubernetes bug, as declared (xfailed)
+    failed: int = 0  # entries that really failed, in all runs
+    interrupted: int = 0
 
     @classmethod
     def of(cls, runs: list[Run]) -> Headline:
@@ -77,6 +79,8 @@ class Headline:
             environment=_environment(runs),
             runs=len(runs),
             known_bugs=sum(run.count("xfailed") for run in runs),
+            failed=sum(run.count("failed") for run in runs),
+            interrupted=sum(run.count("interrupted") for run in runs),
         )
 
 
@@ -172,9 +176,13 @@ def environment_html(headline: Headline) -> str:
 
 
 def _verdict_said(headline: Headline) -> str:
-    """The verdict in capitals, the first thing a reader sees; a run that passed with known
-    Kubernetes bugs seen says so, so that their entries below do not read as failures."""
+    """The verdict in capitals, the first thing a reader sees, then how many entries really
+    failed (or were interrupted) before anything else is counted; known Kubernetes bugs seen are
+    said apart, so that their entries below do not read as failures."""
     said = escape(headline.verdict.upper())
+    real = [(headline.failed, "failed"), (headline.interrupted, "interrupted")]
+    if any(n for n, _ in real):
+        said += ": " + ", ".join(f"{n} {what}" for n, what in real if n)
     if headline.known_bugs:
         said += (
             f' <span class="known">({headline.known_bugs} known Kubernetes bug(s) seen, as '

@@ -73,7 +73,7 @@ table.environment caption { text-align: left; font-weight: 600; }
 table.environment th, table.environment td { font-size: 12px; }
 .links a { display: block; font-size: 11px; } .mark { font-weight: 700; }
 .first .links a, .failures .links a, .known-bugs .links a { display: inline-block;
-  margin-right: 1em; font-size: 12px; }
+  margin-right: 1em; font-size: 12px; } .known-bugs .links { display: block; }
 .step { display: block; font-size: 11px; max-width: 14em; margin: 0 auto; color: #555; }
 .summary span { margin-right: 1.2em; } .muted { color: #777; }
 .timeline text { font: 11px system-ui, sans-serif; } .timeline .barlabel { fill: #fff; }

@@ -49,8 +49,14 @@ def known_bug(result: Result) -> KnownBug | None:
     """The known bug ``result`` failed on, or None when it is not an expected failure."""
     if result.outcome != "xfailed":
         return None
-    found = _NAMED.search(result.message)
+    return named_bug(result.message) or KnownBug(None)
+
+
+def named_bug(message: str) -> KnownBug | None:
+    """The known bug ``message`` names (an expected failure's, from the summary or the reason
+    pytest reports it with), or None when it names none."""
+    found = _NAMED.search(message)
     if found is None:
-        return KnownBug(None)
-    what = _WHAT.search(result.message, found.end() - 1) if found.group(2) is not None else None
+        return None
+    what = _WHAT.search(message, found.end() - 1) if found.group(2) is not None else None
     return KnownBug(int(found.group(1)), found.group(2) or "", what.group(1) if what else "")

@@ -73,6 +73,7 @@ WIPE_DELAY = 30.0
 """The kubelet wipes a driver's ResourceSlices this long after the driver went away
 (kubernetes#141912); a driver's downtime in the suite lasts longer than that."""
 DOWNTIME = WIPE_DELAY + 10.0
+DEVICES_SETTLE = 60.0
 DOWNTIME_PHASE = 1
 """The phase in which the driver goes away for :data:`DOWNTIME` (after the upgrade)."""
 ROLLING_PHASE = 2
@@ -252,12 +253,17 @@ def _names(slices: list[dict]) -> list[str]:
 
 def _same_devices(driver: ProcessDriver, before: dict[str, list[str]]) -> None:
     """After a restart, the slices are back (the harness waited) with the devices they had: a
-    driver or kubelet that republishes less, more or other devices fails here."""
-    now = _devices(driver)
-    assert now == before, (
-        f"driver {driver.name}: its devices changed across the step (by pool, before -> now): "
-        f"{before} -> {now}"
-    )
+    driver or kubelet that republishes less, more or other devices fails here. Two instances of
+    a driver (a rolling update) that republish a pool the kubelet wiped may each write a slice
+    of it (each device twice in one generation: a pool the scheduler calls invalid) until one
+    sees the other's: they get :data:`DEVICES_SETTLE` seconds to agree."""
+    try:
+        eventually(lambda: _devices(driver), what="", timeout=DEVICES_SETTLE, until=before.__eq__)
+    except WaitTimeout:
+        raise AssertionError(
+            f"driver {driver.name}: its devices changed across the step (by pool, before -> now, "
+            f"{DEVICES_SETTLE:.0f}s later): {before} -> {_devices(driver)}"
+        ) from None
 
 
 def _claim_spec(b: Builder) -> dict:

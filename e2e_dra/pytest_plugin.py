@@ -48,7 +48,7 @@ from e2e_dra._suite._artifacts import Summary, set_aside
 from e2e_dra._suite._live import LiveProgress
 from e2e_dra._suite._narrative import Narrative, Narrator, versions_said
 from e2e_dra._suite._run import Backend, SuiteRun
-from e2e_dra._suite._skew import Cell, cells_of, kubelet_values
+from e2e_dra._suite._skew import Cell, Cells, kubelet_values
 from e2e_dra.driver import parse_drivers
 from e2e_dra.errors import E2EDRAError, InputError
 from e2e_dra.hostkit import atomic_write_text, handling_interrupts
@@ -185,8 +185,7 @@ class SuitePlugin:
         self.seed = seed
         self.settings_before = use(settings)
         self.plans: dict[str, Plan] = {}
-        self._cells: dict[str, list[Cell]] = {}  # a module's suite -> the suites it runs as
-        self.cells_error: str | None = None  # why they cannot be told: said after collection
+        self.cells = Cells()  # the suites each module's suite runs as (kubelet-last's matrix)
         self.subtests: dict[str, dict[str, Subtest]] = {}
         self.selected: dict[str, set[str]] = {}
         self.kept: dict[str, list[Entry]] = {}  # what runs of each suite, in order
@@ -225,17 +224,6 @@ class SuitePlugin:
             self.plans[suite.name] = suite.plan(sorted(self.subtests[suite.name]), self.seed)
         return self.plans[suite.name]
 
-    def cells(self, suite: Suite[Any]) -> list[Cell]:
-        """The suites a module of ``suite`` runs as (``_suite.cells_of``). Why they cannot be
-        told stops the run after collection: raised here, it would be a collection traceback."""
-        if suite.name not in self._cells:
-            try:
-                self._cells[suite.name] = cells_of(suite, settings().kubelet_version)
-            except E2EDRAError as exc:
-                self.cells_error = str(exc)
-                self._cells[suite.name] = []
-        return self._cells[suite.name]
-
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         suite = _suite_of(metafunc.module)
         if suite is None:
@@ -269,8 +257,8 @@ class SuitePlugin:
     ) -> Iterator[None]:
         """Once everyone chose (-k, -m, --lf, --ff, --sw: registered after pytest's cache
         plugins, this wrapper ends last), put back what the chosen phases need, in plan order."""
-        if self.cells_error is not None:
-            raise pytest.UsageError(self.cells_error)
+        if self.cells.error is not None:  # a matrix that cannot be resolved: one line
+            raise pytest.UsageError(self.cells.error)
         self._collected = list(items)
         result = yield
         step_of = self._steps_of(self._collected)

@@ -133,6 +133,24 @@ def cells_of(suite: Suite[Any], text: str | None) -> list[Cell]:
     ]
 
 
+class Cells:
+    """The cells of each module's suite (:func:`cells_of`), told once. Why they cannot be told
+    is kept in ``error``, for the plugin to stop the run with once collection is over: raised
+    while pytest collects a module, it would be a collection error with a traceback."""
+
+    def __init__(self) -> None:
+        self._told: dict[str, list[Cell]] = {}
+        self.error: str | None = None
+
+    def __call__(self, suite: Suite[Any]) -> list[Cell]:
+        if suite.name not in self._told:
+            try:
+                self._told[suite.name] = cells_of(suite, settings().kubelet_version)
+            except E2EDRAError as exc:
+                self.error, self._told[suite.name] = str(exc), []
+        return self._told[suite.name]
+
+
 def resolve_matrix(
     values: Sequence[KubeletLast], current: str, source: ReleaseSource
 ) -> list[tuple[str, KubeletLast]]:

@@ -14,6 +14,9 @@ Selection: ``-k core-dra`` keeps that subtest's phases, and the plugin adds back
 (earlier phases of the same subtest, the cluster steps) in plan order, so a selection never breaks
 a chain. It does so after pytest's own ``--lf``, ``--ff`` and ``--sw`` have chosen, so a rerun of a
 failed phase brings its earlier phases and cluster steps along.
+A module's suite may run as several cells (kubelet-last's skew matrix, ``_suite._skew``), one
+after the other, each a suite whose items' ids start with it (``test_phase[kubelet-1.35-...]``:
+``-k "kubelet_last and 1.35"`` keeps one); the module-scoped ``e2e_dra_suite`` fixture is the cell.
 
 Progress shows live while a suite runs, unless the user chose pytest's live logging:
 ``[HH:MM:SS] message`` headlines (the suite, its cluster steps, its batches of phases with a
@@ -46,6 +49,7 @@ from e2e_dra._suite._artifacts import Summary, set_aside
 from e2e_dra._suite._live import LiveProgress
 from e2e_dra._suite._narrative import Narrative, Narrator, versions_said
 from e2e_dra._suite._run import Backend, SuiteRun
+from e2e_dra._suite._skew import Cell, Cells, kubelet_values
 from e2e_dra.driver import parse_drivers
 from e2e_dra.errors import E2EDRAError, InputError
 from e2e_dra.hostkit import atomic_write_text, handling_interrupts
@@ -67,6 +71,7 @@ from e2e_dra.subtest import Subtest
 
 SUITE_ATTR = "E2E_DRA_SUITE"
 STEP_FIXTURE = "e2e_dra_step"
+SUITE_FIXTURE = "e2e_dra_suite"
 PHASE_FIXTURE = "e2e_dra_phase"
 SUBTESTS_INI = "e2e_dra_subtests"
 GATE_CYCLE_SUBTESTS_INI = "e2e_dra_gate_cycle_subtests"
@@ -126,6 +131,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         settings = Settings.from_environ(os.environ)
         parse_drivers(settings.drivers)  # the driver suite's, checked before anything runs
+        kubelet_values(settings.kubelet_version)  # kubelet-last's, in form; resolved later
     except InputError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.addinivalue_line(
@@ -151,12 +157,26 @@ def pytest_e2e_dra_backend(
 
 
 @pytest.fixture(scope="module")
-def e2e_dra_run(request: pytest.FixtureRequest) -> Iterator[SuiteRun]:
-    """The running suite of this module; its teardown stops the cluster."""
-    plugin = request.config.pluginmanager.get_plugin(PLUGIN_NAME)
+def e2e_dra_suite(request: pytest.FixtureRequest) -> Suite[Any]:
+    """The suite this module's tests run: its only cell; a module of several cells parametrizes
+    this fixture with them (module-scoped: a new cell tears the last one's run down)."""
+    suite = _suite_of(request.module)
+    if suite is None:
+        raise pytest.UsageError(f"{request.module.__name__} does not set {SUITE_ATTR}")
+    return _plugin(request.config).cells(suite)[0].suite
+
+
+@pytest.fixture(scope="module")
+def e2e_dra_run(request: pytest.FixtureRequest, e2e_dra_suite: Suite[Any]) -> Iterator[SuiteRun]:
+    """The running suite of this module (of this cell); its teardown stops the cluster."""
+    yield from _plugin(request.config).running(e2e_dra_suite)
+
+
+def _plugin(config: pytest.Config) -> SuitePlugin:
+    plugin = config.pluginmanager.get_plugin(PLUGIN_NAME)
     if not isinstance(plugin, SuitePlugin):  # pytest_configure registers it, always
         raise RuntimeError(f"the {PLUGIN_NAME} plugin is not registered (found {plugin!r})")
-    yield from plugin.running(request)
+    return plugin
 
 
 class SuitePlugin:
@@ -167,6 +187,7 @@ class SuitePlugin:
         self.seed = seed
         self.settings_before = use(settings)
         self.plans: dict[str, Plan] = {}
+        self.cells = Cells()  # the suites each module's suite runs as (kubelet-last's matrix)
         self.subtests: dict[str, dict[str, Subtest]] = {}
         self.selected: dict[str, set[str]] = {}
         self.kept: dict[str, list[Entry]] = {}  # what runs of each suite, in order
@@ -209,18 +230,28 @@ class SuitePlugin:
         suite = _suite_of(metafunc.module)
         if suite is None:
             return
-        plan = self.plan(suite)
+        cells = self.cells(suite)
+        matrix = any(cell.id is not None for cell in cells)  # each item names its cell's suite
         for fixture, phases in ((STEP_FIXTURE, False), (PHASE_FIXTURE, True)):
             if fixture in metafunc.fixturenames:
-                steps = [e for e in plan if (e.chain_position is not None) == phases]
-                metafunc.parametrize(fixture, [self._param(suite, step) for step in steps])
+                params = [
+                    self._param(cell, step)
+                    for cell in cells
+                    for step in self.plan(cell.suite)
+                    if (step.chain_position is not None) == phases
+                ]
+                names = [SUITE_FIXTURE, fixture] if matrix else fixture
+                metafunc.parametrize(names, params, scope="module" if matrix else None)
 
-    def _param(self, suite: Suite[Any], step: Entry) -> Any:
-        """A step as a test's parameter; a real driver's phases carry the drivers mark."""
-        subtest = self.subtests[suite.name].get(step.subtest or "")
+    def _param(self, cell: Cell, step: Entry) -> Any:
+        """A step (and its cell's suite, in a matrix) as a test's parameter; a real driver's
+        phases carry the drivers mark."""
+        subtest = self.subtests[cell.suite.name].get(step.subtest or "")
         real = subtest is not None and subtest.node_driver is not None
         marks = [getattr(pytest.mark, DRIVERS_MARK)] if real else []
-        return pytest.param(step, id=step.id, marks=marks)
+        if cell.id is None:
+            return pytest.param(step, id=step.id, marks=marks)
+        return pytest.param(cell.suite, step, id=f"{cell.id}-{step.id}", marks=marks)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_collection_modifyitems(
@@ -228,6 +259,8 @@ class SuitePlugin:
     ) -> Iterator[None]:
         """Once everyone chose (-k, -m, --lf, --ff, --sw: registered after pytest's cache
         plugins, this wrapper ends last), put back what the chosen phases need, in plan order."""
+        if self.cells.error is not None:  # a matrix that cannot be resolved: one line
+            raise pytest.UsageError(self.cells.error)
         self._collected = list(items)
         result = yield
         step_of = self._steps_of(self._collected)
@@ -298,12 +331,8 @@ class SuitePlugin:
 
     # --- running ------------------------------------------------------------------------------
 
-    def running(self, request: pytest.FixtureRequest) -> Iterator[SuiteRun]:
-        """The running suite of ``request``'s module; it ends with the cluster stopped (also
-        on -x, Ctrl-C, SIGTERM)."""
-        suite = _suite_of(request.module)
-        if suite is None:
-            raise pytest.UsageError(f"{request.module.__name__} does not set {SUITE_ATTR}")
+    def running(self, suite: Suite[Any]) -> Iterator[SuiteRun]:
+        """``suite`` running; it ends with the cluster stopped (also on -x, Ctrl-C, SIGTERM)."""
         plan = self.plan(suite)
         names = self.selected.get(suite.name, set())
         subtests = {n: s for n, s in self.subtests[suite.name].items() if n in names}

@@ -291,7 +291,8 @@ class Settings:
         default=None,
         metadata=_about(
             "E2E_DRA_KUBELET_VERSION",
-            "the kubelet's release in the `kubelet-last` variant (`1.35`, `v1.35.4`)",
+            "the kubelet's release in the `kubelet-last` variant (`1.35`, `v1.35.4`); a list "
+            "(`1.35,1.36`) or `skew` (each minor the skew policy allows) runs a cell per kubelet",
             shown="previous release",
         ),
     )

@@ -128,6 +128,9 @@ class DryBackend:
         if self._versions is not None and self.steps:  # known once the first step ran
             previous, current = self._versions
             described.update(previous={"version": previous}, current={"version": current})
+        kubelet = getattr(getattr(self.suite, "variant", None), "kubelet", None)
+        if kubelet is not None and self.steps:  # the release a kubelet-last suite starts it on
+            described["kubelet"] = {"version": kubelet}
         return described
 
 

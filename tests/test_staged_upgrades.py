@@ -18,7 +18,7 @@ from e2e_dra._suite._upgrade import (
     UPGRADE_DOWNGRADE,
     UPGRADE_SUITES,
     VARIANTS,
-    kubelet_release,
+    KubeletLast,
     link_binaries,
 )
 from e2e_dra.errors import E2EDRAError
@@ -74,18 +74,19 @@ def test_a_kubelet_outside_the_skew_policy_is_refused_before_anything_is_fetched
 ) -> None:
     environ.set("E2E_DRA_RELEASE_SOURCE", "build")
     environ.set("E2E_DRA_CACHE_DIR", str(tmp_path / "cache"))
-    environ.set("E2E_DRA_KUBELET_VERSION", pin)
     if pin == "1.33":  # a minor is resolved through the source: give it an exact one instead
-        environ.set("E2E_DRA_KUBELET_VERSION", "v1.33.0")
+        pin = "v1.33.0"
     current, previous = _release(tmp_path, "v1.37.2"), _release(tmp_path, "v1.36.5")
+    versions = VersionsUnderTest(current, previous, "1.36", "build")
     with pytest.raises(E2EDRAError, match="not within 3 minors behind the control plane"):
-        kubelet_release(current, previous)
+        KubeletLast(kubelet=pin).kubelet_release(versions)
 
 
-def test_the_kubelet_defaults_to_the_previous_release(tmp_path: Path, environ: Environ) -> None:
-    environ.unset("E2E_DRA_KUBELET_VERSION")
+def test_the_kubelet_defaults_to_the_previous_release(tmp_path: Path) -> None:
     current, previous = _release(tmp_path, "v1.37.2"), _release(tmp_path, "v1.36.5")
-    assert kubelet_release(current, previous) is previous
+    versions = VersionsUnderTest(current, previous, "1.36", "build")
+    assert KubeletLast().kubelet_release(versions) is previous
+    assert VARIANTS[KUBELET_LAST] == KubeletLast()
 
 
 def _versions(tmp_path: Path) -> VersionsUnderTest:

@@ -7,7 +7,9 @@ moves them back. ``kubelet-last``: the control plane runs the current release th
 upgrade moves the kubelet and kube-proxy from an older release (``E2E_DRA_KUBELET_VERSION``, by
 default the previous minor, at most three minors behind as the skew policy allows) to the current
 one, and the downgrade moves them back. The subtests are the same three-phase chains in every
-variant: before the change, after it, after undoing it. A :class:`Variant` is all that differs.
+variant: before the change, after it, after undoing it. A :class:`Variant` is all that differs,
+and it is a value: kubelet-last's names its kubelet (:class:`KubeletLast`), so that a run of
+several kubelets (``_skew``, the skew matrix) is several values, each planned as a suite.
 
 States name what moved and to which release (``0-initial-1.36``, ``1-cp-v1.37.2``,
 ``2-kubelet-restored-v1.36.5``), so each component's log file says which binary wrote it, and
@@ -43,11 +45,11 @@ from e2e_dra.releases import (
     CONTROL_PLANE_COMMANDS,
     NODE_COMMANDS,
     Release,
+    ReleaseSource,
     VersionsUnderTest,
     release_source,
     resolve_release,
 )
-from e2e_dra.settings import settings
 from e2e_dra.subtest import PHASES, THREE_PHASES, Subtest, discover
 from e2e_dra.versions import parse_version
 
@@ -66,6 +68,10 @@ CONTROL_PLANE = tuple(c for c in CONTROL_PLANE_COMMANDS if c in KUBE_CLUSTER_COM
 NODE = ("kubelet", "kube-proxy")
 KUBELET_VERSION_ENV = "E2E_DRA_KUBELET_VERSION"
 MAX_KUBELET_SKEW = 3  # minors a kubelet may be behind the API server
+
+UPGRADE_DOWNGRADE = "upgrade-downgrade"
+CONTROL_PLANE_FIRST = "control-plane-first"
+KUBELET_LAST = "kubelet-last"
 
 
 # --- which release runs where --------------------------------------------------------------------
@@ -139,11 +145,58 @@ class AllAtOnce(Variant):
         return f"2-restored-{versions.previous_minor}"
 
 
+@dataclass(frozen=True)
 class KubeletLast(Variant):
-    """The control plane runs the current release throughout; the node starts older."""
+    """The control plane runs the current release throughout; the node starts older: on
+    ``kubelet`` (a release, or ``MAJOR.MINOR`` for its newest), ``skew`` minors behind the
+    version under test, or (neither given) on the previous release.
+
+    ``KubeletLast(kubelet="1.35")`` and ``KubeletLast(skew=2)`` are whole suites: the plan takes
+    the kubelet from the value, never from a setting, so one run can hold several of them."""
+
+    suite: str = KUBELET_LAST
+    moved: tuple[str, ...] = NODE
+    label: str = "kubelet-"
+    kubelet: str | None = None
+    skew: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kubelet is not None and self.skew is not None:
+            raise ValueError("a kubelet-last variant names its kubelet or its skew, not both")
+        if self.skew is not None and not 1 <= self.skew <= MAX_KUBELET_SKEW:
+            raise ValueError(f"skew={self.skew}: the skew policy allows 1 to {MAX_KUBELET_SKEW}")
+
+    def kubelet_spec(self, current: str) -> str | None:
+        """What names the kubelet's release under the version under test ``current``:
+        ``kubelet``, or the minor ``skew`` behind it; None: the previous release."""
+        if self.skew is None:
+            return self.kubelet
+        line = parse_version(current).release_line
+        return f"{line.major}.{line.minor - self.skew}"
+
+    def kubelet_version(self, current: str, source: ReleaseSource) -> str | None:
+        """The exact release the kubelet starts on (None: the previous release), refused where
+        the skew policy does not allow it under ``current``."""
+        spec = self.kubelet_spec(current)
+        if spec is None:
+            return None
+        version = resolve_release(spec, source, what=KUBELET_VERSION_ENV)
+        if why := skew_refused(current, version):
+            raise InputError(f"{KUBELET_VERSION_ENV}={spec} ({version}) {why}")
+        return version
+
+    def kubelet_release(self, versions: VersionsUnderTest) -> Release:
+        """The kubelet's release, fetched: its kubelet and kube-proxy only (see NODE_COMMANDS).
+        The previous release asks nothing of a release source."""
+        if self.kubelet_spec(versions.current.version) is None:
+            return versions.previous
+        source = release_source()
+        version = self.kubelet_version(versions.current.version, source)
+        assert version is not None  # a spec resolves to a release, or raises
+        return source.fetch(version, NODE_COMMANDS)  # three binaries of six
 
     def releases(self, versions: VersionsUnderTest) -> Releases:
-        old = kubelet_release(versions.current, versions.previous)
+        old = self.kubelet_release(versions)
         initial = {c: old if c in NODE else versions.current for c in KUBE_CLUSTER_COMPONENTS}
         return Releases(initial, versions.current, self.moved)
 
@@ -151,15 +204,12 @@ class KubeletLast(Variant):
         return f"0-initial-cp-{releases.current.version}-kubelet-{releases.older.version}"
 
 
-UPGRADE_DOWNGRADE = "upgrade-downgrade"
-CONTROL_PLANE_FIRST = "control-plane-first"
-KUBELET_LAST = "kubelet-last"
 VARIANTS: dict[str, Variant] = {
     UPGRADE_DOWNGRADE: AllAtOnce(UPGRADE_DOWNGRADE, KUBE_CLUSTER_COMPONENTS, "", re_upgrade=True),
     CONTROL_PLANE_FIRST: Variant(
         CONTROL_PLANE_FIRST, CONTROL_PLANE, "cp-", current_commands=CONTROL_PLANE_COMMANDS
     ),
-    KUBELET_LAST: KubeletLast(KUBELET_LAST, NODE, "kubelet-"),
+    KUBELET_LAST: KubeletLast(),  # the previous release's kubelet
 }
 
 
@@ -417,21 +467,17 @@ def link_binaries(path: Path, releases: Mapping[str, Release]) -> Path:
     return path
 
 
-def kubelet_release(current: Release, previous: Release) -> Release:
-    """``E2E_DRA_KUBELET_VERSION`` (a release or MAJOR.MINOR), by default the previous one."""
-    spec = settings().kubelet_version
-    if not spec:
-        return previous
-    source = release_source()
-    version = resolve_release(spec, source, what=KUBELET_VERSION_ENV)
-    newer, older = parse_version(current.version), parse_version(version)
+def skew_refused(current: str, kubelet: str) -> str | None:
+    """Why the version skew policy refuses a kubelet of ``kubelet`` under a control plane of
+    ``current`` (another major, or more than MAX_KUBELET_SKEW minors behind), or None."""
+    newer, older = parse_version(current), parse_version(kubelet)
     behind = newer.minor - older.minor
     if newer.major != older.major or not 0 <= behind <= MAX_KUBELET_SKEW:
-        raise InputError(
-            f"{KUBELET_VERSION_ENV}={spec} ({version}) is not within {MAX_KUBELET_SKEW} minors "
-            f"behind the control plane ({current.version}), as the version skew policy requires"
+        return (
+            f"is not within {MAX_KUBELET_SKEW} minors behind the control plane ({current}), as "
+            "the version skew policy requires"
         )
-    return source.fetch(version, NODE_COMMANDS)  # three binaries of six (see NODE_COMMANDS)
+    return None
 
 
 def _with_value(gate: str) -> str:

@@ -17,17 +17,17 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pytest
 
 from e2e_dra._suite._artifacts import Summary
+from e2e_dra._suite._knownbugs import NET_NOTE, Expected, KnownBugs, one_line
 from e2e_dra._suite._narrative import REPLAYED, Narrator
 from e2e_dra._suite._steps import ClusterStep, Entry, Plan, SubtestPhase
 from e2e_dra._suite._together import Outcome, as_phase_thread, run_together
 from e2e_dra.errors import ComponentCrashed
-from e2e_dra.subtest import THREE_PHASES, IndependentPhase, KnownBug, StepTime, failing_step
+from e2e_dra.subtest import THREE_PHASES, IndependentPhase, StepTime, failing_step
 from e2e_dra.waits import check_abort
 
 logger = logging.getLogger(__name__)
@@ -35,28 +35,6 @@ logger = logging.getLogger(__name__)
 
 class SafetyNetFailure(AssertionError):
     """An entry that passed its own checks, failed by what a safety net found meanwhile."""
-
-
-@dataclass(frozen=True)
-class Expected:
-    """A known bug expected to break an entry, how it is said with its releases, and the subtest
-    that declares it (whose objects trigger it)."""
-
-    bug: KnownBug
-    said: str
-    owner: str
-
-    def not_this(self) -> str:
-        """The note of a failure on the bug's releases that does not show its sign."""
-        where = f" in a step named with {self.bug.during!r}" if self.bug.during else ""
-        return (
-            f"e2e-dra: {self.said} was expected to break this, but this failure does not show "
-            f"its sign ({self.bug.sign!r}){where}: it is a failure of its own"
-        )
-
-
-NET_NOTE = "e2e-dra: safety net: "
-"""How a safety net's finding is noted on a failure that happened anyway."""
 
 
 class KnownBugNotSeen(AssertionError):
@@ -139,6 +117,8 @@ class SuiteRun:
         self.kept = list(plan if kept is None else kept)  # the entries that run, in order
         self.together = together
         self.narrator = narrator or Narrator(suite, total=len(self.kept))
+        planned = (e.subtest for e in self.kept if e.chain_position is not None)
+        self.known_bugs = KnownBugs(self.subtests, planned)  # which bug breaks what, and verdicts
         self._outcomes: dict[SubtestPhase, Outcome] = {}  # ran in a batch, not reported yet
         self._seconds: dict[Entry, float] = {}  # a phase's own time, when it ran in a batch
         self._started: dict[Entry, float] = {}  # and when it started (time.time())
@@ -164,11 +144,7 @@ class SuiteRun:
             self._run_checked(entry)
             known = known or self._known_bug(entry)
             if known is not None:
-                raise KnownBugNotSeen(
-                    f"{known.said} should have broken {self._where(entry)}, and it passed: if "
-                    "this release fixed it, narrow the declaration's releases; if not, the suite "
-                    "no longer sees it"
-                )
+                raise KnownBugNotSeen(known.not_seen(self._where(entry)))
         except pytest.skip.Exception as exc:
             self._mark_broken(entry, f"skipped in {self._where(entry)}: {exc.msg}")
             self._record(
@@ -183,49 +159,32 @@ class SuiteRun:
             elapsed = self._seconds.pop(entry, time.monotonic() - started)
             outcome = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
             notes = self._collect(entry, exc)
-            seen = None  # the line that shows the known bug's sign
             known = known or self._known_bug(entry)
-            step = failing_step(exc)
-            if (
-                known is not None
-                and outcome == "failed"
-                and not isinstance(exc, KnownBugNotSeen)
-                and known.bug.breaks_step(step)
-            ):
-                seen = known.bug.seen_in("\n".join([str(exc), *_notes(exc), *notes]))
-            beyond = [  # what a safety net found that is not the known bug's own sign
-                line.removeprefix(NET_NOTE)
-                for line in _notes(exc)
-                if line.startswith(NET_NOTE) and known is not None and not known.bug.seen_in(line)
-            ]
-            following = self._following(entry, known) if seen else None
+            # Only a failure of the entry's own can be the bug's: not Ctrl-C, not "it passed".
+            bug = known if outcome == "failed" and not isinstance(exc, KnownBugNotSeen) else None
+            verdict = self.known_bugs.judge(bug, exc, notes, failing_step(exc))
+            following = self._following(entry, bug) if verdict.showed else None
             if following is None:
                 self._mark_broken(entry, f"{self._where(entry)} failed", exc)
-            if known is not None and outcome == "failed" and not isinstance(exc, KnownBugNotSeen):
-                notes.append(self._contain(entry, known, following) if seen else known.not_this())
+            if bug is not None:
+                notes.append(
+                    self._contain(entry, bug, following) if verdict.showed else bug.not_this()
+                )
             for line in notes:
                 exc.add_note(line)
-            expected = known is not None and seen is not None and not beyond
-            said = known.said if known is not None else ""
-            shown = (seen or "").removeprefix("e2e-dra: ")  # a note's line, as the others read
-            message = f"{said}; seen as: {shown}" if expected else _one_line(exc)
-            if seen is not None and beyond:  # the bug showed, and something else broke too
-                message = f"safety net: {beyond[0]} (beside {said}, which showed)"
-            if step is not None:  # the message is what JUnit, the page and a glance show
-                message = f"in step {step!r}: {message}"
             self._record(
                 entry,
-                "xfailed" if expected else outcome,
+                "xfailed" if verdict.expected else outcome,
                 elapsed,
-                message,
+                verdict.message,
                 notes,
                 self._started.pop(entry, None),
                 steps=self._steps.pop(entry, []),
-                failed_step=step,
+                failed_step=verdict.step,
             )
-            if expected:
-                logger.info(f"{entry.id}: failed as expected, by {said}")
-                pytest.xfail(message)
+            if bug is not None and verdict.expected:
+                logger.info(f"{entry.id}: failed as expected, by {bug.said}")
+                pytest.xfail(verdict.message)
             raise
         elapsed = self._seconds.pop(entry, time.monotonic() - started)
         self._record(
@@ -286,7 +245,7 @@ class SuiteRun:
             done = self.backend.contain(known.owner)
         except Exception as exc:
             self._cluster_broken = f"{entry.id} (containing a known bug failed)"
-            return f"e2e-dra: containing the known bug failed: {_one_line(exc)}"
+            return f"e2e-dra: containing the known bug failed: {one_line(exc)}"
         self._cluster_broken = None  # a crash it caused is over: the components run again
         logger.info(f"{entry.id}: known bug contained: {done}")
         return f"e2e-dra: known bug contained: {done}"
@@ -301,25 +260,9 @@ class SuiteRun:
         return ran.following if isinstance(ran, IndependentPhase) else None
 
     def _known_bug(self, entry: Entry) -> Expected | None:
-        """The known Kubernetes bug that should break ``entry`` on the releases running now: a
-        phase's own subtest's, or for a cluster step, one that a subtest still running declares
-        for it; None when no known bug breaks it here."""
-        if entry.always:
-            return None
-        if entry.chain_position is not None:
-            owners = [entry.subtest or ""]
-        else:
-            planned = {e.subtest for e in self.kept if e.chain_position is not None}
-            owners = sorted(s for s in planned - set(self._chain_broken) if s is not None)
-        declaring = [o for o in owners if getattr(self.subtests.get(o), "known_bugs", ())]
-        if not declaring:
-            return None
-        releases = self.backend.releases_now()
-        for owner in declaring:
-            bug = self.subtests[owner].known_bug(entry.name, releases)
-            if bug is not None:
-                return Expected(bug, bug.describe(releases), owner)
-        return None
+        """The known bug that should break ``entry`` on the releases running now (a cluster
+        step's: one a subtest whose chain goes on declares); see :meth:`KnownBugs.expected`."""
+        return self.known_bugs.expected(entry, self.backend.releases_now, self._chain_broken)
 
     def _skip_reason(self, entry: Entry) -> str | None:
         if entry.always:
@@ -381,7 +324,7 @@ class SuiteRun:
         try:
             return self.backend.checks(entry)
         except Exception as exc:  # a net that cannot look must say so, not pass
-            return [f"the safety nets could not check: {_one_line(exc)}"]
+            return [f"the safety nets could not check: {one_line(exc)}"]
 
     def run_cluster_step(self, step: ClusterStep[Any]) -> None:
         """Run a cluster step of the plan (its test asked)."""
@@ -476,18 +419,9 @@ class SuiteRun:
         try:
             lines += self.backend.on_failure(entry, exc)
         except Exception as dump_exc:  # collecting must never hide the real failure
-            lines.append(f"e2e-dra: collecting artifacts failed too: {_one_line(dump_exc)}")
+            lines.append(f"e2e-dra: collecting artifacts failed too: {one_line(dump_exc)}")
         return lines + self.narrator.notes(entry)
 
     @staticmethod
     def _describe(entry: Entry) -> str:
         return entry.title
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
-
-
-def _notes(exc: BaseException) -> list[str]:
-    return list(getattr(exc, "__notes__", ()))

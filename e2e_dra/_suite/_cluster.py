@@ -30,6 +30,7 @@ from e2e_dra._suite._findings import Findings
 from e2e_dra._suite._harnesses import DriverHost, Harness, Harnesses
 from e2e_dra._suite._liveness import ComponentNet, Running
 from e2e_dra._suite._nodelogs import StateLogs
+from e2e_dra._suite._readback import ReadBackNet
 from e2e_dra._suite._report import crash_reason, failure_report
 from e2e_dra._suite._steps import ClusterStep, Entry, S, SubtestPhase, Suite
 from e2e_dra.builder import SUITE_LABEL
@@ -88,8 +89,13 @@ class RealCluster(Generic[S]):
         self.nodes: list[str] = []
         self.harnesses = Harnesses(self.subtests, artifacts / "drivers", NAMESPACE, suite.name)
         self.disruption = DisruptionNet({SUITE_LABEL: suite.name})
+        self.read_back = ReadBackNet()
         self.findings = Findings(
-            lambda: [*self.harnesses.take_slice_findings(), *self.disruption.take()]
+            lambda: [
+                *self.harnesses.take_slice_findings(),
+                *self.disruption.take(),
+                *self.read_back.take(),
+            ]
         )
         self.early = EarlyStart(self._new_cluster)
         self._components = ComponentNet()
@@ -118,16 +124,19 @@ class RealCluster(Generic[S]):
 
     def run_step(self, step: ClusterStep[S], upcoming: Entry | None = None) -> None:
         """Run ``step``; one that changes a cluster that is up must leave the subtests' running
-        pods as they were (the disruption net)."""
+        pods as they were (the disruption net) and its DRA objects readable as they were (the
+        read-back net)."""
         self._upcoming = upcoming
         watched = self.api is not None and not step.always
         try:
             if watched:
                 assert self.api is not None
                 self.disruption.before(self.api, step.id, self.harnesses.running())
+                self.read_back.before(self.api, step.id)
             step.run(self)
             if watched and self.api is not None:
                 self.disruption.after(self.api)
+                self.read_back.after(self.api)
         finally:
             self._upcoming = None
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
+from e2e_dra._suite._lifecycle import ClaimLifecycle, live
 from e2e_dra._suite._nets import (
     ClaimWatch,
     Finding,
@@ -40,6 +41,7 @@ class Findings:
     def __init__(self, more: Callable[[], list[Finding]]) -> None:
         self._more = more
         self.claim_watch: ClaimWatch | None = None
+        self.lifecycle: ClaimLifecycle | None = None
         self._watch_kube: Kube | None = None
         # Findings that belong to a subtest other than the test that saw them: they fail that
         # subtest's next phase (or the cleanup, when it has none left). By subtest; "" for
@@ -52,13 +54,19 @@ class Findings:
         """Watch the claims of every namespace (on a client of its own), owned by ``drivers``'
         subtests (subtest -> driver name)."""
         self._watch_kube = kube.fresh()
-        self.claim_watch = ClaimWatch(self._watch_kube, lambda claim: claim_owner(claim, drivers))
+        self.lifecycle = ClaimLifecycle(lambda claim: claim_owner(claim, drivers))
+        self.claim_watch = ClaimWatch(
+            self._watch_kube,
+            lambda claim: claim_owner(claim, drivers),
+            also=self.lifecycle.seen,
+        )
         self.claim_watch.start()
 
     def stop_watch(self) -> None:
         if self.claim_watch is not None:
             self.claim_watch.stop()
             self.claim_watch = None
+        self.lifecycle = None
         if self._watch_kube is not None:
             self._watch_kube.close()
             self._watch_kube = None
@@ -79,6 +87,11 @@ class Findings:
             except Exception as exc:
                 found.append(Finding(None, f"could not list ResourceClaims to check them: {exc}"))
             found += self.claim_watch.take()
+        if self.lifecycle is not None and self._watch_kube is not None:
+            try:
+                found += self.lifecycle.judge(live(self._watch_kube))
+            except Exception as exc:
+                found.append(Finding(None, f"could not judge the claims' lifecycle: {exc}"))
         found += self._more()
         return self.route(entry, found)
 

@@ -197,8 +197,10 @@ class ClaimWatch:
         grace: float = LIST_GRACE,
         health: WatchHealth | None = None,
         oracle: AllocationOracle | None = None,
+        also: Callable[[dict], None] = lambda claim: None,
     ) -> None:
         self._owner = owner
+        self._also = also  # another net that sees every claim version this one sees
         self._kube = kube
         self.oracle = oracle or AllocationOracle(
             lambda: kube.list(path(RESOURCE_V1, "resourceslices")),
@@ -244,6 +246,7 @@ class ClaimWatch:
         """
         if self._stopping.is_set():
             return
+        self._also(claim)
         metadata = claim.get("metadata") or {}
         for problem in claim_problems(claim):
             key = (metadata.get("uid", ""), problem)

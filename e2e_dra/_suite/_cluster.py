@@ -365,6 +365,11 @@ class RealCluster(Generic[S]):
         live = self._api_reachable()
         if live:  # what the subtests left, as the server saw it last: passed or not
             attempts("dump the DRA objects", lambda: self._dump("final"))
+        if live:  # the phases after the last step ran: their pods still as they were
+            api = self.api
+            assert api is not None
+            attempts("the disruption net's second look", lambda: self.disruption.second_look(api))
+            self.findings.hold(self.disruption.take())
         if self._node_logs is not None:  # before the teardown deletes the pods and their logs
             attempts("copy the node's logs", self._node_logs.end)
         stopped, slice_findings = self.harnesses.close(attempts, self.api, tear_down=live)

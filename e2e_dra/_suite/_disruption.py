@@ -12,6 +12,12 @@ the marker still there. The marker is what the API cannot fake: a kubelet writes
 before it restarts its containers, so a container replaced during the step can pass a status
 check for a while, but a new container has a new filesystem, without the marker.
 
+A second look comes at the end of the phases that follow the step (as the next step starts, or
+as the suite's cluster stops): a pod found untouched right after the step and still there must
+still run the same containers, not restarted since. A kubelet that restarts a container a minute
+after its own restart, once a re-prepare or a health report failed, passes the first look. A pod
+its subtest deleted meanwhile is no finding.
+
 A pod its subtest expects to be disrupted (a reboot, an eviction) carries the annotation
 :data:`DISRUPTION_ANNOTATION` (the reason) and is not checked. A broken pod is a finding of the
 subtest that owns it (its ``e2e-dra/subtest`` label): it fails that subtest's next phase,
@@ -82,12 +88,15 @@ class DisruptionNet:
     def __init__(self, suite_labels: dict[str, str]) -> None:
         self.selector = label_selector(suite_labels)  # the suite's pods: every subtest's
         self._before: list[PodRecord] = []
+        self._untouched: list[PodRecord] = []  # found untouched after the last step
         self._step = ""
         self._found: list[Finding] = []
 
     def before(self, kube: Kube, step: str, owners: Collection[str]) -> None:
-        """Record the running pods of ``owners`` (the subtests still running) and mark their
-        containers, as ``step`` starts."""
+        """Take the second look at the pods of the step before, then record the running pods
+        of ``owners`` (the subtests still running) and mark their containers, as ``step``
+        starts."""
+        self.second_look(kube)
         self._step, self._before = step, []
         # Every namespace: a subtest may run pods in namespaces of its own (admin access).
         listed = retrying(kube.list)(path("v1", "pods"), labelSelector=self.selector)
@@ -127,7 +136,17 @@ class DisruptionNet:
                 self._found.append(
                     Finding(record.owner, f"{where} was disrupted by the {self._step}: {problem}")
                 )
+            else:
+                self._untouched.append(record)
         self._before = []
+
+    def second_look(self, kube: Kube) -> None:
+        """The pods found untouched after the last step, once the phases after it ran
+        (:func:`restarted_since`)."""
+        records, self._untouched = self._untouched, []
+        if records:
+            listed = retrying(kube.list)(path("v1", "pods"), labelSelector=self.selector)
+            self._found += restarted_since(records, listed, self._step)
 
     def take(self) -> list[Finding]:
         found, self._found = self._found, []
@@ -179,6 +198,35 @@ class DisruptionNet:
                     "status is unchanged"
                 )
         return None
+
+
+def restarted_since(records: list[PodRecord], listed: list[dict], step: str) -> list[Finding]:
+    """Of ``records`` (pods found untouched right after ``step``), those that, as ``listed`` now,
+    run other containers or restarted them; a pod deleted (or made again) by its subtest, being
+    deleted, or now expected by its subtest to be disrupted is none of them."""
+    now = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in listed}
+    found = []
+    for record in records:
+        pod = now.get((record.namespace, record.name))
+        if pod is None or pod["metadata"]["uid"] != record.uid:
+            continue
+        annotations = pod["metadata"].get("annotations") or {}
+        if pod["metadata"].get("deletionTimestamp") or DISRUPTION_ANNOTATION in annotations:
+            continue
+        was = {c: (k.id, k.restarts, k.started) for c, k in record.containers.items()}
+        changed = {c: (w, container_states(pod).get(c)) for c, w in was.items()}
+        changed = {c: pair for c, pair in changed.items() if pair[0] != pair[1]}
+        if changed:
+            where = f"pod {record.namespace}/{record.name} of {record.owner}"
+            found.append(
+                Finding(
+                    record.owner,
+                    f"{where}, untouched right after the {step}, had its containers stopped, "
+                    "restarted or replaced in the phases after it ((containerID, restartCount, "
+                    f"running since) after the step -> now): {changed}",
+                )
+            )
+    return found
 
 
 def _write_marker(pods: Pods, pod: str, container: str) -> str | None:

@@ -3,11 +3,13 @@ of its own (tiny programs stand in for drivers here; the driver suite runs the r
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from environment import Environ
 
 from e2e_dra._gotool import BUILDINFO_MAGIC, binary_modules
 from e2e_dra.driver import (
+    PLACEHOLDERS,
     CommandDriver,
     DriverError,
     ExampleDriver,
@@ -94,7 +97,7 @@ SITE = Site("node-1", Path("/k/admin.kubeconfig"), Path("/logs"))
 
 def test_a_command_gets_every_placeholder_and_the_same_values_in_its_environment() -> None:
     line = "/opt/drv --node={node} --name {driver} --reg={registry_dir} --data {plugin_dir} {{x}}"
-    argv = CommandDriver(line).argv(None, SITE, "d.example.com", "uid-1")
+    argv = CommandDriver(line).argv(None, SITE, "d.example.com", "uid-1", 4)
     assert argv == [
         "/opt/drv",
         "--node=node-1",
@@ -112,8 +115,12 @@ def test_a_command_gets_every_placeholder_and_the_same_values_in_its_environment
 
 
 def test_the_example_driver_before_v0_3_takes_neither_a_name_nor_a_pod_uid() -> None:
-    old = ExampleDriver("v0.2.1").argv(Program("p", "v0.2.1", Path("/p")), SITE, "mine.k8s.io", "u")
-    new = ExampleDriver("v0.3.0").argv(Program("p", "v0.3.0", Path("/p")), SITE, "mine.k8s.io", "u")
+    old = ExampleDriver("v0.2.1").argv(
+        Program("p", "v0.2.1", Path("/p")), SITE, "mine.k8s.io", "u", 4
+    )
+    new = ExampleDriver("v0.3.0").argv(
+        Program("p", "v0.3.0", Path("/p")), SITE, "mine.k8s.io", "u", 4
+    )
     assert not any(a.startswith(("--driver-name", "--pod-uid")) for a in old)
     assert ExampleDriver("v0.2.1").fixed_name() == "gpu.example.com"
     assert "--driver-name=mine.k8s.io" in new and "--pod-uid=u" in new
@@ -124,21 +131,92 @@ def test_an_example_driver_upgraded_with_the_cluster_keeps_its_first_releases_na
     (kind,) = parse_drivers("example@v0.2.1..v0.3.0")
     assert kind == ExampleDriver("v0.2.1", "v0.3.0") and kind.label == "example-v0.2.1-to-v0.3.0"
     assert served_name(kind) == "gpu.example.com" and not kind.rolls
-    upgraded = kind.argv(Program("p", "v0.3.0", Path("/p")), SITE, served_name(kind), "u")
+    upgraded = kind.argv(Program("p", "v0.3.0", Path("/p")), SITE, served_name(kind), "u", 4)
     assert "--driver-name=gpu.example.com" in upgraded  # the same driver, its next release
     assert parse_drivers("example@v0.3.0..v0.4.0")[0].rolls
 
 
 def test_upstreams_test_driver_is_started_as_its_readme_starts_it_beside_local_up_cluster() -> None:
     program = Program("dra-test-driver", "v1.37.2", Path("/bin/dra-test-driver"))
-    argv = UpstreamTestDriver().argv(program, SITE, "d.k8s.io", "u")
+    argv = UpstreamTestDriver().argv(program, SITE, "d.k8s.io", "u", 4)
     assert argv[argv.index("kubelet-plugin") + 1 :] == [
         "--node-name=node-1",
         "--plugin-registration-path=/var/lib/kubelet/plugins_registry",
         "--datadir=/var/lib/kubelet/plugins",
         "--cdi-dir=/var/run/cdi",
+        "--num-devices=4",  # its own default, said: the chain changes it
     ]
     assert "--drivername=d.k8s.io" in argv[: argv.index("kubelet-plugin")]
+
+
+def test_each_kind_turns_a_device_count_into_its_own_flag_or_placeholder() -> None:
+    """Upstream's test driver and the example driver are told ``--num-devices=N``; a command
+    line through ``{num_devices}`` (and E2E_DRA_NUM_DEVICES); a line without the placeholder
+    cannot be told, which the chain says instead of changing its devices."""
+    upstream = UpstreamTestDriver().argv(Program("t", "v1.37.2", Path("/t")), SITE, "d", "u", 5)
+    assert argv_after(upstream, "kubelet-plugin")[-1] == "--num-devices=5"
+    for version in ("v0.2.1", "v0.3.0", "v0.4.0"):
+        example = ExampleDriver(version).argv(Program("p", version, Path("/p")), SITE, "d", "u", 5)
+        assert [a for a in example if a.startswith("--num-devices")] == ["--num-devices=5"]
+    line = "/opt/drv --devices={num_devices} --node {node}"
+    assert CommandDriver(line).argv(None, SITE, "d", "u", 5) == [
+        "/opt/drv",
+        "--devices=5",
+        "--node",
+        "node-1",
+    ]
+    assert environment(SITE.values("d", "u", 5))["E2E_DRA_NUM_DEVICES"] == "5"
+    assert environment(SITE.values("d", "u"))["E2E_DRA_NUM_DEVICES"] == "4"
+    assert UpstreamTestDriver().device_count_option == "--num-devices"
+    assert ExampleDriver("v0.2.1").device_count_option == "--num-devices"
+    assert CommandDriver(line).device_count_option == "{num_devices}"
+    assert CommandDriver("/opt/drv --node {node}").device_count_option is None
+
+
+def argv_after(argv: list[str], word: str) -> list[str]:
+    return argv[argv.index(word) + 1 :]
+
+
+def test_every_placeholder_is_in_the_readmes_table_for_your_driver() -> None:
+    """The README's "Testing your driver" table is what a driver's author reads: a placeholder
+    the suite fills but the table leaves out is one nobody can use."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    table = readme.split("| placeholder | value |", 1)[1].split("\n\n", 1)[0]
+    documented = set(re.findall(r"`\{([a-z_]+)\}`", table))
+    assert documented == set(PLACEHOLDERS)
+    assert set(Site("n", Path("k"), Path("l")).values("d", "u")) == set(PLACEHOLDERS)
+
+
+def test_a_driver_told_another_device_count_keeps_it_for_its_later_instances(
+    tmp_path: Path,
+) -> None:
+    """The count is the driver's configuration, not one instance's: an instance started after
+    a restart (a switch, the outage, a surge) publishes as many devices as the last one was told.
+    A driver whose command line cannot be told is refused, not started with the old count."""
+    seen = tmp_path / "seen"
+    line = f"sh -c 'echo \"$1 $E2E_DRA_NUM_DEVICES\" >>{seen}; sleep 30' sh {{num_devices}}"
+    driver = _driver(tmp_path, line)
+    try:
+        driver.start(num_devices=5)
+        _until(lambda: seen.exists() and seen.read_text().count("\n") == 1)
+        driver.stop()
+        driver.start()
+        _until(lambda: seen.read_text().count("\n") == 2)
+    finally:
+        driver.stop()
+    assert seen.read_text().splitlines() == ["5 5", "5 5"]
+    assert driver.describe()["num_devices"] == 5
+    fixed = _driver(tmp_path, "sleep 30")
+    with pytest.raises(DriverError, match="cannot be told how many devices to publish"):
+        fixed.start(num_devices=5)
+    assert fixed.exit_status() is None and fixed.instance == 0  # nothing was started
+
+
+def _until(done: Callable[[], bool], timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
 
 
 def test_placeholders_are_filled_word_by_word_after_splitting() -> None:
@@ -354,7 +432,8 @@ def _said(value: object, where: str) -> str:
 
 
 def test_the_kubelets_unprepare_errors_for_a_claim_are_read_after_a_point(tmp_path: Path) -> None:
-    from e2e_dra.subtests.drivers import _UNPREPARE_ERROR, _Claimed, _kubelet_said
+    from e2e_dra.subtests.drivers._kubelet import UNPREPARE_ERROR, kubelet_said
+    from e2e_dra.subtests.drivers._pods import Claimed
 
     line = (
         'E1206 19:34:50.145699    1184 pod_workers.go:1338] "Error syncing pod, skipping" '
@@ -367,13 +446,13 @@ def test_the_kubelets_unprepare_errors_for_a_claim_are_read_after_a_point(tmp_pa
     log.write_text(
         before + line.format(claim="c-1", uid="u-1") + line.format(claim="c-2", uid="u-2")
     )
-    claimed = _Claimed({}, "c-1", "u-1", (), 1)
-    said = _kubelet_said(log, len(before), _UNPREPARE_ERROR, claimed.claim, claimed.uid)
+    claimed = Claimed({}, "c-1", "u-1", (), 1)
+    said = kubelet_said(log, len(before), UNPREPARE_ERROR, claimed.claim, claimed.uid)
     assert said == [
         "NodeUnprepareResources failed for ResourceClaim c-1: error unpreparing devices for claim "
         "u-1: unable to sync from checkpoint: checkpoint is corrupted"
     ]
-    assert _kubelet_said(tmp_path / "none.log", 0, _UNPREPARE_ERROR, claimed.claim) == []
+    assert kubelet_said(tmp_path / "none.log", 0, UNPREPARE_ERROR, claimed.claim) == []
 
 
 def test_the_kubelets_registration_of_one_instance_is_told_by_the_pod_uid_in_its_endpoint(
@@ -382,7 +461,7 @@ def test_the_kubelets_registration_of_one_instance_is_told_by_the_pod_uid_in_its
     """A rolling update's new instance counts as registered once the kubelet says so for the
     endpoint holding its pod UID, in 1.34's words and in 1.33's; another instance's line or an
     older line does not count."""
-    from e2e_dra.subtests.drivers import _REGISTERED, _kubelet_said
+    from e2e_dra.subtests.drivers._kubelet import REGISTERED, kubelet_said
 
     now = (
         'I1207 01:58:13.730554    1129 dra_plugin_manager.go:459] "Registered DRA plugin" '
@@ -398,13 +477,13 @@ def test_the_kubelets_registration_of_one_instance_is_told_by_the_pod_uid_in_its
     before = now.format(uid="new-1")
     log.write_text(before + now.format(uid="old-0") + old.format(uid="new-2"))
 
-    assert _kubelet_said(log, len(before), _REGISTERED, "new-1") == []
-    assert _kubelet_said(log, 0, _REGISTERED, "new-1") == ['"Registered DRA plugin"']
-    assert _kubelet_said(log, len(before), _REGISTERED, "new-2") == ['"Register new DRA plugin"']
+    assert kubelet_said(log, len(before), REGISTERED, "new-1") == []
+    assert kubelet_said(log, 0, REGISTERED, "new-1") == ['"Registered DRA plugin"']
+    assert kubelet_said(log, len(before), REGISTERED, "new-2") == ['"Register new DRA plugin"']
 
 
 def test_the_kubelets_prepare_errors_for_a_pod_are_its_own_words() -> None:
-    from e2e_dra.subtests.drivers import _PREPARE_ERROR
+    from e2e_dra.subtests.drivers._kubelet import PREPARE_ERROR
 
     line = (  # a kubelet v1.38.0-beta.0 dialling a driver instance that crashed
         'E1206 22:31:44.430966    8969 kuberuntime_manager.go:1755] "Failed to prepare dynamic '
@@ -412,12 +491,12 @@ def test_the_kubelets_prepare_errors_for_a_pod_are_its_own_words() -> None:
         'Unavailable desc = connection error: desc = \\"transport: Error while dialing: dial unix '
         '/var/lib/kubelet/plugins/d/dra-1.sock: connect: connection refused\\"" pod="default/p-6"'
     )
-    found = _PREPARE_ERROR.search(line)
+    found = PREPARE_ERROR.search(line)
     assert found is not None and found["said"].startswith(
         "NodePrepareResources: rpc error: code = Unavailable desc = connection error"
     )
     assert found["said"].endswith('connect: connection refused\\"')
-    assert _PREPARE_ERROR.search(line.replace("Failed to prepare", "Prepared")) is None
+    assert PREPARE_ERROR.search(line.replace("Failed to prepare", "Prepared")) is None
 
 
 def test_a_driver_following_the_kubelet_is_replaced_during_a_step_back_to_a_met_release(
@@ -426,7 +505,7 @@ def test_a_driver_following_the_kubelet_is_replaced_during_a_step_back_to_a_met_
     from types import SimpleNamespace
 
     from e2e_dra.subtest import Context
-    from e2e_dra.subtests.drivers import _replace_with_next_step
+    from e2e_dra.subtests.drivers._lifecycle import replace_with_next_step
 
     switched: list[tuple[str, bool]] = []
     driver = SimpleNamespace(
@@ -443,14 +522,14 @@ def test_a_driver_following_the_kubelet_is_replaced_during_a_step_back_to_a_met_
         phase="after-cluster-upgrade",
         artifacts=tmp_path,
     )
-    assert _replace_with_next_step(ctx, driver, ("v1",)) is None  # type: ignore[arg-type]
-    asked = _replace_with_next_step(ctx, driver, ("v1", "v2"))  # type: ignore[arg-type]
+    assert replace_with_next_step(ctx, driver, ("v1",)) is None  # type: ignore[arg-type]
+    asked = replace_with_next_step(ctx, driver, ("v1", "v2"))  # type: ignore[arg-type]
     assert asked is not None and ctx.kubelet_down == [asked]
     assert asked.what == "driver d.k8s.io replaced by its build for kubelet v1"
     asked.action(None)  # type: ignore[arg-type]
     assert switched == [("v1", False)]  # the kubelet is down: nothing to wait for
     driver.surging = True
-    assert _replace_with_next_step(ctx, driver, ("v1", "v2")) is None  # type: ignore[arg-type]
+    assert replace_with_next_step(ctx, driver, ("v1", "v2")) is None  # type: ignore[arg-type]
 
 
 def test_a_build_between_releases_without_its_checkout_runs_its_releases_driver_said_so(

@@ -8,11 +8,13 @@
 - ``example`` / ``example@v0.3.0``: ``sigs.k8s.io/dra-example-driver``'s kubelet plugin (default
   :data:`EXAMPLE_DEFAULT`).
 - ``command:LINE``: your own driver, a command line with placeholders (:data:`PLACEHOLDERS`);
-  the same values are in its environment (``E2E_DRA_NODE_NAME`` ...).
+  the same values are in its environment (``E2E_DRA_NODE`` ...).
 
 Every kind answers the same few questions, so the suite treats them alike: the program for a
-release, its command line and environment at a :class:`Site`, its name, and whether it writes
-CDI specs (so that a pod without them is a failure, not a driver that does something else).
+release, its command line and environment at a :class:`Site` for a number of devices, its name,
+whether it writes CDI specs (so that a pod without them is a failure, not a driver that does
+something else), and how it is told how many devices to publish (the chain changes that while
+claims are prepared, as a device hot-plugged or a driver update that publishes one more does).
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ EXAMPLE_VERSIONS = ("v0.2.1", "v0.3.0", "v0.4.0")
 """The releases of the example driver whose command lines we know (flags differ by release)."""
 EXAMPLE_DEFAULT = "v0.4.0"
 UPSTREAM_PACKAGE = "test/e2e/dra/test-driver"
+DEFAULT_DEVICES = 4
+"""How many devices a real driver is told to publish unless the chain changes it: upstream's test
+driver's own default (its ``--num-devices``), and what the example driver was always started
+with here (its own default is 8)."""
+NUM_DEVICES_PLACEHOLDER = "{num_devices}"
 
 
 CLEANUP_AFTER_RESTART = "cleanup after a restart"
@@ -65,8 +72,11 @@ class Site:
     plugins_dir: Path = Path("/var/lib/kubelet/plugins")
     cdi_dir: Path = Path("/var/run/cdi")
 
-    def values(self, driver: str, pod_uid: str) -> dict[str, str]:
-        """The placeholders' values (:data:`PLACEHOLDERS`) for ``driver``'s instance ``pod_uid``."""
+    def values(
+        self, driver: str, pod_uid: str, num_devices: int = DEFAULT_DEVICES
+    ) -> dict[str, str]:
+        """The placeholders' values (:data:`PLACEHOLDERS`) for ``driver``'s instance ``pod_uid``
+        told to publish ``num_devices`` devices."""
         return {
             "node": self.node,
             "kubeconfig": str(self.kubeconfig),
@@ -76,6 +86,7 @@ class Site:
             "plugin_dir": str(self.plugins_dir / driver),
             "cdi_dir": str(self.cdi_dir),
             "pod_uid": pod_uid,
+            "num_devices": str(num_devices),
         }
 
 
@@ -88,6 +99,8 @@ PLACEHOLDERS = {
     "plugin_dir": "<plugins_dir>/<driver>, the driver's own data directory",
     "cdi_dir": "where the container runtime reads CDI specs",
     "pod_uid": "this instance's identity: two instances with different ones may run at once",
+    "num_devices": f"how many devices to publish ({DEFAULT_DEVICES}; the driver suite restarts the "
+    "driver with one more, then with as many as before, while claims are prepared)",
 }
 """``{name}`` in a ``command:`` driver's line; each is also ``E2E_DRA_<NAME>`` in its
 environment (``E2E_DRA_NODE``, ..., and ``KUBECONFIG``)."""
@@ -129,8 +142,16 @@ class DriverKind(Protocol):
         ``upgraded``: the cluster runs another release than the one it came up with."""
         ...
 
-    def argv(self, program: Program | None, site: Site, name: str, pod_uid: str) -> list[str]:
-        """Its command line."""
+    @property
+    def device_count_option(self) -> str | None:
+        """How its command line tells it how many devices to publish (``--num-devices``), or
+        None when it cannot be told: the chain's change of its devices is then said, not run."""
+        ...
+
+    def argv(
+        self, program: Program | None, site: Site, name: str, pod_uid: str, num_devices: int
+    ) -> list[str]:
+        """Its command line, for an instance told to publish ``num_devices`` devices."""
         ...
 
     def describe(self) -> dict[str, Any]: ...
@@ -171,7 +192,11 @@ class UpstreamTestDriver:
     def program(self, kubelet: str, upgraded: bool = False) -> Program:
         return kubernetes_program(self.release or kubelet, UPSTREAM_PACKAGE, "dra-test-driver")
 
-    def argv(self, program: Program | None, site: Site, name: str, pod_uid: str) -> list[str]:
+    device_count_option = "--num-devices"  # every release since 1.33: device-00, device-01, ...
+
+    def argv(
+        self, program: Program | None, site: Site, name: str, pod_uid: str, num_devices: int
+    ) -> list[str]:
         assert program is not None
         return [
             str(program.binary),
@@ -183,6 +208,7 @@ class UpstreamTestDriver:
             f"--plugin-registration-path={site.registry_dir}",
             f"--datadir={site.plugins_dir}",
             f"--cdi-dir={site.cdi_dir}",
+            f"--num-devices={num_devices}",
         ]
 
     def describe(self) -> dict[str, Any]:
@@ -218,7 +244,11 @@ class ExampleDriver:
             EXAMPLE_MODULE, version, "cmd/dra-example-kubeletplugin", "dra-example-kubeletplugin"
         )
 
-    def argv(self, program: Program | None, site: Site, name: str, pod_uid: str) -> list[str]:
+    device_count_option = "--num-devices"  # every release: gpu-0, gpu-1, ... (gpu profile)
+
+    def argv(
+        self, program: Program | None, site: Site, name: str, pod_uid: str, num_devices: int
+    ) -> list[str]:
         assert program is not None
         argv = [
             str(program.binary),
@@ -227,7 +257,7 @@ class ExampleDriver:
             f"--cdi-root={site.cdi_dir}",
             f"--kubelet-registrar-directory-path={site.registry_dir}",
             f"--kubelet-plugins-directory-path={site.plugins_dir}",
-            "--num-devices=4",
+            f"--num-devices={num_devices}",
         ]
         if _takes_name(program.version):
             argv += [f"--driver-name={name}", f"--pod-uid={pod_uid}"]
@@ -255,6 +285,12 @@ class CommandDriver:
         return "{pod_uid}" in self.line
 
     @property
+    def device_count_option(self) -> str | None:
+        """``{num_devices}`` when the line passes it (the env variable alone says nothing of
+        whether the driver reads it)."""
+        return NUM_DEVICES_PLACEHOLDER if NUM_DEVICES_PLACEHOLDER in self.line else None
+
+    @property
     def label(self) -> str:
         program = Path(shlex.split(self.line)[0]).name
         return "command-" + re.sub(r"[^a-z0-9-]+", "-", program.lower()).strip("-")[:40]
@@ -265,8 +301,10 @@ class CommandDriver:
     def program(self, kubelet: str, upgraded: bool = False) -> Program | None:
         return None
 
-    def argv(self, program: Program | None, site: Site, name: str, pod_uid: str) -> list[str]:
-        return fill_placeholders(self.line, site.values(name, pod_uid))
+    def argv(
+        self, program: Program | None, site: Site, name: str, pod_uid: str, num_devices: int
+    ) -> list[str]:
+        return fill_placeholders(self.line, site.values(name, pod_uid, num_devices))
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "command", "command": self.line}

@@ -23,7 +23,7 @@ from typing import Any
 
 import grpc
 
-from e2e_dra.driver._kinds import DriverKind, Site, environment, served_name
+from e2e_dra.driver._kinds import DEFAULT_DEVICES, DriverKind, Site, environment, served_name
 from e2e_dra.driver._pb import pluginregistration_v1_pb2 as registration_pb
 from e2e_dra.driver._plugin import DriverError
 from e2e_dra.driver._rpc import stub
@@ -69,11 +69,21 @@ class ProcessDriver:
         self._first_kubelet = ""  # the kubelet release it first ran beside
         self.instance = 0  # how many instances were started: tells a restart since a prepare
         self.program: Program | None = None
+        self.num_devices = DEFAULT_DEVICES  # what every instance from now on is told to publish
 
     # --- lifecycle ----------------------------------------------------------------------------
 
-    def start(self, kubelet: str = "") -> None:
-        """Start the build for a kubelet of release ``kubelet`` (built first if need be)."""
+    def start(self, kubelet: str = "", *, num_devices: int | None = None) -> None:
+        """Start the build for a kubelet of release ``kubelet`` (built first if need be); with
+        ``num_devices``, told to publish that many devices, as this instance and every later one
+        (a switch, a surge) are: the driver's configuration changed, not one instance's."""
+        if num_devices is not None:
+            if self.kind.device_count_option is None:
+                raise DriverError(
+                    f"driver {self.name} ({self.kind.label}) cannot be told how many devices to "
+                    "publish"
+                )
+            self.num_devices = num_devices
         self._launch(self._program(kubelet))
 
     def _program(self, kubelet: str) -> Program | None:
@@ -154,8 +164,8 @@ class ProcessDriver:
             directory.mkdir(parents=True, exist_ok=True)
         pod_uid = str(uuid.uuid4())
         self.instance += 1
-        argv = self.kind.argv(program, self.site, self.name, pod_uid)
-        env = environment(self.site.values(self.name, pod_uid))
+        argv = self.kind.argv(program, self.site, self.name, pod_uid, self.num_devices)
+        env = environment(self.site.values(self.name, pod_uid, self.num_devices))
         what = program.version if program else argv[0]
         logger.info(
             f"starting driver {self.name} ({self.kind.label}, {what}; log: {self.log_file})"
@@ -310,8 +320,14 @@ class ProcessDriver:
         return []
 
     def describe(self) -> dict[str, Any]:
-        """What runs: the kind, its build and the DRA helper library it links."""
-        info = {"name": self.name, **self.kind.describe(), "log": str(self.log_file)}
+        """What runs: the kind, its build, the DRA helper library it links and how many devices
+        it is told to publish."""
+        info = {
+            "name": self.name,
+            **self.kind.describe(),
+            "num_devices": self.num_devices,
+            "log": str(self.log_file),
+        }
         if self.program is not None:
             info.update(self.program.describe())
         else:

@@ -1,0 +1,341 @@
+"""The real drivers' chain as a package, and the change of a driver's devices while claims are
+prepared, on plain values: ResourceSlices, claims and checkpoint entries as dicts, a stand-in for
+the driver that publishes what a test says (no cluster, no driver program)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from e2e_dra import subtests
+from e2e_dra.driver import parse_drivers
+from e2e_dra.subtest import PHASES, Context
+from e2e_dra.subtests import drivers
+from e2e_dra.subtests.drivers import _chain, _device_change
+from e2e_dra.subtests.drivers._held import Grown
+from e2e_dra.subtests.drivers._pools import (
+    Expected,
+    checkpointed,
+    failure,
+    free_devices,
+    holders,
+    how_updated,
+    newest_devices,
+    pools_in_words,
+)
+
+NODE = "node-1"
+FOUR = {NODE: ["device-00", "device-01", "device-02", "device-03"]}
+FIVE = {NODE: [*FOUR[NODE], "device-04"]}
+
+
+def _slice(
+    devices: Sequence[str],
+    *,
+    generation: int = 1,
+    uid: str = "uid-1",
+    name: str = "0-d-node-1-abcde",
+    count: int = 1,
+    pool: str = NODE,
+) -> dict:
+    return {
+        "metadata": {"name": name, "uid": uid},
+        "spec": {
+            "driver": "d.e2e.k8s.io",
+            "pool": {"name": pool, "generation": generation, "resourceSliceCount": count},
+            "devices": [{"name": d} for d in devices],
+        },
+    }
+
+
+# --- the package -------------------------------------------------------------------------------
+
+
+def test_the_chain_is_one_subtest_per_driver_and_the_packages_only_export() -> None:
+    made = drivers.driver_subtests(parse_drivers("upstream,example"))
+    assert [s.name for s in made] == ["driver-upstream", "driver-example-v0.4.0"]
+    assert {s.initial for s in made} == {_chain._first}
+    assert drivers.__all__ == ["driver_subtests"]
+
+
+def test_the_chain_is_on_top_of_the_package_and_no_module_reaches_up_to_it() -> None:
+    """Each module is one concern the chain composes: none imports the chain (it would be two
+    concerns tangled), and the package's ``__init__`` only re-exports it."""
+    root = Path(drivers.__file__).parent
+    importers = []
+    for path in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("._chain"):
+                importers.append(path.name)
+    assert importers == ["__init__.py"]
+    assert len(list(root.glob("_*.py"))) >= 8  # the chain, held, pods, pools, ...
+    assert Path(subtests.__file__).parent / "drivers" == root
+
+
+def test_the_devices_change_where_no_rolling_update_or_outage_is_under_way() -> None:
+    """Grown in the first phase (one instance, no outage); shrunk in a later phase before its
+    rolling update begins; and both within the chain's phases."""
+    grow, shrink = 0, _chain.DEVICES_SHRINK_PHASE
+    assert grow < shrink < len(PHASES)
+    busy = {_chain.DOWNTIME_PHASE, _chain.ROLLING_PHASE + 1}  # the outage; the update's end
+    assert grow not in busy | {_chain.ROLLING_PHASE} and shrink not in busy
+    assert shrink <= _chain.ROLLING_PHASE  # the shrink comes before the update begins
+
+
+# --- what a pool shows, and what it must ----------------------------------------------------------
+
+
+def test_the_newest_generation_of_each_pool_is_what_counts() -> None:
+    slices = [
+        _slice(FOUR[NODE], generation=1, uid="old"),
+        _slice(FIVE[NODE], generation=2, uid="new", name="0-d-node-1-fghij"),
+        _slice(["x-1"], pool="other"),
+    ]
+    assert newest_devices(slices) == {NODE: FIVE[NODE], "other": ["x-1"]}
+    said = pools_in_words(slices)
+    assert "pool node-1 at generation 2 (slice 0-d-node-1-fghij, 1 of 1): device-00" in said
+    assert "(5 devices), and 1 slice(s) of an older generation" in said
+    assert pools_in_words([]) == "no ResourceSlice"
+
+
+@pytest.mark.parametrize(
+    ("shown", "wrong"),
+    [
+        (FIVE, ""),
+        (FOUR, "0 device(s) beyond those (none) where 1 was expected"),
+        (
+            {NODE: ["device-00", "device-01", "device-02", "device-04", "device-05"]},
+            "missing node-1/device-03; 2 device(s) beyond those (node-1/device-04, "
+            "node-1/device-05) where 1 was expected",
+        ),
+        (
+            {NODE: [*FIVE[NODE], "device-04"]},
+            "listed more than once in one generation: node-1/device-04",
+        ),
+        ({NODE: FOUR[NODE], "other": ["gpu-9"]}, ""),  # the new device may be in another pool
+    ],
+)
+def test_one_more_device_is_every_device_of_before_and_exactly_one_beyond(
+    shown: dict[str, list[str]], wrong: str
+) -> None:
+    assert Expected(FOUR, more=1).wrong(shown) == wrong
+
+
+def test_back_to_the_count_of_before_is_exactly_the_devices_of_before() -> None:
+    assert Expected(FOUR).wrong(FOUR) == ""
+    assert Expected(FOUR).wrong(FIVE) == (
+        "1 device(s) beyond those (node-1/device-04) where 0 were expected"
+    )
+
+
+def test_an_incomplete_pool_is_not_yet_what_was_published() -> None:
+    half = [_slice(FIVE[NODE], count=2)]
+    assert Expected(FOUR, more=1).verdict(half).startswith("no complete pool")
+    assert Expected(FOUR, more=1).verdict([_slice(FIVE[NODE])]) == ""
+
+
+def test_a_pool_that_did_not_follow_says_what_was_told_and_what_it_shows() -> None:
+    expected = Expected(FOUR, more=1, told="--num-devices=5")
+    said = failure(expected, [_slice(FOUR[NODE])], "driver d (upstream), p, step 's'", 60)
+    assert said == (
+        "driver d (upstream), p, step 's': told to publish 5 devices (--num-devices=5): "
+        "node-1/device-00, node-1/device-01, node-1/device-02, node-1/device-03, and 1 more; "
+        "60s later its pools show pool node-1 at generation 1 (slice 0-d-node-1-abcde, 1 of 1): "
+        "device-00, device-01, device-02, device-03 (4 devices): 0 device(s) beyond those "
+        "(none) where 1 was expected"
+    )
+
+
+def test_how_the_helper_brought_the_slices_to_the_new_devices() -> None:
+    left = [_slice(FOUR[NODE], uid="a", name="s-a")]
+    in_place = [_slice(FIVE[NODE], uid="a", name="s-a")]
+    replaced = [_slice(FIVE[NODE], generation=2, uid="b", name="s-b")]
+    assert (
+        how_updated(left, in_place) == "updated in place: s-a (generation 1) -> s-a (generation 1)"
+    )
+    assert how_updated(left, replaced) == "replaced: s-a (generation 1) -> s-b (generation 2)"
+    assert how_updated([], replaced).startswith("created anew")
+
+
+def _claim(name: str, *devices: tuple[str, str], driver: str = "d.e2e.k8s.io") -> dict:
+    results = [{"driver": driver, "pool": p, "device": d, "request": "r"} for p, d in devices]
+    return {
+        "metadata": {"name": name},
+        "status": {"allocation": {"devices": {"results": results}}},
+    }
+
+
+def test_free_devices_and_who_holds_one_are_read_from_the_claims_allocations() -> None:
+    claims = [
+        _claim("kept", (NODE, "device-00")),
+        _claim("other-driver", (NODE, "device-01"), driver="x.k8s.io"),
+        {"metadata": {"name": "pending"}, "status": {}},
+        _claim("grown", (NODE, "device-03"), (NODE, "device-04")),
+    ]
+    free = free_devices(FIVE, claims, "d.e2e.k8s.io")
+    assert free == {(NODE, "device-01"), (NODE, "device-02")}
+    assert holders(claims, "d.e2e.k8s.io", (NODE, "device-04")) == ["grown"]
+    assert holders(claims, "d.e2e.k8s.io", (NODE, "device-01")) == []
+
+
+def test_the_devices_a_driver_prepared_are_its_entry_in_the_kubelets_checkpoint() -> None:
+    entry = {
+        "ClaimUID": "u",
+        "DriverState": {
+            "d.e2e.k8s.io": {"Devices": [{"PoolName": NODE, "DeviceName": "device-04"}]},
+            "x.k8s.io": {"Devices": [{"PoolName": NODE, "DeviceName": "device-00"}]},
+        },
+    }
+    assert checkpointed(entry, "d.e2e.k8s.io") == {(NODE, "device-04")}
+    assert checkpointed(None, "d.e2e.k8s.io") == set()
+
+
+def test_the_grown_pool_is_carried_with_its_added_device() -> None:
+    grown = Grown(FOUR, 4, (NODE, "device-04"))
+    assert grown.with_added == FIVE
+    assert Grown(FOUR, 4, ("other", "gpu-0")).with_added == {**FOUR, "other": ["gpu-0"]}
+
+
+# --- the restart, with a stand-in driver ----------------------------------------------------------
+
+
+class _Driver:
+    """Stands in for a ProcessDriver: restarted, it publishes ``after`` (or keeps ``before``, as
+    a helper whose slice update is lost does)."""
+
+    name = "upstream.e2e.k8s.io"
+    node_name = NODE
+    surging = False
+
+    def __init__(self, before: list[dict], after: list[dict], option: str | None) -> None:
+        self.kind = SimpleNamespace(label="upstream", device_count_option=option)
+        self.num_devices = 4
+        self.calls: list[Any] = []
+        self._now, self._after = before, after
+
+    def stop(self) -> None:
+        self.calls.append("stop")
+
+    def start(self, kubelet: str = "", *, num_devices: int | None = None) -> None:
+        self.calls.append(("start", num_devices))
+        self._now = self._after
+
+    def wait_registered(self, timeout: float = 60) -> None:
+        self.calls.append("registered")
+
+    def slices(self) -> list[dict]:
+        return self._now
+
+    def describe(self) -> dict[str, Any]:
+        return {"k8s.io/dynamic-resource-allocation": "v0.38.0-beta.0"}
+
+
+def _context(tmp_path: Path, said: list[str]) -> Context:
+    return Context(
+        kube=None,  # type: ignore[arg-type]
+        plugin=None,
+        builder=None,  # type: ignore[arg-type]
+        nodes=[NODE],
+        phase="after-cluster-creation",
+        artifacts=tmp_path,
+        log=said.append,
+    )
+
+
+STEP = "the driver restarts with 5 devices, within the wipe delay: its pool shows them"
+
+
+def test_a_restart_with_one_more_device_is_seen_in_the_pool_and_how_is_kept(
+    tmp_path: Path,
+) -> None:
+    said: list[str] = []
+    ctx = _context(tmp_path, said)
+    driver = _Driver([_slice(FOUR[NODE])], [_slice(FIVE[NODE])], "--num-devices")
+    expected = Expected(FOUR, more=1, told="--num-devices=5")
+
+    shown = _device_change._restarted_with(ctx, driver, 5, expected, STEP)  # type: ignore[arg-type]
+
+    assert shown == FIVE
+    assert driver.calls == ["stop", ("start", 5), "registered"]
+    (kept,) = ctx.facts["driver_devices/after-cluster-creation"]
+    assert kept["num_devices"] == 5 and kept["slices"].startswith("updated in place: ")
+    assert "nothing_to_prove/after-cluster-creation" not in ctx.facts
+
+
+def test_a_helper_whose_slice_update_is_lost_fails_naming_all_but_a_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The break-it on plain values: the new instance runs, but its pool keeps the devices of
+    before (the helper's update of the existing slice never lands)."""
+    monkeypatch.setattr(_device_change, "DEVICES_SETTLE", 0.2)
+    ctx = _context(tmp_path, [])
+    driver = _Driver([_slice(FOUR[NODE])], [_slice(FOUR[NODE])], "--num-devices")
+    expected = Expected(FOUR, more=1, told="--num-devices=5")
+
+    with pytest.raises(AssertionError) as raised:
+        _device_change._restarted_with(ctx, driver, 5, expected, STEP)  # type: ignore[arg-type]
+
+    said = str(raised.value)
+    assert said.startswith(
+        "driver upstream.e2e.k8s.io (upstream, k8s.io/dynamic-resource-allocation "
+        f"v0.38.0-beta.0), after-cluster-creation, step {STEP!r}: told to publish 5 devices "
+        "(--num-devices=5)"
+    )
+    assert "its pools show pool node-1 at generation 1" in said and "(4 devices)" in said
+    assert said.endswith("0 device(s) beyond those (none) where 1 was expected")
+    assert "timed out" not in said
+
+
+def test_a_restart_that_left_no_slice_to_update_says_it_proved_the_content_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx = _context(tmp_path, [])
+    driver = _Driver([], [_slice(FIVE[NODE])], "--num-devices")
+    _device_change._restarted_with(  # type: ignore[arg-type]
+        ctx, driver, 5, Expected(FOUR, more=1), STEP
+    )
+    why = ctx.facts["nothing_to_prove/after-cluster-creation"]
+    assert why.startswith("the update of slices a driver published before its restart: created")
+    monkeypatch.setattr(_device_change, "WIPE_DELAY", 0.0)  # as if slower than the wipe delay
+    slow = _context(tmp_path, [])
+    driver = _Driver([_slice(FOUR[NODE])], [_slice(FIVE[NODE])], "--num-devices")
+    _device_change._restarted_with(  # type: ignore[arg-type]
+        slow, driver, 5, Expected(FOUR, more=1), STEP
+    )
+    assert "updated in place" in slow.facts["nothing_to_prove/after-cluster-creation"]
+
+
+def test_a_driver_that_cannot_be_told_its_count_skips_only_the_change_saying_why(
+    tmp_path: Path,
+) -> None:
+    ctx = _context(tmp_path, [])
+    driver = _Driver([_slice(FOUR[NODE])], [_slice(FIVE[NODE])], None)
+    kept = SimpleNamespace(name="p")
+    assert _device_change.grow(ctx, None, driver, FOUR, kept) is None  # type: ignore[arg-type]
+    assert driver.calls == []  # not restarted
+    why = ctx.facts["nothing_to_prove/after-cluster-creation"]
+    assert "does not pass {num_devices}" in why and driver.name in why
+
+
+def test_the_added_device_still_held_is_not_taken_away_and_its_holder_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_device_change, "RELEASE_TIMEOUT", 0.2)
+    claims = [_claim("kept", (NODE, "device-00")), _claim("late", (NODE, "device-04"))]
+    b = SimpleNamespace(list=lambda resource, mine=False: claims)
+    driver = _Driver([], [], "--num-devices")
+    driver.name = "d.e2e.k8s.io"
+    added = {(NODE, "device-04")}
+    with pytest.raises(AssertionError) as raised:
+        _device_change._released(b, driver, added)  # type: ignore[arg-type]
+    assert str(raised.value).startswith(
+        "driver d.e2e.k8s.io: node-1/device-04 still allocated to ResourceClaim(s) late 0s after"
+    )
+    claims.pop()
+    _device_change._released(b, driver, added)  # type: ignore[arg-type]
+    _device_change._released(b, driver, {(NODE, "device-01")})  # type: ignore[arg-type]

@@ -457,21 +457,22 @@ SHARED = _slice(
 )
 
 
+def _share(name: str, memory: str | None, result: dict, **request: Any) -> dict:
+    """A claim for a share of ``memory`` (None: no amount asked), allocated ``result``."""
+    if memory is not None:
+        request["capacity"] = {"requests": {"memory": memory}}
+    return _claim(name, [_request(**request)], [result])
+
+
 def test_the_shares_of_a_device_consume_no_more_than_its_capacity() -> None:
     oracle = _oracle(SHARED)
-    first = _claim(
-        "a", [_request()], [_result("gpu-0", shareID="s1", consumedCapacity={"memory": "30Gi"})]
-    )
-    fits = _claim(
-        "b", [_request()], [_result("gpu-0", shareID="s2", consumedCapacity={"memory": "10Gi"})]
-    )
-    over = _claim(
-        "c", [_request()], [_result("gpu-0", shareID="s3", consumedCapacity={"memory": "1Gi"})]
-    )
+    first = _share("a", "30Gi", _result("gpu-0", shareID="s1", consumedCapacity={"memory": "30Gi"}))
+    fits = _share("b", "10Gi", _result("gpu-0", shareID="s2", consumedCapacity={"memory": "10Gi"}))
+    over = _share("c", "1Gi", _result("gpu-0", shareID="s3", consumedCapacity={"memory": "1Gi"}))
     admin = _result("gpu-0", shareID="s4", adminAccess=True, consumedCapacity={"memory": "40Gi"})
 
     assert oracle.seen(first) == [] and oracle.seen(fits) == []
-    assert oracle.seen(_claim("d", [_request()], [admin])) == []  # admin access uses nothing
+    assert oracle.seen(_share("d", None, admin, adminAccess=True)) == []  # admin uses nothing
     [problem] = oracle.seen(over)
     assert problem.rule == "capacity" and problem.claim is over
     assert "consume 44023414784 of its capacity memory, which is 42949672960" in problem.message
@@ -516,3 +517,145 @@ def test_each_config_of_the_claim_is_allocated_once_and_configs_name_only_its_re
     stray = {**class_copy, "requests": ["other"]}
     [named] = _oracle(PLAIN).seen(with_config("stray", [claim_copy, stray]))
     assert "a FromClass config names requests ['other']" in named.message
+
+
+# --- consumed capacity ---------------------------------------------------------------------------
+
+VALID_VALUES = {"default": "2Gi", "validValues": ["2Gi", "4Gi", "6Gi"]}
+VALID_RANGE = {"default": "2Gi", "validRange": {"min": "2Gi", "max": "8Gi", "step": "3Gi"}}
+OPEN_RANGE = {"default": "3Gi", "validRange": {"min": "2Gi"}}
+
+
+def _shared(policy: dict | None, value: str = "8Gi", **capacities: dict) -> dict:
+    """A slice with gpu-0, which allows multiple allocations and has ``value`` of memory under
+    ``policy`` (None: no request policy), and ``capacities`` besides."""
+    memory: dict[str, Any] = {"value": value}
+    if policy is not None:
+        memory["requestPolicy"] = policy
+    device = _device(
+        "gpu-0", allowMultipleAllocations=True, capacity={"memory": memory, **capacities}
+    )
+    return _slice(device)
+
+
+def _consumed(memory: str, share: str = "s1", **more: str) -> dict:
+    return _result("gpu-0", shareID=share, consumedCapacity={"memory": memory, **more})
+
+
+@pytest.mark.parametrize(
+    ("policy", "asked", "right", "wrong"),
+    [
+        (None, None, "8Gi", "2Gi"),  # no amount, no policy: the whole capacity
+        (None, "3Gi", "3Gi", "4Gi"),  # no policy: as asked
+        (VALID_VALUES, None, "2Gi", "8Gi"),  # no amount: the default
+        (VALID_VALUES, "3Gi", "4Gi", "3Gi"),  # the smallest valid value not smaller
+        (VALID_VALUES, "4Gi", "4Gi", "6Gi"),
+        (VALID_RANGE, None, "2Gi", "3Gi"),
+        (VALID_RANGE, "1Gi", "2Gi", "1Gi"),  # below min: min
+        (VALID_RANGE, "3Gi", "5Gi", "6Gi"),  # min + n * step, not a multiple of the step
+        (VALID_RANGE, "6Gi", "8Gi", "6Gi"),
+        (OPEN_RANGE, "7Gi", "7Gi", "8Gi"),  # no step: as asked
+        (OPEN_RANGE, None, "3Gi", "2Gi"),
+    ],
+)
+def test_a_share_consumes_what_its_request_and_the_request_policy_say(
+    policy: dict | None, asked: str | None, right: str, wrong: str
+) -> None:
+    good = _share("a", asked, _consumed(right))
+    assert _oracle(_shared(policy)).seen(good) == []
+    bad = _share("b", asked, _consumed(wrong))
+    [problem] = _oracle(_shared(policy)).seen(bad)
+    assert problem.rule == "consumed capacity"
+    gib = 1 << 30
+    assert problem.message == (
+        f"result req -> {DRIVER}/pool-a/gpu-0: consumedCapacity {DRIVER}/memory is "
+        f"{int(wrong[:-2]) * gib}: capacity {DRIVER}/memory is 8Gi with requestPolicy {policy}, "
+        f"and its request asks for {int(asked[:-2]) * gib if asked else 'no amount'}, which "
+        f"makes {int(right[:-2]) * gib}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("policy", "asked"),
+    [
+        (VALID_VALUES, "7Gi"),  # above every valid value
+        ({"default": "2Gi", "validRange": {"min": "2Gi", "max": "5Gi", "step": "3Gi"}}, "6Gi"),
+        (None, "9Gi"),  # more than the device has
+    ],
+)
+def test_a_share_its_request_policy_refuses_is_a_problem(policy: dict | None, asked: str) -> None:
+    found = _oracle(_shared(policy)).seen(_share("a", asked, _consumed(asked)))
+    [problem] = [p for p in found if p.rule == "consumed capacity"]  # 9Gi breaks "capacity" too
+    assert problem.message.endswith("the device may not be allocated to it")
+
+
+def test_capacity_names_may_leave_out_the_drivers_domain_and_every_capacity_is_recorded() -> None:
+    qualified = _share("a", None, _consumed("4Gi"))
+    qualified["spec"]["devices"]["requests"][0]["exactly"]["capacity"] = {
+        "requests": {f"{DRIVER}/memory": "3Gi"}
+    }
+    assert _oracle(_shared(VALID_VALUES)).seen(qualified) == []
+    spelled = _result("gpu-0", shareID="s1", consumedCapacity={f"{DRIVER}/memory": "4Gi"})
+    assert _oracle(_shared(VALID_VALUES)).seen(_share("b", "3Gi", spelled)) == []
+
+    two = _shared(None, bandwidth={"value": "10G"})
+    assert _oracle(two).seen(_share("c", "3Gi", _consumed("3Gi", bandwidth="10G"))) == []
+    [missing] = _oracle(two).seen(_share("d", "3Gi", _consumed("3Gi")))
+    assert missing.message.startswith(
+        f"result req -> {DRIVER}/pool-a/gpu-0: consumedCapacity {DRIVER}/bandwidth is missing"
+    )
+    [stray] = _oracle(_shared(None)).seen(_share("e", "3Gi", _consumed("3Gi", cores="1")))
+    assert stray.message.endswith(
+        f"consumedCapacity names {DRIVER}/cores, which is no capacity of the device"
+    )
+
+
+def test_a_share_for_a_capacity_the_device_lacks_is_a_problem() -> None:
+    claim = _share("a", None, _consumed("8Gi"))
+    claim["spec"]["devices"]["requests"][0]["exactly"]["capacity"] = {"requests": {"cores": "1"}}
+    [problem] = _oracle(_shared(None)).seen(claim)
+    assert problem.message.endswith(
+        f"its request asks for capacity ['{DRIVER}/cores'], which the device does not have"
+    )
+
+
+def test_a_subrequests_capacity_request_is_the_one_a_share_of_it_consumes() -> None:
+    request = {
+        "name": "req",
+        "firstAvailable": [
+            {"name": "big", "deviceClassName": "gpu", "capacity": {"requests": {"memory": "7Gi"}}},
+            {
+                "name": "small",
+                "deviceClassName": "gpu",
+                "capacity": {"requests": {"memory": "1Gi"}},
+            },
+        ],
+    }
+    small = {**_consumed("2Gi"), "request": "req/small"}
+    assert _oracle(_shared(VALID_VALUES)).seen(_claim("a", [request], [small])) == []
+    big = {**_consumed("6Gi"), "request": "req/big"}
+    [problem] = _oracle(_shared(VALID_VALUES)).seen(_claim("b", [request], [big]))
+    assert problem.message.endswith("the device may not be allocated to it")  # 7Gi: none valid
+
+
+def test_a_whole_device_and_a_fractional_range_are_not_judged() -> None:
+    whole = _share("a", "3Gi", _result("gpu-0"))  # no shareID, no consumedCapacity
+    assert _oracle(_shared(VALID_VALUES)).seen(whole) == []
+    fractional = {"default": "500m", "validRange": {"min": "500m", "step": "250m"}}
+    odd = _share("b", "600m", _consumed("600m"))  # 750m or 1, by the gate: not said here
+    assert _oracle(_shared(fractional, value="4")).seen(odd) == []
+    plain = _slice(_device("gpu-0", capacity={"memory": {"value": "8Gi"}}))
+    assert _oracle(plain).seen(_share("c", "3Gi", _consumed("1Gi"))) == []  # not shared
+
+
+def test_a_share_finding_stands_only_if_a_list_after_the_allocation_has_it_too() -> None:
+    claim = _share("a", "3Gi", _consumed("5Gi"))  # right for the range (min 2, step 3)
+    lists = {
+        "changed": [[_shared(VALID_VALUES)], [_shared(VALID_RANGE)]],
+        "kept": [[_shared(VALID_VALUES)], [_shared(VALID_VALUES)]],
+    }
+    found = {}
+    for case, answers in lists.items():
+        oracle = AllocationOracle(lambda a=answers: a.pop(0) if len(a) > 1 else a[0])
+        found[case] = _rules(oracle.seen(copy.deepcopy(claim)))
+    assert found == {"changed": [], "kept": ["consumed capacity"]}

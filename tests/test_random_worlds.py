@@ -11,6 +11,7 @@ import pytest
 from kubernetes.client import models
 
 from e2e_dra.builder import SubtestObjects
+from e2e_dra.subtests._world_capacity import Capacity
 from e2e_dra.subtests._world_objects import (
     Grounds,
     as_stored,
@@ -19,7 +20,16 @@ from e2e_dra.subtests._world_objects import (
     rule_objects,
     slice_objects,
 )
-from e2e_dra.subtests._worlds import Claim, Device, Rule, World, draw, held_by_others, simpler
+from e2e_dra.subtests._worlds import (
+    Claim,
+    Device,
+    Rule,
+    World,
+    draw,
+    held_by_others,
+    simpler,
+    used_by_others,
+)
 from e2e_dra.subtests._worlds import wrongs as _wrongs
 
 DEVICES = (
@@ -63,6 +73,18 @@ def test_a_seed_draws_the_same_world_again_and_another_seed_another() -> None:
         (True, True),  # one device of it
     }
     assert {w.counters for w in others} == {None, 3, 4}
+    shared = [(w, d) for w in others for d in w.devices if d.capacity is not None]
+    assert all(w.counters is None for w, _ in shared)  # a share's counters are not asked about
+    assert all(len([d for d in w.devices if d.capacity]) == 1 for w, _ in shared)
+    policies = {
+        "none" if d.capacity.default is None else "values" if d.capacity.values else "range"
+        for _, d in shared
+        if d.capacity is not None
+    }
+    assert policies == {"none", "values", "range"}
+    shares = [c for w, _ in shared for c in w.claims if c.amount is not None]
+    assert {c.amount for c in shares} == {1, 2, 3, 5, 9}
+    assert all(c.count == 1 and not c.options and not c.all for c in shares)
 
 
 def test_a_claim_fits_devices_it_selects_and_tolerates_on_one_numa_node_if_asked() -> None:
@@ -196,6 +218,7 @@ def test_a_worlds_objects_are_valid_and_carry_what_it_is_made_of() -> None:
     ]
     assert tainted["attributes"] == {
         "world": {"string": "w"},
+        "name": {"string": "d1"},
         "model": {"string": "a"},
         "numa": {"int": 1},
     }
@@ -302,4 +325,147 @@ def test_where_no_device_taint_rules_are_served_a_world_goes_without_them(
         assert without.fitted(world) == replace(world, rules=())
     assert [r.getMessage() for r in caplog.records] == [
         "the API server serves no DeviceTaintRules: the worlds go without them"
+    ]
+
+
+# --- shares of a device that allows multiple allocations (KEP-5075) ---------------------------
+
+NO_POLICY = Capacity(8)
+VALID_VALUES = Capacity(8, 2, values=(2, 4, 6))
+VALID_RANGE = Capacity(8, 2, minimum=2, maximum=5, step=3)
+OPEN_RANGE = Capacity(8, 3, minimum=2)
+
+
+@pytest.mark.parametrize(
+    ("capacity", "asked", "consumed"),
+    [
+        (NO_POLICY, None, 8),  # no amount, no policy: the whole capacity
+        (NO_POLICY, 3, 3),
+        (NO_POLICY, 9, None),  # more than there is
+        (VALID_VALUES, None, 2),  # the default
+        (VALID_VALUES, 3, 4),  # rounded up to a valid value
+        (VALID_VALUES, 6, 6),
+        (VALID_VALUES, 7, None),  # above every valid value
+        (VALID_RANGE, None, 2),
+        (VALID_RANGE, 1, 2),  # below min: min
+        (VALID_RANGE, 3, 5),  # min + n * step, not a multiple of the step (6)
+        (VALID_RANGE, 6, None),  # rounded to 8, above max
+        (OPEN_RANGE, None, 3),
+        (OPEN_RANGE, 1, 2),
+        (OPEN_RANGE, 7, 7),  # no step: as asked
+        (OPEN_RANGE, 9, None),
+    ],
+)
+def test_a_share_consumes_what_the_request_policy_makes_of_its_amount(
+    capacity: Capacity, asked: int | None, consumed: int | None
+) -> None:
+    assert capacity.consumed(asked) == consumed
+
+
+SHARED = Device("s", "a", 0, None, capacity=VALID_VALUES)
+PLAIN = Device("d", "a", 0, None)
+
+
+def test_shares_fit_while_the_device_has_room_and_admin_access_needs_room_too() -> None:
+    three = Claim("three", 1, None, None, False, amount=3)  # consumes 4
+    world = _world(three, devices=(SHARED, PLAIN))
+    assert world.fits(three, []) == [SHARED]  # only the shared device has the capacity
+    assert world.fits(three, [SHARED], used={"s": 4}) == [SHARED]  # held, but shared
+    assert world.fits(three, [SHARED], used={"s": 6}) is None  # 6 + 4 > 8
+    assert world.fits(replace(three, amount=7), []) is None  # above every valid value
+    one = Claim("one", 1, None, None, False)  # consumes the default, 2
+    assert world.fits(one, [PLAIN], used={"s": 6}) == [SHARED]
+    assert world.fits(one, [PLAIN], used={"s": 7}) is None
+    admin = replace(one, admin=True)
+    assert world.fits(replace(admin, device="s"), [PLAIN], used={"s": 7}) is None
+    assert world.fits(replace(admin, device="s"), [PLAIN], used={"s": 6}) == [SHARED]
+    every = Claim("every", 1, None, "a", False, all=True)
+    assert world.fits(every, [], used={"s": 6}) == [SHARED, PLAIN]
+    assert world.fits(every, [], used={"s": 7}) is None
+
+
+def test_the_shares_held_are_counted_as_their_policy_rounds_them_admin_access_aside() -> None:
+    a = Claim("a", 1, None, None, False, amount=3)
+    b = Claim("b", 1, None, None, False, device="s")
+    admin = Claim("admin", 1, None, None, False, amount=5, admin=True)
+    world = _world(a, b, admin, devices=(SHARED, PLAIN))
+    taken = {"a": [SHARED], "b": [SHARED], "admin": [SHARED]}
+    assert used_by_others(world, taken) == {"s": 6}  # 4 for 3, the default 2; admin: none
+    assert used_by_others(world, taken, a) == {"s": 2}
+
+
+def test_shares_over_the_capacity_or_its_policy_and_amounts_on_other_devices_are_wrongs() -> None:
+    a = Claim("a", 1, None, None, False, amount=3)
+    b = Claim("b", 1, None, None, False, amount=4)
+    c = Claim("c", 1, None, None, False, device="s")
+    world = _world(a, b, c, devices=(SHARED, PLAIN))
+    share = _result("s", shareID="x")
+    assert wrongs(world, a=[share], b=[share]) == []  # 4 + 4
+    assert wrongs(world, a=[share], b=[share], c=[share]) == [
+        "the shares of s held without admin access consume 10 GiB of its capacity, which is 8"
+    ]
+    admin = replace(world, claims=(a, b, replace(c, admin=True)))
+    assert wrongs(admin, a=[share], b=[share], c=[{**share, "adminAccess": True}]) == []
+    big = _world(Claim("big", 1, None, None, False, amount=7), devices=(SHARED,))
+    (refused,) = wrongs(big, big=[share])
+    assert refused.startswith("claim big asks for 7 GiB of capacity and was given a share of s")
+    (elsewhere,) = wrongs(world, a=[_result("d")])
+    assert "capacity asked 3" in elsewhere and "which its request does not accept" in elsewhere
+
+
+def test_a_shared_device_and_a_share_claim_are_valid_objects() -> None:
+    b = _builder()
+    share = Claim("c", 1, None, None, False, device="s", amount=3)
+    ranged = Device("r", "b", 1, None, capacity=VALID_RANGE)
+    world = _world(share, devices=(SHARED, ranged, Device("n", "b", 0, None, capacity=NO_POLICY)))
+    (devices,) = slice_objects(b, world)
+    models.V1ResourceSlice.model_validate(devices)
+    values, bounds, whole = devices["spec"]["devices"]
+    assert values["allowMultipleAllocations"] is True
+    assert values["capacity"] == {
+        "memory": {
+            "value": "8Gi",
+            "requestPolicy": {"default": "2Gi", "validValues": ["2Gi", "4Gi", "6Gi"]},
+        }
+    }
+    assert bounds["capacity"]["memory"]["requestPolicy"] == {
+        "default": "2Gi",
+        "validRange": {"min": "2Gi", "max": "5Gi", "step": "3Gi"},
+    }
+    assert whole["capacity"] == {"memory": {"value": "8Gi"}}
+    (plain,) = slice_objects(b, _world(devices=(PLAIN,)))[0]["spec"]["devices"]
+    assert "allowMultipleAllocations" not in plain and "capacity" not in plain
+    claim = claim_object(b, world, share, "ns")
+    models.ResourceV1ResourceClaim.model_validate(claim)
+    (asked,) = claim["spec"]["devices"]["requests"]
+    assert asked["exactly"]["capacity"] == {"requests": {"memory": "3Gi"}}
+    driver = b.driver_name
+    assert asked["exactly"]["selectors"][-1] == {
+        "cel": {"expression": f'device.attributes["{driver}"].name == "s"'}
+    }
+
+
+def test_a_world_is_judged_without_shares_where_the_server_dropped_them() -> None:
+    b = _builder()
+    world = _world(Claim("c", 1, None, None, False, amount=3), devices=(SHARED, PLAIN))
+    slices = slice_objects(b, world)
+    claims = {"c": claim_object(b, world, world.claims[0], "ns")}
+    assert as_stored(world, slices, claims) == world
+    for device in slices[0]["spec"]["devices"]:  # as stored with DRAConsumableCapacity off
+        device.pop("allowMultipleAllocations", None)
+        device.get("capacity", {}).get("memory", {}).pop("requestPolicy", None)
+    del claims["c"]["spec"]["devices"]["requests"][0]["exactly"]["capacity"]
+    stored = as_stored(world, slices, claims)
+    assert stored.devices == (replace(SHARED, capacity=None), PLAIN)
+    assert stored.claims == (Claim("c", 1, None, None, False),)
+
+
+def test_the_shrinker_makes_a_shared_device_plainer_and_takes_a_claims_share_away() -> None:
+    claim = Claim("c", 1, None, None, False, device="s", amount=3)
+    world = _world(claim, devices=(SHARED,))
+    assert list(simpler(world)) == [
+        replace(world, devices=(replace(SHARED, capacity=None),)),
+        replace(world, devices=(replace(SHARED, capacity=Capacity(8)),)),
+        replace(world, claims=(replace(claim, device=None),)),
+        replace(world, claims=(replace(claim, amount=None),)),
     ]

@@ -24,6 +24,8 @@ from any bug:
   the attribute, with one value; those of a ``distinctAttribute`` constraint all different ones.
 - **capacity** (KEP-5075): the shares of a device that allows multiple allocations consume, summed
   over every claim holding one, no more of each capacity than the device has.
+- **consumed capacity** (KEP-5075, ``_share_capacity``): each share records what its request and
+  the device's ``requestPolicy`` say it consumes (the default when it asks for no amount).
 - **claim limit**: an allocation holds at most :data:`RESULTS_LIMIT` results (the API's
   ``AllocationResultsMaxSize``).
 - **config** (KEP-4381): each config of the claim's spec for a request that was allocated (all
@@ -57,6 +59,7 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
+from e2e_dra._suite._share_capacity import share_problems
 from e2e_dra._suite._taint_rules import TaintRule
 from e2e_dra._suite._taint_rules import timestamp as _timestamp
 from e2e_dra._suite._taint_rules import tolerates as _tolerates
@@ -186,6 +189,7 @@ class AllocationOracle:
             *_constraint_problems(claim, results, published),
             *self._counter_problems(claim, results, published),
             *self._capacity_problems(results, published),
+            *share_problems(claim, results, published.devices, self._relisted_devices),
             *_limit_problems(results),
             *_config_problems(claim),
         ]
@@ -199,6 +203,9 @@ class AllocationOracle:
             self._published = _Published.of(self._slices(), self._listed_rules())
             self._listed_at = now
         return self._published
+
+    def _relisted_devices(self) -> dict[Device, dict]:
+        return _Published.of(self._slices()).devices
 
     def _listed_rules(self) -> list[dict] | None:
         if self._rules is None:

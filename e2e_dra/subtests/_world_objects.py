@@ -1,6 +1,7 @@
 """random-worlds' worlds as API objects: the pool's ResourceSlices, the DeviceTaintRules, the
 claims; what a phase's cluster offers them (:class:`Grounds`); the world as the API server
-stored it (:func:`as_stored`); and the sweep of what a world left.
+stored it (:func:`as_stored`); the updates that make a world's changes (:func:`republished`,
+:func:`edited_rule`); and the sweep of what a world left.
 
 A world's objects are this subtest's: the builder labels each one, cluster-scoped ones too, and
 :func:`sweep` deletes by those labels whatever a world did not (a phase cut short).
@@ -8,6 +9,7 @@ A world's objects are this subtest's: the builder labels each one, cluster-scope
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -23,7 +25,8 @@ from e2e_dra.builder import (
     retrying,
 )
 from e2e_dra.subtests._admin_access import ADMIN_LABEL
-from e2e_dra.subtests._worlds import Claim, World
+from e2e_dra.subtests._world_capacity import CAPACITY, quantity
+from e2e_dra.subtests._worlds import RULE_CHANGES, Claim, Rule, World
 from e2e_dra.waits import eventually
 
 RULE_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1alpha3")
@@ -55,14 +58,15 @@ class Grounds:
         return cls(b, short, version)
 
     def fitted(self, world: World) -> World:
-        """``world`` without what this cluster does not have (said once): its rules, where no
-        version of DeviceTaintRules is served."""
+        """``world`` without what this cluster does not have (said once): its rules and their
+        changes, where no version of DeviceTaintRules is served."""
         if not world.rules or self.rule_version is not None:
             return world
         if not self._said:
             self._said = True
             self.b.log("the API server serves no DeviceTaintRules: the worlds go without them")
-        return replace(world, rules=())
+        changes = tuple(c for c in world.changes if c.kind not in RULE_CHANGES)
+        return replace(world, rules=(), changes=changes)
 
     def namespace_for(self, world: World) -> str:
         """Where ``world``'s claims and pods go: the admin namespace when one of its requests
@@ -102,9 +106,10 @@ def pool_name(b: Builder, world: World) -> str:
 
 def slice_objects(b: Builder, world: World) -> list[dict]:
     """The world's pool: a slice of devices, and with a shared counter, a slice of the counter
-    set (the API allows a slice one or the other)."""
+    set (the API allows a slice one or the other). The devices' taints are dated a minute
+    back: they predate every allocation."""
     pool = pool_name(b, world)
-    devices = cluster_slice(b.driver_name, pool, _devices(world))
+    devices = cluster_slice(b.driver_name, pool, _devices(world, _stamp(minutes=1)))
     if world.counters is None:
         return [devices]
     counters = cluster_slice(b.driver_name, f"{pool}-counters", [], pool=pool)
@@ -117,19 +122,28 @@ def slice_objects(b: Builder, world: World) -> list[dict]:
     return [devices, counters]
 
 
-def _devices(world: World) -> list[dict]:
-    """The devices, their taints dated a minute back: they predate every allocation."""
-    added = (datetime.now(UTC) - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _stamp(minutes: int = 0) -> str:
+    """An API timestamp (whole seconds) ``minutes`` ago."""
+    return (datetime.now(UTC) - timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _devices(world: World, added: str) -> list[dict]:
+    """The devices, their taints added at ``added``; each has its name as an attribute too, for
+    a selector that picks it (CEL sees no device name)."""
     devices = []
     for d in world.devices:
         device: dict[str, Any] = {
             "name": d.name,
             "attributes": {
                 "world": {"string": world.name},
+                "name": {"string": d.name},
                 "model": {"string": d.model},
                 "numa": {"int": d.numa},
             },
         }
+        if d.capacity is not None:
+            device["allowMultipleAllocations"] = True
+            device["capacity"] = {CAPACITY: d.capacity.as_api()}
         if d.taint is not None:
             device["taints"] = [
                 {"key": d.taint, "value": TAINT_VALUE, "effect": "NoSchedule", "timeAdded": added}
@@ -139,6 +153,46 @@ def _devices(world: World) -> list[dict]:
             device["consumesCounters"] = [{"counterSet": COUNTER_SET, "counters": consumed}]
         devices.append(device)
     return devices
+
+
+def republished(stored: Sequence[dict], world: World) -> list[dict]:
+    """The updates of the pool's ``stored`` slices (as the API server answered) that make
+    ``world.after()``: every slice at the next generation (the API's rule for a pool that
+    changes), the devices of the world after, each taint it had before kept as it was (its
+    ``timeAdded`` too), a new one added now."""
+    later = world.after()
+    now = _stamp()
+    updates = []
+    for slice_ in stored:
+        update = copy.deepcopy(slice_)
+        update["spec"]["pool"]["generation"] = int(slice_["spec"]["pool"]["generation"]) + 1
+        if not slice_["spec"].get("sharedCounters"):  # the slice of devices
+            before = {d["name"]: d for d in slice_["spec"].get("devices") or []}
+            devices = _devices(later, now)
+            for device in devices:
+                kept = before.get(device["name"], {}).get("taints")
+                if device.get("taints") and kept and kept[0]["key"] == device["taints"][0]["key"]:
+                    device["taints"] = kept
+            update["spec"]["devices"] = devices
+        updates.append(update)
+    return updates
+
+
+def edited_rule(b: Builder, stored: dict, world: World, rule: Rule) -> dict:
+    """The update of DeviceTaintRule ``stored`` (as the API server read it) into ``rule``: its
+    selector and taint key as ``rule`` says; the rest, ``timeAdded`` too, as it was (an edit
+    that keeps the effect keeps the time, as the server would)."""
+    update = copy.deepcopy(stored)
+    pool = pool_name(b, world)
+    made = b.device_taint_rule(
+        stored["metadata"]["name"],
+        pool=pool if rule.pool or rule.device else None,
+        device=rule.device,
+        taint={"key": rule.key, "value": TAINT_VALUE, "effect": "NoSchedule"},
+    )
+    update["spec"]["deviceSelector"] = made["spec"]["deviceSelector"]
+    update["spec"]["taint"].update(made["spec"]["taint"])
+    return update
 
 
 def rule_objects(b: Builder, world: World, version: str | None) -> list[dict]:
@@ -175,9 +229,17 @@ def claim_object(b: Builder, world: World, claim: Claim, namespace: str) -> dict
         selectors = [f'{attr}.world == "{world.name}"']
         if model is not None:
             selectors.append(f'{attr}.model == "{model}"')
+        if claim.device is not None:
+            selectors.append(f'{attr}.name == "{claim.device}"')
         mode = {"allocation_mode": "All"} if claim.all else {"count": count}
+        capacity = None if claim.amount is None else {CAPACITY: quantity(claim.amount)}
         return request(
-            name, selectors=selectors, tolerations=tolerations, admin_access=admin, **mode
+            name,
+            selectors=selectors,
+            tolerations=tolerations,
+            admin_access=admin,
+            capacity=capacity,
+            **mode,
         )
 
     if claim.options:
@@ -199,7 +261,8 @@ def claim_object(b: Builder, world: World, claim: Claim, namespace: str) -> dict
 def as_stored(world: World, slices: Sequence[dict], claims: Mapping[str, dict]) -> World:
     """``world`` as the API server stored its ``slices`` and ``claims`` (by claim name): what
     it dropped, as it drops a feature's fields while the feature's gate is off (shared
-    counters, taints, tolerations, admin access), is not in the world the scheduler sees."""
+    counters, taints, tolerations, admin access, multiple allocations and capacity requests),
+    is not in the world the scheduler sees."""
     stored = {d["name"]: d for s in slices for d in s["spec"].get("devices") or []}
     counters = world.counters
     if counters is not None and not (
@@ -211,6 +274,12 @@ def as_stored(world: World, slices: Sequence[dict], claims: Mapping[str, dict]) 
         replace(d, taint=None) if d.taint and not stored[d.name].get("taints") else d
         for d in world.devices
     )
+    devices = tuple(
+        replace(d, capacity=None)
+        if d.capacity and not stored[d.name].get("allowMultipleAllocations")
+        else d
+        for d in devices
+    )
     kept = []
     for claim in world.claims:
         (spec,) = claims[claim.name]["spec"]["devices"]["requests"]
@@ -219,6 +288,8 @@ def as_stored(world: World, slices: Sequence[dict], claims: Mapping[str, dict]) 
             claim = replace(claim, toleration=None)
         if claim.admin and not asked.get("adminAccess"):
             claim = replace(claim, admin=False)
+        if claim.amount is not None and not asked.get("capacity"):
+            claim = replace(claim, amount=None)
         kept.append(claim)
     return replace(world, devices=devices, claims=tuple(kept), counters=counters)
 

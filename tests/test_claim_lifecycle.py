@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from e2e_dra._suite._lifecycle import GRACE, POLL, PROTECTION, ClaimLifecycle, breaches
+from e2e_dra._suite._lifecycle import (
+    GRACE,
+    POLL,
+    PROTECTION,
+    RESPITE,
+    ClaimLifecycle,
+    breaches,
+)
 
 
 def pod(name: str = "p", uid: str = "pu", *, phase: str = "Running", node: str = "n") -> dict:
@@ -139,8 +146,9 @@ def test_a_breach_that_lasts_is_said_once_with_its_owner_after_the_grace() -> No
     assert f"({GRACE:.0f}s after it was first seen)" in finding.message
     assert GRACE <= clock.now < GRACE + 2 * POLL
     waited = clock.now
+    clock.now += RESPITE
     assert net.judge(lambda: stuck) == []  # said once; and no more waiting for it
-    assert clock.now == waited
+    assert clock.now == waited + RESPITE
 
 
 def test_the_watch_tells_it_which_claims_were_reserved() -> None:
@@ -149,3 +157,21 @@ def test_the_watch_tells_it_which_claims_were_reserved() -> None:
     net.seen(claim(reserved=(("p", "pu"),)))
     (finding,) = net.judge(lambda: ([claim()], []))
     assert "is still allocated, although no pod uses it any more" in finding.message
+
+
+def test_phases_ending_together_are_judged_once() -> None:
+    clock = Clock()
+    net = ClaimLifecycle(lambda c: None, clock=clock, sleep=clock.sleep)
+    looked: list[float] = []
+
+    def look() -> tuple[list[dict], list[dict]]:
+        looked.append(clock.now)
+        return [], []
+
+    for _ in range(3):
+        net.judge(look)
+        clock.now += 1.0
+    assert looked == [0.0]
+    clock.now = RESPITE + 0.5
+    net.judge(look)
+    assert looked == [0.0, RESPITE + 0.5]

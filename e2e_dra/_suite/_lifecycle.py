@@ -38,6 +38,10 @@ GRACE = 60.0
 """Seconds a breach may last before it is a finding: the controller manager's and the garbage
 collector's reaction to a pod's end, through informers, with room for a slow 2-core machine."""
 POLL = 1.0
+RESPITE = 5.0
+"""Seconds after a judgement during which another one is not made: the phases of a batch end
+within seconds of one another, each asking, and a breach needs :data:`GRACE` seconds to count
+anyway (one seen meanwhile is judged at the next phase's end)."""
 PROTECTION = "resource.kubernetes.io/delete-protection"
 
 
@@ -123,6 +127,7 @@ class ClaimLifecycle:
         self._reserved_once: set[str] = set()
         self._first_seen: dict[tuple[str, str, str], float] = {}
         self._said: set[tuple[str, str, str]] = set()
+        self._judged_at: float | None = None  # when the last judgement ended
 
     def seen(self, claim: dict) -> None:
         """A version of a claim, as a watch delivers it: was it reserved for a pod?"""
@@ -135,6 +140,8 @@ class ClaimLifecycle:
         :data:`POLL` seconds) until it mends or its time is up; each said once. ``look`` gives
         the claims and the pods there are now (:func:`live`)."""
         with self._lock:
+            if self._judged_at is not None and self._clock() - self._judged_at < RESPITE:
+                return []
             found: list[Finding] = []
             while True:
                 claims, pods = look()
@@ -162,6 +169,7 @@ class ClaimLifecycle:
                     else:
                         waiting = True
                 if not waiting:
+                    self._judged_at = self._clock()
                     return found
                 self._sleep(POLL)
 

@@ -600,3 +600,24 @@ def test_a_checkouts_test_driver_is_built_once_per_run_however_many_start_it(
     assert built == [(tree, "test/e2e/dra/test-driver", "dra-test-driver")]
     assert {p.binary for p in programs} == {tree / "_output" / "dra-test-driver"}
     assert {p.version for p in programs} == {version}
+
+
+def test_the_first_instance_on_a_cluster_starts_without_what_an_earlier_cluster_left(
+    tmp_path: Path,
+) -> None:
+    """A checkpoint left by a driver of an earlier cluster (a run stopped before its claims were
+    unprepared) is gone when the first instance starts; a restart keeps the driver's state."""
+    driver = _driver(tmp_path, "sleep 60")
+    stale = driver.data_dir / "checkpoint.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text('{"preparedClaims": [{"uid": "of-another-cluster"}]}')
+    driver.start()
+    try:
+        assert driver.data_dir.is_dir() and not stale.exists()
+        kept = driver.data_dir / "checkpoint.json"
+        kept.write_text('{"preparedClaims": [{"uid": "of-this-cluster"}]}')
+        driver.stop()
+        driver.start()
+        assert kept.read_text() == '{"preparedClaims": [{"uid": "of-this-cluster"}]}'
+    finally:
+        driver.stop()

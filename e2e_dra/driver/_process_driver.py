@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import shutil
 import signal
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -159,7 +160,15 @@ class ProcessDriver:
     def _launch(self, program: Program | None, *, surge: bool = False) -> None:
         """Start an instance of ``program``: beside the running one if ``surge``, else as the
         only one (the caller stopped the last). Its directories exist first, as a DaemonSet's
-        hostPath volumes (``DirectoryOrCreate``) make them; upstream's driver expects that."""
+        hostPath volumes (``DirectoryOrCreate``) make them; upstream's driver expects that.
+
+        The first instance on this cluster starts with an empty data directory, as on a fresh
+        node: what a driver of an earlier cluster left there (a checkpoint naming claims this
+        cluster never had, after a run that stopped before its claims were unprepared) would
+        make this run's verdict depend on the last one's. Later instances keep it: that a
+        driver's state outlives its restarts is what the suite checks."""
+        if self.instance == 0 and self.data_dir.is_dir():
+            shutil.rmtree(self.data_dir)
         for directory in (self.site.log_dir, self.data_dir, self.site.registry_dir, self.cdi_dir):
             directory.mkdir(parents=True, exist_ok=True)
         pod_uid = str(uuid.uuid4())

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from e2e_dra import subtests
-from e2e_dra.driver import parse_drivers
+from e2e_dra.driver import CommandDriver, ExampleDriver, UpstreamTestDriver, parse_drivers
 from e2e_dra.subtest import PHASES, Context
 from e2e_dra.subtests import drivers
 from e2e_dra.subtests.drivers import _chain, _device_change
@@ -212,8 +212,12 @@ class _Driver:
     node_name = NODE
     surging = False
 
-    def __init__(self, before: list[dict], after: list[dict], option: str | None) -> None:
-        self.kind = SimpleNamespace(label="upstream", device_count_option=option)
+    def __init__(
+        self, before: list[dict], after: list[dict], option: str | None, held: str | None = None
+    ) -> None:
+        self.kind = SimpleNamespace(
+            label="upstream", device_count_option=option, device_change_held_back=held
+        )
         self.num_devices = 4
         self.calls: list[Any] = []
         self._now, self._after = before, after
@@ -320,6 +324,25 @@ def test_a_driver_that_cannot_be_told_its_count_skips_only_the_change_saying_why
     assert driver.calls == []  # not restarted
     why = ctx.facts["nothing_to_prove/after-cluster-creation"]
     assert "does not pass {num_devices}" in why and driver.name in why
+
+
+def test_a_driver_whose_change_is_held_back_is_not_restarted_and_says_why(
+    tmp_path: Path,
+) -> None:
+    ctx = _context(tmp_path, [])
+    driver = _Driver([_slice(FOUR[NODE])], [_slice(FIVE[NODE])], "--num-devices", "not yet")
+    kept = SimpleNamespace(name="p")
+    assert _device_change.grow(ctx, None, driver, FOUR, kept) is None  # type: ignore[arg-type]
+    assert driver.calls == []
+    why = ctx.facts["nothing_to_prove/after-cluster-creation"]
+    assert why.endswith(f"{driver.name}: not yet")
+
+
+def test_only_the_example_driver_holds_its_device_change_back_and_says_on_what_evidence() -> None:
+    assert UpstreamTestDriver().device_change_held_back is None
+    assert CommandDriver("my-driver {num_devices}").device_change_held_back is None
+    held = ExampleDriver().device_change_held_back
+    assert held is not None and "4 of 9" in held and "helper v0.36.2" in held
 
 
 def test_the_added_device_still_held_is_not_taken_away_and_its_holder_is_named(

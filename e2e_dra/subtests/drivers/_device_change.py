@@ -63,6 +63,12 @@ def grow(
     the new device and prepared, then unprepared and given back. Returns the change, to be undone
     later; None, said, for a driver that cannot be told how many devices to publish."""
     option = driver.kind.device_count_option
+    if driver.kind.device_change_held_back is not None:
+        ctx.nothing_to_prove(
+            f"a change of the driver's devices while claims are prepared: {driver.name}: "
+            f"{driver.kind.device_change_held_back}"
+        )
+        return None
     if option is None:
         ctx.nothing_to_prove(
             f"a change of the driver's devices while claims are prepared: driver {driver.name}'s "

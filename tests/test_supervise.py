@@ -163,21 +163,24 @@ def test_a_frozen_group_answers_nothing_until_thawed_and_a_frozen_one_still_stop
     script = f"(while true; do echo >> {ticks}; sleep 0.05; done) & echo $! > {pid_file}; wait"
     process = Process("ticker", ["sh", "-c", script], new_session=True)
     process.start()
-    child = pid_from(pid_file)
-    assert eventually(lambda: ticks.exists() and ticks.stat().st_size > 0)
+    try:
+        child = pid_from(pid_file)
+        assert eventually(lambda: ticks.exists() and ticks.stat().st_size > 0)
 
-    process.signal_group(signal.SIGSTOP)
-    assert eventually(lambda: _state(child) == "T" and _state(process.pid or 0) == "T")
-    size = ticks.stat().st_size
-    time.sleep(0.3)
-    assert ticks.stat().st_size == size  # nothing runs while frozen
+        process.signal_group(signal.SIGSTOP)
+        assert eventually(lambda: _state(child) == "T" and _state(process.pid or 0) == "T")
+        size = ticks.stat().st_size
+        time.sleep(0.3)
+        assert ticks.stat().st_size == size  # nothing runs while frozen
 
-    process.signal_group(signal.SIGCONT)
-    assert eventually(lambda: ticks.stat().st_size > size)
+        process.signal_group(signal.SIGCONT)
+        assert eventually(lambda: ticks.stat().st_size > size)
 
-    process.signal_group(signal.SIGSTOP)
-    process.stop("frozen at the end", grace=0.2)
-    assert process.leftovers() == [] and not psutil_alive(child)
+        process.signal_group(signal.SIGSTOP)
+        process.stop("frozen at the end", grace=0.2)
+        assert process.leftovers() == [] and not psutil_alive(child)
+    finally:  # a failed look must not leave the group frozen behind the run
+        process.stop("the test ends", grace=0.2)
 
 
 def test_terminate_stops_a_process_that_is_not_our_child(tmp_path: Path) -> None:

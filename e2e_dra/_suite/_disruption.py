@@ -30,6 +30,7 @@ import logging
 import secrets
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Any
 
 from e2e_dra._suite._nets import Finding
 from e2e_dra.builder import (
@@ -179,9 +180,7 @@ class DisruptionNet:
             return f"it was replaced (uid {record.uid} is now {now['metadata']['uid']})"
         if now["metadata"].get("deletionTimestamp"):
             return "it is being deleted"
-        was = {c: (k.id, k.restarts, k.started) for c, k in record.containers.items()}
-        changed = {c: (w, container_states(now).get(c)) for c, w in was.items()}
-        changed = {c: pair for c, pair in changed.items() if pair[0] != pair[1]}
+        changed = _changed_containers(record, now)
         if changed:
             return (
                 "containers stopped, restarted or replaced ((containerID, restartCount, running "
@@ -200,6 +199,14 @@ class DisruptionNet:
         return None
 
 
+def _changed_containers(record: PodRecord, pod: dict) -> dict[str, tuple[Any, Any]]:
+    """The containers of ``record`` that ``pod`` (as read) no longer runs as they were:
+    name -> ((containerID, restartCount, running since) then, the same now)."""
+    was = {c: (k.id, k.restarts, k.started) for c, k in record.containers.items()}
+    pairs = {c: (w, container_states(pod).get(c)) for c, w in was.items()}
+    return {c: pair for c, pair in pairs.items() if pair[0] != pair[1]}
+
+
 def restarted_since(records: list[PodRecord], listed: list[dict], step: str) -> list[Finding]:
     """Of ``records`` (pods found untouched right after ``step``), those that, as ``listed`` now,
     run other containers or restarted them; a pod deleted (or made again) by its subtest, being
@@ -213,9 +220,7 @@ def restarted_since(records: list[PodRecord], listed: list[dict], step: str) -> 
         annotations = pod["metadata"].get("annotations") or {}
         if pod["metadata"].get("deletionTimestamp") or DISRUPTION_ANNOTATION in annotations:
             continue
-        was = {c: (k.id, k.restarts, k.started) for c, k in record.containers.items()}
-        changed = {c: (w, container_states(pod).get(c)) for c, w in was.items()}
-        changed = {c: pair for c, pair in changed.items() if pair[0] != pair[1]}
+        changed = _changed_containers(record, pod)
         if changed:
             where = f"pod {record.namespace}/{record.name} of {record.owner}"
             found.append(

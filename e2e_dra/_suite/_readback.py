@@ -31,14 +31,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from e2e_dra._suite._nets import Finding
+from e2e_dra._suite._nets import RESOURCE_V1, Finding
 from e2e_dra._suite._taint_rules import RULE_VERSIONS
 from e2e_dra.builder import SUBTEST_LABEL
 from e2e_dra.kube import Kube, KubeError, path, retrying
 
 logger = logging.getLogger(__name__)
 
-RESOURCE_V1 = "resource.k8s.io/v1"
 READ_BACK = (
     ((RESOURCE_V1,), "resourceclaims", "ResourceClaim"),
     ((RESOURCE_V1,), "resourceclaimtemplates", "ResourceClaimTemplate"),

@@ -77,14 +77,17 @@ def test_the_chain_is_on_top_of_the_package_and_no_module_reaches_up_to_it() -> 
     assert Path(subtests.__file__).parent / "drivers" == root
 
 
-def test_the_devices_change_where_no_rolling_update_or_outage_is_under_way() -> None:
-    """Grown in the first phase (one instance, no outage); shrunk in a later phase before its
-    rolling update begins; and both within the chain's phases."""
+def test_each_side_changes_the_pool_once_and_never_during_the_outage() -> None:
+    """Grown in the first phase, on the older release (one instance, no outage); shrunk in the
+    last, after the re-upgrade, by the newer release's build of a driver that follows the
+    kubelet: a helper library that loses an update shows on either side. Neither change falls
+    in the outage's phase or while a rolling update is under way (it begins in the rolling
+    phase and ends at the top of the next, before the shrink)."""
     grow, shrink = 0, _chain.DEVICES_SHRINK_PHASE
-    assert grow < shrink < len(PHASES)
-    busy = {_chain.DOWNTIME_PHASE, _chain.ROLLING_PHASE + 1}  # the outage; the update's end
-    assert grow not in busy | {_chain.ROLLING_PHASE} and shrink not in busy
-    assert shrink <= _chain.ROLLING_PHASE  # the shrink comes before the update begins
+    assert (PHASES[grow], PHASES[shrink]) == ("after-cluster-creation", "after-cluster-re-upgrade")
+    assert shrink == len(PHASES) - 1 == _chain.ROLLING_PHASE + 1
+    assert _chain.DOWNTIME_PHASE not in {grow, shrink}
+    assert grow != _chain.ROLLING_PHASE
 
 
 # --- what a pool shows, and what it must ----------------------------------------------------------

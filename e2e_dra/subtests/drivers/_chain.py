@@ -20,10 +20,11 @@ promise a driver's users:
   its pool's newest generation shows the devices it had and one more, the pod prepared before
   runs on untouched, and a new claim of every free device is allocated the new one, which the
   driver prepares (that pod is then deleted, its claim unprepared). The grown pool is carried
-  through the upgrade and the outage; in :data:`DEVICES_SHRINK_PHASE` (after the downgrade,
-  before a rolling update begins), once the pods of before are gone and no claim holds the added
-  device, the driver goes back to its count and the pool back to its devices
-  (``_device_change``);
+  through the upgrade, the outage, the downgrade and the rolling update; in
+  :data:`DEVICES_SHRINK_PHASE` (the last one, after the re-upgrade), once the pods of before are
+  gone and no claim holds the added device, the driver goes back to its count and the pool back
+  to its devices (``_device_change``). So each side's build of a driver that follows the
+  kubelet changes a published pool once: the older one grows it, the newer one shrinks it;
 - a driver that follows the kubelet's release (``upstream``) is upgraded and downgraded with
   it, with prepared claims in place, and the rules above hold across that change too: after the
   upgrade on its own (the kubelet restarted beside the old build), at the downgrade and the
@@ -65,9 +66,12 @@ ROLLING_PHASE = 2
 """The phase in which a driver that can run two instances at once begins a rolling update, as a
 DaemonSet with maxSurge does (after the downgrade); the re-upgrade restarts the kubelet with both
 instances registered, and the next phase ends the update."""
-DEVICES_SHRINK_PHASE = ROLLING_PHASE
-"""The phase in which the driver goes back to its count of devices: after the pods of before
-were deleted (none holds the added device then), before a rolling update begins."""
+DEVICES_SHRINK_PHASE = len(PHASES) - 1
+"""The phase in which the driver goes back to its count of devices: the last, after the
+re-upgrade, once the pods of before were deleted (none holds the added device then). The growth
+ran in the first phase, on the older release; a driver that follows the kubelet (upstream's)
+shrinks on the newer release's build, so the helper library of each side updates a published
+pool once, and one that loses an update on either side shows the wrong devices."""
 
 
 def driver_subtests(kinds: Sequence[DriverKind]) -> list[Subtest]:

@@ -72,11 +72,32 @@ def path(
     return "/".join(parts)
 
 
+FIELD_MANAGER_MAX = 128
+"""The longest field manager name the API server keeps (``FieldManagerMaxLength``)."""
+
+
+def default_field_manager(user_agent: str) -> str:
+    """The field manager the API server files a write under when the request names none: its
+    user agent up to the first ``/``, printable characters only, at most 128 bytes (the API
+    server's ``prefixFromUserAgent``)."""
+    manager = ""
+    for char in user_agent.split("/", 1)[0]:
+        if not char.isprintable():
+            continue
+        if len((manager + char).encode()) > FIELD_MANAGER_MAX:
+            break
+        manager += char
+    return manager
+
+
 class _Server:
-    """What every client of one API server shares: how often its owner said it restarted."""
+    """What every client of one API server shares: how often its owner said it restarted, and
+    the field managers their writes were filed under."""
 
     def __init__(self) -> None:
         self.restarts = 0
+        self.field_managers: set[str] = set()
+        self.lock = threading.Lock()
 
 
 class Kube:
@@ -107,6 +128,7 @@ class Kube:
             self.api_client.set_default_header(key, value)
         self._server = server or _Server()
         self._known_restarts = self._server.restarts
+        self._note_field_manager(default_field_manager(user_agent))
         self._served: dict[str, frozenset[str] | None] = {}
         self._lock = threading.RLock()  # served_resources asks the server while holding it
 
@@ -172,6 +194,19 @@ class Kube:
     def close(self) -> None:
         self.api_client.close()
 
+    def field_managers(self) -> frozenset[str]:
+        """The field managers the writes of this server's clients were filed under so far: each
+        client's default (from its user agent) and every ``fieldManager`` a write named. What
+        they wrote, the suite asked for; the quiescence net tells its writes so from the
+        cluster's own."""
+        with self._server.lock:
+            return frozenset(self._server.field_managers)
+
+    def _note_field_manager(self, manager: str) -> None:
+        if manager:
+            with self._server.lock:
+                self._server.field_managers.add(manager)
+
     # --- requests -----------------------------------------------------------------------------
 
     def request(
@@ -187,6 +222,8 @@ class Kube:
     ) -> Any:
         """One request; the decoded JSON answer, or the raw response when ``stream``."""
         self._forget_a_restarted_server()
+        if method != "GET" and query and query.get("fieldManager"):
+            self._note_field_manager(str(query["fieldManager"]))  # before the write is seen
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type

@@ -8,8 +8,10 @@ entry at hand, and what is still waiting when the cluster goes fails the cleanup
 is ever lost.
 
 The claim watch runs in its own thread from bring-up to cleanup, over the claims of every
-namespace, on a client of its own that learns a restarted server by itself. A watch that cannot
-list is itself a finding of nobody's: a blind net must not pass for one that found nothing.
+namespace, on a client of its own that learns a restarted server by itself; the ResourceSlices
+and DeviceTaintRules are watched the same way, for the quiescence net (``_quiescence``), which
+follows every version of all three. A watch that cannot list is itself a finding of nobody's: a
+blind net must not pass for one that found nothing.
 """
 
 from __future__ import annotations
@@ -20,10 +22,14 @@ from e2e_dra._suite._lifecycle import ClaimLifecycle, live
 from e2e_dra._suite._nets import (
     ClaimWatch,
     Finding,
+    VersionWatch,
     claim_owner,
+    slice_collection,
     slice_removal_timeout,
+    taint_rule_collection,
     wait_slices_removed,
 )
+from e2e_dra._suite._quiescence import Quiescence, dra_owner
 from e2e_dra._suite._steps import Entry
 from e2e_dra.hostkit import Attempts
 from e2e_dra.kube import Kube
@@ -42,6 +48,8 @@ class Findings:
         self._more = more
         self.claim_watch: ClaimWatch | None = None
         self.lifecycle: ClaimLifecycle | None = None
+        self.quiescence: Quiescence | None = None
+        self._version_watches: list[tuple[VersionWatch, Kube]] = []  # each on a client of its own
         self._watch_kube: Kube | None = None
         # Findings that belong to a subtest other than the test that saw them: they fail that
         # subtest's next phase (or the cleanup, when it has none left). By subtest; "" for
@@ -55,18 +63,35 @@ class Findings:
         subtests (subtest -> driver name)."""
         self._watch_kube = kube.fresh()
         self.lifecycle = ClaimLifecycle(lambda claim: claim_owner(claim, drivers))
+        self.quiescence = Quiescence(
+            lambda obj: dra_owner(obj, drivers), asked=self._watch_kube.field_managers
+        )
         self.claim_watch = ClaimWatch(
             self._watch_kube,
             lambda claim: claim_owner(claim, drivers),
             also=self.lifecycle.seen,
+            versions=self.quiescence.seen,
         )
         self.claim_watch.start()
+        for kind, collection in (
+            ("ResourceSlice", slice_collection),
+            ("DeviceTaintRule", taint_rule_collection),
+        ):
+            client = kube.fresh()
+            watch = VersionWatch(client, kind, collection, self.quiescence.seen)
+            self._version_watches.append((watch, client))
+            watch.start()
 
     def stop_watch(self) -> None:
         if self.claim_watch is not None:
             self.claim_watch.stop()
             self.claim_watch = None
         self.lifecycle = None
+        for watch, client in self._version_watches:
+            watch.stop()
+            client.close()
+        self._version_watches = []
+        self.quiescence = None
         if self._watch_kube is not None:
             self._watch_kube.close()
             self._watch_kube = None
@@ -92,6 +117,7 @@ class Findings:
                 found += self.lifecycle.judge(live(self._watch_kube))
             except Exception as exc:
                 found.append(Finding(None, f"could not judge the claims' lifecycle: {exc}"))
+        found += self._quiescence_findings()
         found += self._more()
         return self.route(entry, found)
 
@@ -126,6 +152,14 @@ class Findings:
         if self.claim_watch is not None:
             attempts("check ResourceClaims", self.claim_watch.sweep)
             self.hold(self.claim_watch.take())
+        self.hold(self._quiescence_findings())
+
+    def _quiescence_findings(self) -> list[Finding]:
+        """What the quiescence net found, and what its slice and rule watches could not see."""
+        found = self.quiescence.take() if self.quiescence is not None else []
+        for watch, _ in self._version_watches:
+            found += watch.take()
+        return found
 
     def still_waiting(self) -> AssertionError | None:
         """What no later test took, as one failure (of the cleanup); None if nothing waits."""

@@ -6,7 +6,9 @@ is allocated without any finalizer fails it (whoever allocates a claim must prot
 deletion that way; the API server does not enforce it); and after a driver is torn down, the
 kubelet must remove its ResourceSlices within two minutes (``ExpectResourceSliceRemoval``). The
 same watch feeds the allocation oracle (``_oracle``), which holds every allocation to the API's
-rules, against the ResourceSlices and the DeviceTaintRules it lists (:func:`taint_rules`). A
+rules, against the ResourceSlices and the DeviceTaintRules it lists (:func:`taint_rules`), and,
+with a watch of the ResourceSlices and one of the DeviceTaintRules (:class:`VersionWatch`), the
+quiescence net (``_quiescence``), which follows each object from version to version. A
 check that only logs proves nothing, so each finding here ends up failing a reported test,
 naming the object, what is wrong and the subtest it belongs to.
 
@@ -38,6 +40,9 @@ LIST_GRACE = 20.0
 """How long :meth:`ClaimWatch.take` waits for a failing watch to list again: the suite restarts
 the API server between phases, and a watch that recovers from that has lost nothing."""
 SLICE_REMOVAL_POLL = 1.0
+UNSERVED_WAIT = 10.0
+"""Seconds a watch of a kind the server does not serve now waits before it asks again (a feature
+gate may enable it at the next restart)."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +103,11 @@ class WatchHealth:
         warn_after: float = 30.0,
         warn_every: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        kind: str = "ResourceClaim",
+        unnoticed: str = "A claim allocated without a finalizer, or against the API's rules,",
     ) -> None:
+        self._kind = kind  # what the watch lists, and what a blind one may have let pass
+        self._unnoticed = unnoticed
         self._warn_after = warn_after
         self._warn_every = warn_every
         self._clock = clock
@@ -117,7 +126,7 @@ class WatchHealth:
         with self._lock:
             if self._warned_at is not None and self._failing_since is not None:
                 seconds = self._clock() - self._failing_since
-                log.info(f"ResourceClaim watch works again after {seconds:.0f} s")
+                log.info(f"{self._kind} watch works again after {seconds:.0f} s")
             self._ever_listed = True
             self._failing_since = None
             self._failures = 0
@@ -140,11 +149,11 @@ class WatchHealth:
             if spell >= self._warn_after and due:
                 self._warned_at = now
                 log.warning(
-                    f"ResourceClaim watch failing for {spell:.0f} s "
+                    f"{self._kind} watch failing for {spell:.0f} s "
                     f"({self._failures} attempts): {self._last_error}"
                 )
             else:
-                log.debug(f"ResourceClaim watch: {self._last_error}")
+                log.debug(f"{self._kind} watch: {self._last_error}")
 
     def blind(self, grace: float) -> str | None:
         """Why the watch does not see, if it has not listed within ``grace`` seconds; None while
@@ -160,18 +169,18 @@ class WatchHealth:
                 return None
             self._said = True
             since, failed = self._failing_since_wall, f"{self._failures} attempt(s) failed"
+            listed = f"listed {self._kind}s"
             if self._failing_since is None:  # its first request has not come back yet
-                what = "has never listed ResourceClaims: no answer yet"
+                what = f"has never {listed}: no answer yet"
             elif self._ever_listed:
-                what = f"has not listed ResourceClaims since {since}: {failed}"
+                what = f"has not {listed} since {since}: {failed}"
             else:
-                what = f"has never listed ResourceClaims: {failed} since {since}"
+                what = f"has never {listed}: {failed} since {since}"
             if self._last_error:
                 what += f", the last with {self._last_error}"
         return (
-            f"safety net not working: the ResourceClaim watch {what}. "
-            "A claim allocated without a finalizer, or against the API's rules, meanwhile may "
-            "have gone unnoticed"
+            f"safety net not working: the {self._kind} watch {what}. "
+            f"{self._unnoticed} meanwhile may have gone unnoticed"
         )
 
 
@@ -198,9 +207,13 @@ class ClaimWatch:
         health: WatchHealth | None = None,
         oracle: AllocationOracle | None = None,
         also: Callable[[dict], None] = lambda claim: None,
+        versions: Callable[[str, dict], None] = lambda event, claim: None,
     ) -> None:
         self._owner = owner
         self._also = also  # another net that sees every claim version this one sees
+        # another net that follows each claim from version to version: only the watch's own,
+        # in the order the server wrote them (a sweep's list may come in between, older)
+        self._versions = versions
         self._kube = kube
         self.oracle = oracle or AllocationOracle(
             lambda: kube.list(path(RESOURCE_V1, "resourceslices")),
@@ -298,6 +311,9 @@ class ClaimWatch:
             self.health.listed()
             try:
                 for claim in answer.get("items") or []:
+                    claim.setdefault("kind", "ResourceClaim")  # a list's items leave it out
+                    claim.setdefault("apiVersion", answer.get("apiVersion"))
+                    self._versions("LISTED", claim)
                     self.check(claim)
                 if not self._stopping.is_set():
                     self.judged(self.oracle.listed(answer.get("items") or []))
@@ -322,6 +338,8 @@ class ClaimWatch:
                 if self._stopping.is_set():
                     return
                 self.events += 1
+                if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                    self._versions(event["type"], event["object"])
                 if event.get("type") in ("ADDED", "MODIFIED"):
                     self.check(event["object"])
                     self.judged(self.oracle.seen(event["object"]))
@@ -331,6 +349,105 @@ class ClaimWatch:
                     return
         finally:
             events.close()
+
+
+class VersionWatch:
+    """Watches one kind of DRA object of every namespace from bring-up to tear-down and hands
+    every version it sees, in the order the server wrote them, to another net (``versions``:
+    the watch event's type, or ``LISTED`` for a list's items, and the object).
+
+    ``collection`` says where the objects are listed now (None: the server serves them at no
+    version now, which is no failure: it is asked again a moment later, and after a restart,
+    which may have brought another release). A watch that breaks is followed by a new list and
+    watch; one that cannot list says so (:meth:`take`), as the claim watch does.
+    """
+
+    def __init__(
+        self,
+        kube: Kube,
+        kind: str,
+        collection: Callable[[Kube], str | None],
+        versions: Callable[[str, dict], None],
+        *,
+        grace: float = LIST_GRACE,
+        unserved_wait: float = UNSERVED_WAIT,
+    ) -> None:
+        self._kube = kube
+        self._kind = kind
+        self._collection = collection
+        self._versions = versions
+        self._grace = grace
+        self._unserved_wait = unserved_wait
+        self.health = WatchHealth(kind=kind, unnoticed=f"A {kind} written back and forth")
+        self._stopping = threading.Event()
+
+    def start(self) -> None:
+        name = f"{self._kind.lower()}-watch"
+        threading.Thread(target=self._run, name=name, daemon=True).start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def take(self) -> list[Finding]:
+        """A finding of nobody's when the watch has not managed to list; else nothing."""
+        if self._stopping.is_set():
+            return []
+        blind = self.health.blind(self._grace)
+        return [] if blind is None or self._stopping.is_set() else [Finding(None, blind)]
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                collection = self._collection(self._kube)
+                if collection is None:
+                    self.health.listed()  # nothing there to see is no blindness
+                    self._stopping.wait(self._unserved_wait)
+                    continue
+                answer = self._kube.request("GET", collection)
+            except Exception as exc:  # the API server restarts: list again
+                self._failed(exc)
+                continue
+            self.health.listed()
+            try:
+                for item in answer.get("items") or []:
+                    item.setdefault("kind", self._kind)  # a list's items leave it out
+                    item.setdefault("apiVersion", answer.get("apiVersion"))
+                    if self._stopping.is_set():
+                        return
+                    self._versions("LISTED", item)
+                self._follow(collection, answer["metadata"]["resourceVersion"])
+            except Exception as exc:  # the watch broke: list and watch again
+                self._failed(exc)
+
+    def _failed(self, exc: BaseException) -> None:
+        if not self._stopping.is_set():
+            self.health.failed(exc)
+            self._stopping.wait(RETRY_SECONDS)
+
+    def _follow(self, collection: str, resource_version: str) -> None:
+        events = self._kube.watch(
+            collection, resource_version=resource_version, timeout_seconds=WATCH_SECONDS
+        )
+        try:
+            for event in events:
+                if self._stopping.is_set():
+                    return
+                if event.get("type") == "ERROR":  # e.g. 410 Gone: list again
+                    return
+                if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                    self._versions(event["type"], event["object"])
+        finally:
+            events.close()
+
+
+def slice_collection(kube: Kube) -> str:
+    return path(RESOURCE_V1, "resourceslices")
+
+
+def taint_rule_collection(kube: Kube) -> str | None:
+    """Where DeviceTaintRules are listed now: the newest version served (None: none is)."""
+    version = next((v for v in RULE_VERSIONS if kube.served(v, "devicetaintrules")), None)
+    return None if version is None else path(version, "devicetaintrules")
 
 
 def taint_rules(kube: Kube) -> list[dict] | None:

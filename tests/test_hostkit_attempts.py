@@ -92,7 +92,7 @@ def test_a_teardown_tries_its_attempts_in_order_and_a_failure_stops_none_of_the_
     assert raised.value.__notes__ == ["cleanup also failed: RuntimeError: stop broke"]
 
 
-def test_past_its_deadline_a_teardown_still_releases_but_looks_no_more_and_says_so() -> None:
+def test_past_its_deadline_a_teardown_still_stops_things_but_looks_no_more_and_says_so() -> None:
     clock = Clock()
     ran: list[str] = []
     teardown = Teardown("cleanup", print, timeout=30.0, clock=clock)
@@ -103,8 +103,8 @@ def test_past_its_deadline_a_teardown_still_releases_but_looks_no_more_and_says_
 
     teardown.run(
         [
-            Attempt("slow look", slow, releases=False),
-            Attempt("last look", lambda: ran.append("last look"), releases=False),
+            Attempt("slow look", slow, look=True),
+            Attempt("last look", lambda: ran.append("last look"), look=True),
             Attempt("stop the cluster", lambda: ran.append("stop the cluster")),
         ]
     )

@@ -7,9 +7,9 @@ the first one is raised with the others as its notes: the report shows them all,
 they happened.
 
 A :class:`Teardown` is such a sequence written down before it runs: an ordered list of named
-:class:`Attempt` s under one deadline. What releases something (a process, a thread, a client)
-runs whatever the time; a look or a copy that would start after the deadline is not tried, and
-that is a failure of its own, named: a net that did not look must not pass for one that found
+:class:`Attempt` s under one deadline. What frees something (a process, a thread, a client) runs
+whatever the time; a look or a copy that would start after the deadline is not tried, and that
+is a failure of its own, named: a net that did not look must not pass for one that found
 nothing.
 """
 
@@ -63,13 +63,13 @@ class Attempts:
 
 @dataclass(frozen=True)
 class Attempt:
-    """One named step of a :class:`Teardown`. ``releases``: it frees something (stops a process
-    or a thread, closes a client), so it runs even after the deadline; a look or a copy does
-    not."""
+    """One named step of a :class:`Teardown`. ``look``: it only looks or copies, and is not
+    tried once the deadline passed; every other step frees something (stops a process or a
+    thread, closes a client) and runs whatever the time."""
 
     name: str
     run: Callable[[], object]
-    releases: bool = True
+    look: bool = False
 
 
 class NotTried(TimeoutError):
@@ -100,10 +100,9 @@ class Teardown(Attempts):
 
     def run(self, attempts: Iterable[Attempt]) -> None:
         """Each of ``attempts`` in order (a generator may decide the next from what the last
-        did); one that releases nothing is not tried once the deadline passed, which is kept
-        as its failure."""
+        did); a look is not tried once the deadline passed, which is kept as its failure."""
         for attempt in attempts:
-            if not attempt.releases and self.left() <= 0:
+            if attempt.look and self.left() <= 0:
                 said = f"not tried: the {self.what}'s {self.timeout:g} s were up"
                 self._log(f"{self.what}: {attempt.name}: {said}")
                 self.fail(NotTried(f"{attempt.name}: {said}"), attempt.name)

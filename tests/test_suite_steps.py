@@ -387,9 +387,9 @@ def test_the_real_clusters_scratch_is_outside_the_artifacts_and_gone_once_it_clo
 ) -> None:
     artifacts = tmp_path / "artifacts"
     backend: RealCluster[Any] = RealCluster(SUITES[KUBELET_LAST], {}, artifacts)
-    scratch = backend.scratch
+    scratch = backend.steps.scratch
     assert scratch.is_dir() and not scratch.resolve().is_relative_to(artifacts.resolve())
-    assert backend.scratch == scratch  # one per suite
+    assert backend.steps.scratch == scratch  # one per suite
     (scratch / "bin-initial").mkdir()
     (scratch / "bin-initial" / "kubelet").symlink_to(tmp_path)
 

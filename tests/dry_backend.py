@@ -24,9 +24,9 @@ logger = logging.getLogger("e2e_dra.dry")
 
 STEPS_LOG = "dry-steps.log"
 """Under the suite's artifacts: the cluster steps that ran, one id a line."""
-UPCOMING_LOG = "dry-upcoming.log"
-"""Under the suite's artifacts: per cluster step that ran, its id and the id of the cluster step
-the run said comes right after it ("-": none)."""
+EARLY_LOG = "dry-early.log"
+"""Under the suite's artifacts: per cluster step that ran, its id and the id of the entry the run
+said it starts early ("-": none)."""
 
 
 class DryBackend:
@@ -62,13 +62,13 @@ class DryBackend:
         self._crashed = False
         self._watch: contextlib.AbstractContextManager[None] | None = None
 
-    def run_step(self, entry: ClusterStep[Any], upcoming: Entry | None = None) -> None:
+    def run_step(self, entry: ClusterStep[Any], early: Entry | None = None) -> None:
         self.steps.append(entry.id)
         self.artifacts.mkdir(parents=True, exist_ok=True)
         with (self.artifacts / STEPS_LOG).open("a") as log:
             log.write(entry.id + "\n")
-        with (self.artifacts / UPCOMING_LOG).open("a") as log:
-            log.write(f"{entry.id} {upcoming.id if upcoming else '-'}\n")
+        with (self.artifacts / EARLY_LOG).open("a") as log:
+            log.write(f"{entry.id} {early.id if early else '-'}\n")
         if entry.id == self._fail_step:
             raise AssertionError(f"dry run: cluster step {entry.id} fails as asked")
         if entry.name in ("upgrade", "downgrade", "re-upgrade"):  # an upgrade: the newer releases

@@ -345,7 +345,7 @@ def test_versions_under_test_default_to_latest_and_its_previous_minor(
 def test_the_suites_of_a_run_test_the_same_releases_and_ask_the_proxy_once(
     isolated_env: Path, proxy_tree: ProxyTree, environ: Environ
 ):
-    from e2e_dra._suite._cluster import run_release_source
+    from e2e_dra._suite._run_releases import run_release_source
 
     environ.set("E2E_DRA_RELEASE_SOURCE", "build")
     environ.set("GOPROXY", proxy_tree.url)

@@ -348,7 +348,7 @@ def test_a_real_runs_summary_gets_every_clusters_ready_times(tmp_path: Path) -> 
     run = RealCluster(SUITES["gate-cycle"], {}, tmp_path)
     for state in ("one", "two"):  # what bring_up appends; no cluster is started here
         cluster = SimpleNamespace(ready_times=[ReadyTime("etcd", state, 1.5, 2, 123.0)])
-        run._clusters.append(cluster)  # type: ignore[arg-type]
+        run.steps.clusters.append(cluster)  # type: ignore[arg-type]
 
     assert run.describe()["components_ready"] == [
         {"state": s, "component": "etcd", "seconds": 1.5, "attempts": 2, "ready_at": 123.0}

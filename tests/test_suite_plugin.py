@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from dry_backend import STEPS_LOG, UPCOMING_LOG, DryBackend, DryCluster
+from dry_backend import EARLY_LOG, STEPS_LOG, DryBackend, DryCluster
 
 import e2e_dra
 from e2e_dra._suite import SUITES
@@ -719,21 +719,25 @@ def test_gate_cycle_gives_each_subtest_its_own_cluster(suite: Tiny) -> None:
 
 
 def test_a_cleanup_is_told_the_bring_up_after_it_only_when_that_runs(suite: Tiny) -> None:
-    """What lets the next cluster's control plane start while the last kubelet still works."""
+    """What lets the next cluster's control plane start while the last kubelet still works: the
+    plan's StartNextEarly line after a cleanup, and no other step starts anything early."""
 
-    def upcoming() -> dict[str, str]:
-        log = suite.tmp_path / "artifacts" / "gate-cycle" / UPCOMING_LOG
+    def early() -> dict[str, str]:
+        log = suite.tmp_path / "artifacts" / "gate-cycle" / EARLY_LOG
         return dict(line.split() for line in log.read_text().splitlines())
 
     suite.run("--e2e-dra-seed=2", suite="test_feature_gate_cycle.py")
     ids = [r["id"] for r in suite.summary("gate-cycle")["results"]]
     first, second = ids[2].split("/")[0], ids[9].split("/")[0]
-    assert upcoming()[f"{first}/cleanup"] == f"{second}/bring-up"
-    assert upcoming()[f"{second}/cleanup"] == "-"
+    assert early()[f"{first}/cleanup"] == f"{second}/bring-up"
+    assert early()[f"{second}/cleanup"] == "-"
+    assert {step: said for step, said in early().items() if said != "-"} == {
+        f"{first}/cleanup": f"{second}/bring-up"
+    }
 
     suite.forget_visits()
     suite.run("--e2e-dra-seed=2", "-k", first, suite="test_feature_gate_cycle.py")
-    assert upcoming()[f"{first}/cleanup"] == "-"  # the next subtest was not selected
+    assert early()[f"{first}/cleanup"] == "-"  # the next subtest was not selected
 
 
 def test_a_safety_net_finding_fails_a_passing_phase_and_notes_a_failing_one(

@@ -30,7 +30,7 @@ from e2e_dra._suite import (
 )
 from e2e_dra._suite._artifacts import binaries_used
 from e2e_dra._suite._cluster import RealCluster
-from e2e_dra._suite._steps import Phases, SubtestPhase
+from e2e_dra._suite._steps import Cleanup, NodeRuntime, Phases, StartNextEarly, SubtestPhase
 from e2e_dra._suite._upgrade import FEATURE_GATES, Downgrade, Versions
 from e2e_dra.localupcluster import KUBE_CLUSTER_COMPONENTS, ModifyOptions
 from e2e_dra.releases import Program, Release, VersionsUnderTest
@@ -160,6 +160,59 @@ def test_the_upgrade_downgrade_plan_reads_as_upstreams_test_function() -> None:
     assert all(step.suite == UPGRADE_DOWNGRADE for step in plan.steps)
     first = next(e for e in plan if isinstance(e, SubtestPhase))
     assert plan.together(first) == groups[0].phases()
+
+
+def test_the_gate_cycle_plan_starts_each_next_cluster_early_during_the_cleanup_before_it() -> None:
+    """Its own line between one subtest's cleanup and the next one's bring-up; never before the
+    first bring-up, never after the last cleanup; and no test of its own."""
+    plan = SUITES[GATE_CYCLE].plan(["a", "b", "c"], 4)
+    per_subtest = [
+        "BringUpWithGatesOn",
+        "Phases",
+        "GatesOff",
+        "Phases",
+        "GatesOnAgain",
+        "Phases",
+        "GateCycleCleanup",
+    ]
+    assert [type(step).__name__ for step in plan.steps] == [
+        "CurrentRelease",
+        "NodeRuntime",
+        *per_subtest,
+        "StartNextEarly",
+        *per_subtest,
+        "StartNextEarly",
+        *per_subtest,
+    ]
+    assert all(step.suite == GATE_CYCLE for step in plan.steps)
+    assert len(plan.entries) == 2 + 3 * len(per_subtest)  # it reports nothing itself
+    lines = plan.steps
+    for at, line in enumerate(lines):
+        if isinstance(line, StartNextEarly):
+            assert lines[at - 1].entries()[0].name == "cleanup"
+            assert lines[at + 1].entries()[0].name == "bring-up"
+    cleanups = [entry for entry in plan if entry.name == "cleanup"]
+    assert [entry for entry in plan if plan.starts_next_early(entry)] == cleanups[:2]
+
+
+@pytest.mark.parametrize("suite", [UPGRADE_DOWNGRADE, CONTROL_PLANE_FIRST, KUBELET_LAST])
+def test_an_upgrade_plan_starts_nothing_early(suite: str) -> None:
+    plan = SUITES[suite].plan(["a", "b"], 4)
+    assert not any(isinstance(step, StartNextEarly) for step in plan.steps)
+    assert not any(plan.starts_next_early(entry) for entry in plan)
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [StartNextEarly(), NodeRuntime()],
+        [Phases(0, ("a",), names=("p",)), StartNextEarly(), Cleanup()],
+    ],
+    ids=["first", "after-phases"],
+)
+def test_a_start_next_early_line_follows_a_cluster_step(steps: list[Any]) -> None:
+    with pytest.raises(ValueError, match="must follow a cluster step"):
+        Plan("x", steps)
 
 
 def test_upgrade_downgrade_moves_every_component_back_and_forth(tmp_path: Path) -> None:
@@ -334,9 +387,9 @@ def test_the_real_clusters_scratch_is_outside_the_artifacts_and_gone_once_it_clo
 ) -> None:
     artifacts = tmp_path / "artifacts"
     backend: RealCluster[Any] = RealCluster(SUITES[KUBELET_LAST], {}, artifacts)
-    scratch = backend.scratch
+    scratch = backend.steps.scratch
     assert scratch.is_dir() and not scratch.resolve().is_relative_to(artifacts.resolve())
-    assert backend.scratch == scratch  # one per suite
+    assert backend.steps.scratch == scratch  # one per suite
     (scratch / "bin-initial").mkdir()
     (scratch / "bin-initial" / "kubelet").symlink_to(tmp_path)
 

@@ -233,7 +233,7 @@ def _backend(tmp_path: Path, suite: str) -> RealCluster[Any]:
         ReadyTime("etcd", "0-initial-1.37", 0.5, 1, now + 1),
         ReadyTime("kube-apiserver", "0-initial-1.37", 2.5, 3, now + 4),
     ]
-    backend._clusters.append(cluster)
+    backend.steps.clusters.append(cluster)
     return backend
 
 

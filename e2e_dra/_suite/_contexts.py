@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from e2e_dra._suite._harnesses import Harness
+from e2e_dra._suite._live_cluster import LiveCluster
 from e2e_dra._suite._steps import SubtestPhase
-from e2e_dra.kube import Kube
 from e2e_dra.localupcluster import COMPONENTS, Cluster
 from e2e_dra.subtest import Context
 
@@ -25,19 +25,17 @@ logger = logging.getLogger(__name__)
 @contextlib.contextmanager
 def phase_context(
     phase: SubtestPhase,
-    api: Kube,
+    live: LiveCluster,
     harness: Harness,
-    nodes: Sequence[str],
     *,
     artifacts: Path,
     namespace: str,
     facts: dict[str, Any],
-    cluster: Cluster | None,
     releases: Mapping[str, str],
 ) -> Iterator[Context]:
-    """``phase``'s context over a fresh client of ``api`` (closed when the phase ends), with
-    its subtest's drivers and a builder of that client."""
-    kube = api.fresh()
+    """``phase``'s context over a fresh client of ``live``'s (closed when the phase ends),
+    with its subtest's drivers and a builder of that client."""
+    kube = live.api.fresh()
     try:
         yield Context(
             kube=kube,
@@ -46,29 +44,25 @@ def phase_context(
             releases=releases,
             others=dict(harness.others),
             builder=harness.objects.builder(kube, phase.name),
-            nodes=list(nodes),
+            nodes=list(live.nodes),
             phase=phase.name,
             artifacts=artifacts,
             namespace=namespace,
             log=logger.info,
             facts=facts,
-            started=started(cluster),
-            logs=component_logs(cluster),
+            started=started(live.cluster),
+            logs=component_logs(live.cluster),
         )
     finally:
         kube.close()
 
 
-def started(cluster: Cluster | None) -> dict[str, float]:
+def started(cluster: Cluster) -> dict[str, float]:
     """When each component's current process started: its last ready time less how long it
     took to be ready (the engine's ready times come in the order they happened)."""
-    if cluster is None:
-        return {}
     return {t.component: t.at - t.seconds for t in cluster.ready_times}
 
 
-def component_logs(cluster: Cluster | None) -> dict[str, Path]:
+def component_logs(cluster: Cluster) -> dict[str, Path]:
     """The log file of each component running now."""
-    if cluster is None:
-        return {}
     return {c: path for c in COMPONENTS if (path := cluster.log_path(c)) is not None}

@@ -24,6 +24,7 @@ from e2e_dra._suite._steps import (
     Order,
     Phases,
     Plan,
+    StartNextEarly,
     Step,
     SubtestPackages,
 )
@@ -66,8 +67,8 @@ class CurrentRelease(ClusterStep[GateCycleState]):
 @dataclass(frozen=True)
 class BringUpWithGatesOn(ClusterStep[GateCycleState]):
     """The subtest's own cluster, its gates on. Its control plane starts while the cluster
-    before it waits for the kubelet's 30 s ResourceSlice wiping delay; its node when that
-    cluster is gone."""
+    before it waits for the kubelet's 30 s ResourceSlice wiping delay (the plan's
+    :class:`StartNextEarly` line before it); its node when that cluster is gone."""
 
     name: ClassVar[str] = "bring-up"
 
@@ -169,13 +170,16 @@ class GateCycleSuite:
 
     def plan(self, subtests: Sequence[str], seed: int) -> Plan:
         """Upstream's TestFeatureGateCycle: per subtest (in an order drawn from ``seed``) bring
-        up, phase, gates off, phase, gates on again, phase, cleanup."""
+        up, phase, gates off, phase, gates on again, phase, cleanup; each cluster after the
+        first has its control plane started during the cleanup before it."""
         steps: list[Step] = [CurrentRelease(), NodeRuntime()]
-        for name in Order(subtests, seed).next():
+        for at, name in enumerate(Order(subtests, seed).next()):
 
             def phase(index: int, name: str = name) -> Phases:
                 return Phases(index, (name,), names=GATE_CYCLE_PHASES)
 
+            if at:
+                steps.append(StartNextEarly())
             steps += [
                 BringUpWithGatesOn(name),
                 phase(0),

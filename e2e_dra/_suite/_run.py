@@ -47,9 +47,10 @@ class Backend(Protocol):
     (``RealCluster``), or the backend another plugin of the run returns from the
     ``pytest_e2e_dra_backend`` hook (our tests: one without a cluster)."""
 
-    def run_step(self, step: ClusterStep[Any], upcoming: Entry | None = None) -> None:
-        """Run ``step``; ``upcoming`` is the entry that runs right after it, which may start
-        early what does not need this step's cluster (:meth:`ClusterStep.start_early`)."""
+    def run_step(self, step: ClusterStep[Any], early: Entry | None = None) -> None:
+        """Run ``step``; ``early`` is the entry that runs right after it when the plan has it
+        started during this step (a ``StartNextEarly`` line between them): it may start early
+        what does not need this step's cluster (:meth:`ClusterStep.start_early`)."""
         ...
 
     def unmet(self, subtest: str) -> str | None:
@@ -330,10 +331,13 @@ class SuiteRun:
         """Run a cluster step of the plan (its test asked)."""
         if not step.always:
             check_abort()  # a component that died since the last entry: say so, do not go on
-        self.backend.run_step(step, self._upcoming(step))
+        self.backend.run_step(step, self._started_early(step))
 
-    def _upcoming(self, step: Entry) -> Entry | None:
-        """The entry that runs next, if it will (a phase starts nothing early)."""
+    def _started_early(self, step: Entry) -> Entry | None:
+        """The entry ``step`` starts early: the one that runs next, if it will, when the plan
+        has a ``StartNextEarly`` line after ``step``."""
+        if not self.plan.starts_next_early(step):
+            return None
         at = self.kept.index(step) if step in self.kept else -1
         following = self.kept[at + 1] if 0 <= at < len(self.kept) - 1 else None
         if following is not None and self._skip_reason(following) is None:

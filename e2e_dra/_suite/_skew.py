@@ -117,7 +117,7 @@ def cells_of(suite: Suite[Any], text: str | None) -> list[Cell]:
     values = kubelet_values(text)
     if not is_matrix(text):
         return [Cell(dataclasses.replace(suite, variant=values[0]))]
-    from e2e_dra._suite._cluster import run_release_source  # the engine and more: heavy
+    from e2e_dra._suite._run_releases import run_release_source  # the releases: heavy
 
     source = run_release_source(settings())
     try:

@@ -7,10 +7,12 @@ A suite's plan is a literal list, as upstream's test function reads::
 A :class:`ClusterStep` changes the cluster in :meth:`ClusterStep.run`, over the narrow
 :class:`ClusterOps` (so a step runs as well over a recording fake as over the real cluster). A
 :class:`Phases` group is one position of the chains: the same phase of several subtests, run
-together. Each entry pytest reports (an :class:`Entry`: a cluster step, or one
-:class:`SubtestPhase`) says what the run needs to know of it as data (``always``,
-``chain_position``, ``restarts_allowed``, ``kind``) and :meth:`~ClusterStep.perform` hands itself
-to the runner's method for its kind, so the run asks no entry for its type.
+together. A :class:`StartNextEarly` line between one cluster's cleanup and the next cluster's
+bring-up has that bring-up's control plane started during the cleanup. Each entry pytest reports
+(an :class:`Entry`: a cluster step, or one :class:`SubtestPhase`) says what the run needs to
+know of it as data (``always``, ``chain_position``, ``restarts_allowed``, ``kind``) and
+:meth:`~ClusterStep.perform` hands itself to the runner's method for its kind, so the run asks no
+entry for its type.
 
 Free of the cluster machinery, so plans and selection are built and tested without a cluster.
 """
@@ -176,7 +178,8 @@ class ClusterStep(ABC, Generic[S_contra]):
     def start_early(self, cluster: ClusterOps[S_contra]) -> None:
         """Start what this step can start while the step before it waits for the cluster it is
         done with (the next cluster's control plane, while the last one's kubelet removes
-        ResourceSlices); :meth:`run` uses it, or does everything itself. Nothing by default."""
+        ResourceSlices), when a :class:`StartNextEarly` line of the plan comes before it;
+        :meth:`run` uses it, or does everything itself. Nothing by default."""
         del cluster  # most steps need the cluster they follow
 
 
@@ -241,7 +244,24 @@ class Phases:
         return list(self.phases())
 
 
-Step = ClusterStep | Phases
+@dataclass(frozen=True)
+class StartNextEarly:
+    """A line between one cluster's cleanup and the next cluster's bring-up: the bring-up's
+    control plane (:meth:`ClusterStep.start_early`) starts during that cleanup, once its drivers
+    stopped, while the kubelet wipes their ResourceSlices (about 30 s); the bring-up then only
+    starts the node. Not a test of its own: it happens inside the step before it, for the entry
+    that runs after it (the next one selected, if it runs)."""
+
+    suite: str = field(default="", kw_only=True)
+
+    def entries(self) -> list[Entry]:
+        return []
+
+    def phases(self) -> list[SubtestPhase]:
+        return []
+
+
+Step = ClusterStep | Phases | StartNextEarly
 """What a plan lists."""
 
 
@@ -253,9 +273,14 @@ class Plan:
         self.steps: list[Step] = [dataclasses.replace(step, suite=suite) for step in steps]
         self.entries = [entry for step in self.steps for entry in step.entries()]
         self._together: dict[SubtestPhase, list[SubtestPhase]] = {}  # each phase's line of the plan
-        for step in self.steps:
+        self._early_during: set[Entry] = set()  # the steps a StartNextEarly line follows
+        for before, step in zip([None, *self.steps], self.steps, strict=False):
             line = step.phases()
             self._together.update(dict.fromkeys(line, line))
+            if isinstance(step, StartNextEarly):
+                if not isinstance(before, ClusterStep):
+                    raise ValueError(f"{suite}: a StartNextEarly line must follow a cluster step")
+                self._early_during.add(before)
 
     def __iter__(self) -> Iterator[Entry]:
         return iter(self.entries)
@@ -266,6 +291,11 @@ class Plan:
     def together(self, phase: SubtestPhase) -> list[SubtestPhase]:
         """The phases of ``phase``'s line of the plan: those that run at the same time."""
         return list(self._together.get(phase, [phase]))
+
+    def starts_next_early(self, entry: Entry) -> bool:
+        """Whether a :class:`StartNextEarly` line follows ``entry``: during it, the entry that
+        runs after it starts early."""
+        return entry in self._early_during
 
 
 @dataclass(frozen=True)

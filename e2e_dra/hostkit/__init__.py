@@ -18,14 +18,17 @@ from e2e_dra.hostkit._atomic import (
     atomic_write_text,
     write_if_changed,
 )
-from e2e_dra.hostkit._attempts import Attempts
+from e2e_dra.hostkit._attempts import Attempt, Attempts, NotTried, Teardown
 from e2e_dra.hostkit._interrupts import handling_interrupts, join_all, on_interrupt
 from e2e_dra.hostkit._poll import Polled, poll
 from e2e_dra.hostkit._redact import redact
 
 __all__ = [
+    "Attempt",
     "Attempts",
+    "NotTried",
     "Polled",
+    "Teardown",
     "atomic_copy",
     "atomic_copy_tail",
     "atomic_write_text",

@@ -18,6 +18,7 @@ from e2e_dra.subtest import PHASES, Context
 from e2e_dra.subtests import drivers
 from e2e_dra.subtests.drivers import _chain, _device_change
 from e2e_dra.subtests.drivers._held import Grown
+from e2e_dra.subtests.drivers._kubelet import WIPE_DELAY
 from e2e_dra.subtests.drivers._pools import (
     Expected,
     checkpointed,
@@ -216,12 +217,18 @@ class _Driver:
     surging = False
 
     def __init__(
-        self, before: list[dict], after: list[dict], option: str | None, held: str | None = None
+        self,
+        before: list[dict],
+        after: list[dict],
+        option: str | None,
+        held: str | None = None,
+        helper: str | None = "v0.38.0-beta.0",
     ) -> None:
         self.kind = SimpleNamespace(
             label="upstream", device_count_option=option, device_change_held_back=held
         )
         self.num_devices = 4
+        self.helper = helper
         self.calls: list[Any] = []
         self._now, self._after = before, after
 
@@ -239,7 +246,7 @@ class _Driver:
         return self._now
 
     def describe(self) -> dict[str, Any]:
-        return {"k8s.io/dynamic-resource-allocation": "v0.38.0-beta.0"}
+        return {"k8s.io/dynamic-resource-allocation": self.helper}
 
 
 def _context(tmp_path: Path, said: list[str]) -> Context:
@@ -341,11 +348,148 @@ def test_a_driver_whose_change_is_held_back_is_not_restarted_and_says_why(
     assert why.endswith(f"{driver.name}: not yet")
 
 
-def test_only_the_example_driver_holds_its_device_change_back_and_says_on_what_evidence() -> None:
-    assert UpstreamTestDriver().device_change_held_back is None
-    assert CommandDriver("my-driver {num_devices}").device_change_held_back is None
-    held = ExampleDriver().device_change_held_back
-    assert held is not None and "4 of 9" in held and "helper v0.36.2" in held
+def test_no_driver_holds_its_device_change_back_any_more() -> None:
+    """The example driver's was held back while its lost slices were not understood (issue 49);
+    now the phase waits for its helper instead (:func:`_device_change.until_resynced`)."""
+    for kind in (UpstreamTestDriver(), CommandDriver("my-driver {num_devices}"), ExampleDriver()):
+        assert kind.device_change_held_back is None
+
+
+# --- the helper that loses a slice it updated, kept clear of (issue 49) --------------------------
+
+
+@pytest.mark.parametrize(
+    ("helper", "waits"),
+    [
+        ("v0.36.2", True),  # the example driver v0.4.0's: kubernetes/kubernetes#140063
+        ("v0.36.5", True),
+        ("v0.34.0", True),
+        ("v0.37.0", False),  # the fix's first release
+        ("v0.37.2", False),
+        ("v0.38.0-beta.0", False),
+        (None, True),  # a command: driver: not known, so taken to lose them
+        ("v0.0.0-20260101000000-abcdef123456", True),  # a commit, not a release
+        ("not a version", True),
+    ],
+)
+def test_a_restarted_helper_is_due_to_resync_only_if_it_may_lose_an_updated_slice(
+    helper: str | None, waits: bool
+) -> None:
+    driver = _Driver([], [], "--num-devices", helper=helper)
+    due = _device_change.resync_due(driver, 100.0)  # type: ignore[arg-type]
+    if waits:
+        assert due == 100.0 + _device_change.HELPER_SYNC_DELAY + _device_change.RESYNC_MARGIN
+    else:
+        assert due is None
+
+
+def test_the_helpers_first_sync_after_a_restart_is_the_default_sync_delay_away() -> None:
+    """The resourceslice controller's DefaultSyncDelay, and the wipe delay it is not to be
+    mixed up with (both 30 s today)."""
+    assert _device_change.HELPER_SYNC_DELAY == 30.0
+    assert _device_change.HELPER_SYNC_DELAY + _device_change.RESYNC_MARGIN > WIPE_DELAY
+    assert "kubernetes/kubernetes#140063" in _device_change.STALE_UPDATE_BUG
+    assert f"v{_device_change.STALE_UPDATE_FIXED}" in _device_change.STALE_UPDATE_BUG
+
+
+def test_nothing_is_waited_for_when_no_helper_is_due(tmp_path: Path) -> None:
+    ctx = _context(tmp_path, [])
+    driver = _Driver([], [], "--num-devices")  # no slice at all: nothing would be looked at
+    _device_change.until_resynced(ctx, driver, None)  # type: ignore[arg-type]
+    assert ctx.steps == [] and ctx.facts == {}
+
+
+def test_the_phase_waits_out_the_rest_of_the_helpers_sync_delay_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr(_device_change.time, "sleep", slept.append)
+    monkeypatch.setattr(_device_change.time, "monotonic", lambda: 1000.0)
+    said: list[str] = []
+    ctx = _context(tmp_path, said)
+    driver = _Driver([_slice(FIVE[NODE])], [], "--num-devices", helper="v0.36.2")
+
+    _device_change.until_resynced(ctx, driver, 1012.5)  # type: ignore[arg-type]
+
+    assert slept == [12.5]
+    (step,) = ctx.steps
+    assert step.name == (
+        "the restarted driver's helper (k8s.io/dynamic-resource-allocation v0.36.2) synced its "
+        "pool again before the next cluster step"
+    )
+    kept = ctx.facts["driver_resync/after-cluster-creation"]
+    assert kept["helper"] == "v0.36.2" and kept["waited_seconds"] == 12.5
+    assert "kubernetes/kubernetes#140063" in kept["why"]
+    assert any("waited 12s more" in line and "#140063" in line for line in said)
+
+
+def test_a_phase_that_ran_long_enough_does_not_wait_but_still_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr(_device_change.time, "sleep", slept.append)
+    ctx = _context(tmp_path, [])
+    driver = _Driver([_slice(FIVE[NODE])], [], "--num-devices", helper="v0.36.2")
+    _device_change.until_resynced(ctx, driver, 0.0)  # type: ignore[arg-type]
+    assert slept == []
+    assert ctx.facts["driver_resync/after-cluster-creation"]["waited_seconds"] == 0.0
+
+
+def test_slices_gone_by_the_end_of_the_wait_fail_the_phase_naming_the_driver(
+    tmp_path: Path,
+) -> None:
+    ctx = _context(tmp_path, [])
+    driver = _Driver([], [], "--num-devices", helper="v0.36.2")
+    with pytest.raises(AssertionError) as raised:
+        _device_change.until_resynced(ctx, driver, 0.0)  # type: ignore[arg-type]
+    assert str(raised.value).startswith("driver upstream.e2e.k8s.io: no complete pool")
+
+
+@pytest.mark.parametrize(("helper", "due"), [("v0.36.2", 535.0), ("v0.38.0-beta.0", None)])
+def test_a_grown_driver_carries_when_its_helper_is_due_to_have_resynced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helper: str, due: float | None
+) -> None:
+    """grow() on a stand-in: the restart is real (``_restarted_with``), the pods around it are
+    not; the chain waits for ``Grown.resync_due`` before its first phase ends."""
+    monkeypatch.setattr(_device_change.time, "monotonic", lambda: 500.0)
+    added = (NODE, "device-04")
+    for name, value in {
+        "running": lambda b, name: name,
+        "still_untouched": lambda *a: None,
+        "_claims_the_new_device": lambda *a: SimpleNamespace(claim="c"),
+        "allocated": lambda claim, driver: {added},
+        "delete_and_unprepared": lambda *a: None,
+        "_released": lambda *a: None,
+    }.items():
+        monkeypatch.setattr(_device_change, name, value)
+    ctx = _context(tmp_path, [])
+    driver = _Driver([_slice(FOUR[NODE])], [_slice(FIVE[NODE])], "--num-devices", helper=helper)
+    b = SimpleNamespace(get=lambda resource, name: {})
+    kept = SimpleNamespace(name="p", claim="k", env={})
+
+    grown = _device_change.grow(ctx, b, driver, FOUR, kept)  # type: ignore[arg-type]
+
+    assert grown == Grown(FOUR, 4, added, resync_due=due)
+
+
+def test_the_chain_waits_for_the_helper_at_the_end_of_both_phases_that_restart_it() -> None:
+    """The wait is the last thing the first phase and the shrinking phase do (the next cluster
+    step follows), not right after the restart (the steps between count towards it)."""
+    source = Path(_chain.__file__).read_text()
+    tree = ast.parse(source)
+    waits = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "until_resynced"
+    ]
+    assert len(waits) == 2
+    first = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_first")
+    calls = [
+        getattr(n.value.func, "id", "")
+        for n in first.body
+        if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
+    ]
+    assert calls[-1] == "until_resynced"
 
 
 def test_the_added_device_still_held_is_not_taken_away_and_its_holder_is_named(

@@ -24,7 +24,10 @@ promise a driver's users:
   :data:`DEVICES_SHRINK_PHASE` (the last one, after the re-upgrade), once the pods of before are
   gone and no claim holds the added device, the driver goes back to its count and the pool back
   to its devices (``_device_change``). So each side's build of a driver that follows the
-  kubelet changes a published pool once: the older one grows it, the newer one shrinks it;
+  kubelet changes a published pool once: the older one grows it, the newer one shrinks it. A
+  phase that restarted the driver so ends only once a helper that would lose the slices it
+  updated to a wipe right after (the next step's kubelet restart) synced its pool again
+  (``until_resynced``);
 - a driver that follows the kubelet's release (``upstream``) is upgraded and downgraded with
   it, with prepared claims in place, and the rules above hold across that change too: after the
   upgrade on its own (the kubelet restarted beside the old build), at the downgrade and the
@@ -45,7 +48,7 @@ from dataclasses import replace
 from e2e_dra.driver import DriverKind
 from e2e_dra.subtest import DRIVER_SUBTEST_PREFIX, PHASES, Context, Phase, Subtest
 from e2e_dra.subtest_kit import running
-from e2e_dra.subtests.drivers._device_change import grow, shrink
+from e2e_dra.subtests.drivers._device_change import grow, shrink, until_resynced
 from e2e_dra.subtests.drivers._downtime import driver_away
 from e2e_dra.subtests.drivers._held import Held
 from e2e_dra.subtests.drivers._lifecycle import (
@@ -97,6 +100,7 @@ def _first(ctx: Context) -> Phase:
         devices = grown.with_added
     with ctx.step("a second pod with a claim from a template runs"):
         passing = claimed_pod(ctx, b, driver)
+    until_resynced(ctx, driver, grown.resync_due if grown is not None else None)
     kubelets = (ctx.releases.get("kubelet", ""),)
     held = Held(running(b, kept.name), kept, passing, devices, kubelets, grown=grown)
     following = _next(held, 1)
@@ -112,6 +116,7 @@ def _next(held: Held, index: int) -> Phase | None:
         driver = real_driver(ctx)
         b = ctx.builder
         now = held
+        resync_due: float | None = None  # a shrink's (until_resynced)
         with ctx.step("the driver's ResourceSlices are back with the same devices"):
             same_devices(driver, now.devices)
         leaving = [now.passing]
@@ -130,13 +135,15 @@ def _next(held: Held, index: int) -> Phase | None:
                 for claimed in leaving:
                     delete_and_unprepared(ctx, b, driver, claimed)
             if index == DEVICES_SHRINK_PHASE and now.grown is not None:
-                devices = shrink(ctx, b, driver, now, now.grown)
+                devices, resync_due = shrink(ctx, b, driver, now, now.grown)
                 now = replace(now, devices=devices, grown=None)
             if index == ROLLING_PHASE and driver.kind.rolls:
                 passing = rolling_update_begins(ctx, b, driver, now)
             else:
                 with ctx.step("a new pod with a new claim runs and sees its device"):
                     passing = claimed_pod(ctx, b, driver)
+        if index + 1 < len(PHASES):  # a cluster step follows, whose kubelet wipes the slices
+            until_resynced(ctx, driver, resync_due)
         kubelets = (*now.kubelets, ctx.releases.get("kubelet", ""))
         replaced = replace_with_next_step(ctx, driver, kubelets)
         return _next(replace(now, passing=passing, kubelets=kubelets, replaced=replaced), index + 1)

@@ -11,6 +11,14 @@ showing the old devices: said with the driver, its helper, the step, what it was
 and what its pool shows, never as a bare timeout. How the slices changed (in place or replaced)
 is kept in the phase's facts (``driver_devices/<phase>``).
 
+Before the phase ends (and the next cluster step restarts the kubelet, whose start-up wipe
+deletes every slice of the node), a restarted driver whose helper is older than
+:data:`STALE_UPDATE_FIXED` is given time for its ResourceSlice controller to sync its pool once
+more (:func:`resync_due`, :func:`until_resynced`): until then that controller keeps the slice it
+updated in its mutation cache and, should someone delete it, never publishes it again
+(:data:`STALE_UPDATE_BUG`). Whether the next wipe came before or after that sync was an accident
+of how long the rest of the phase and the cluster step took (docs/real-drivers.md, issue 49).
+
 Growing: one more device; the pod prepared before runs on untouched, and a new claim of every
 free device (the test driver's devices have no attribute a selector could tell apart) is
 allocated the new one, which the driver prepares; that pod is then deleted and its claim
@@ -21,6 +29,7 @@ added device, the driver goes back to its count and the pool back to its devices
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from e2e_dra.builder import Builder
@@ -48,11 +57,28 @@ from e2e_dra.subtests.drivers._pools import (
     published,
 )
 from e2e_dra.subtests.drivers._unprepare import delete_and_unprepared
+from e2e_dra.versions import VersionError, matches
 from e2e_dra.waits import WaitTimeout, eventually
 
 RELEASE_TIMEOUT = 60.0
 """From the pods holding a device deleted to no claim allocated it: the resourceclaim controller
 deletes a deleted pod's claim made from a template within seconds."""
+HELPER_SYNC_DELAY = 30.0
+"""``k8s.io/dynamic-resource-allocation``'s ResourceSlice controller syncs a pool this long after
+an informer event (``resourceslice.DefaultSyncDelay``; the example driver and upstream's test
+driver keep the default). A new instance's first sync after it updated its predecessor's slices
+is due this long after its informer listed them, which is before the update was seen."""
+RESYNC_MARGIN = 5.0
+"""Beyond :data:`HELPER_SYNC_DELAY`: the sync itself, and a clock read after the update landed."""
+STALE_UPDATE_FIXED = "0.37.0"
+"""The first ``k8s.io/dynamic-resource-allocation`` without :data:`STALE_UPDATE_BUG` (its fix is
+in v0.37.0, v0.37.2 and v0.38.0-beta.0; v0.36.2 and v0.36.5 lack it)."""
+STALE_UPDATE_BUG = (
+    "kubernetes/kubernetes#140063: the ResourceSlice controller of k8s.io/dynamic-resource-"
+    f"allocation before v{STALE_UPDATE_FIXED} keeps a slice it updated in its mutation cache, so "
+    "a slice deleted by someone else (the kubelet's wipe at its start) before the controller "
+    "next syncs the pool is never published again"
+)
 
 
 def grow(
@@ -82,6 +108,7 @@ def grow(
     with ctx.step(step):
         expected = Expected(devices, more=1, told=f"{option}={count}")
         (added,) = expected.beyond(_restarted_with(ctx, driver, count, expected, step))
+    due = resync_due(driver, time.monotonic())
     with ctx.step("the pod prepared before the change of devices runs on untouched"):
         still_untouched(b, kept_running, [kept.claim], kept.env)
     with ctx.step(f"a new claim is allocated the new device {listed([added])}: its pod runs"):
@@ -90,12 +117,15 @@ def grow(
         taken = allocated(b.get("resourceclaims", claimed.claim), driver.name)
         delete_and_unprepared(ctx, b, driver, claimed)
         _released(b, driver, taken)
-    return Grown(devices, count - 1, added)
+    return Grown(devices, count - 1, added, resync_due=due)
 
 
-def shrink(ctx: Context, b: Builder, driver: ProcessDriver, held: Held, grown: Grown) -> Devices:
+def shrink(
+    ctx: Context, b: Builder, driver: ProcessDriver, held: Held, grown: Grown
+) -> tuple[Devices, float | None]:
     """Once no claim holds the device :func:`grow` added, the driver restarts with as many
-    devices as before; its pool shows exactly those again, and the prepared pod runs on."""
+    devices as before; its pool shows exactly those again, and the prepared pod runs on.
+    Returns the devices, and when its helper is due to have synced again (:func:`resync_due`)."""
     with ctx.step(f"no claim holds the added device {listed([grown.added])} any more"):
         _released(b, driver, {grown.added})
     step = f"the driver restarts with its {grown.num_devices} devices again: its pool shrinks back"
@@ -103,9 +133,51 @@ def shrink(ctx: Context, b: Builder, driver: ProcessDriver, held: Held, grown: G
         option = driver.kind.device_count_option
         expected = Expected(grown.devices, told=f"{option}={grown.num_devices}")
         _restarted_with(ctx, driver, grown.num_devices, expected, step)
+    due = resync_due(driver, time.monotonic())
     with ctx.step("the pod prepared before the change of devices runs on untouched"):
         held.untouched(b)
-    return grown.devices
+    return grown.devices, due
+
+
+def resync_due(driver: ProcessDriver, seen: float) -> float | None:
+    """When (``time.monotonic()``) the helper of ``driver``'s instance, restarted with other
+    devices and seen to have updated its pool at ``seen``, has synced that pool once more: a
+    deletion of its slices after that is noticed and they are published again. None when its
+    helper does not lose them before (:data:`STALE_UPDATE_BUG`); a helper that is not known (a
+    ``command:`` driver) or not a release is taken to."""
+    version = helper(driver)
+    with contextlib.suppress(VersionError):
+        if not matches(f"<{STALE_UPDATE_FIXED}", version):
+            return None
+    return seen + HELPER_SYNC_DELAY + RESYNC_MARGIN
+
+
+def until_resynced(ctx: Context, driver: ProcessDriver, due: float | None) -> None:
+    """The phase ends (and the next cluster step may restart the kubelet, which deletes every
+    slice of the node at its start) only once the restarted driver's helper synced its pool
+    again (``due``, from :func:`resync_due`; None: nothing to wait for). Said, with the bug it
+    keeps clear of, and how long the rest of the phase left to wait (``driver_resync/<phase>``);
+    the slices must still be there."""
+    if due is None:
+        return
+    version = helper(driver)
+    with ctx.step(
+        f"the restarted driver's helper (k8s.io/dynamic-resource-allocation {version}) synced "
+        "its pool again before the next cluster step"
+    ):
+        left = max(due - time.monotonic(), 0.0)
+        if left:
+            time.sleep(left)
+        ctx.facts[f"driver_resync/{ctx.phase}"] = {
+            "helper": version,
+            "waited_seconds": round(left, 1),
+            "why": STALE_UPDATE_BUG,
+        }
+        ctx.log(
+            f"{ctx.phase}: driver {driver.name}: waited {left:.0f}s more for its helper "
+            f"({version}) to sync its pool again before the next cluster step ({STALE_UPDATE_BUG})"
+        )
+        published(driver)
 
 
 def _restarted_with(

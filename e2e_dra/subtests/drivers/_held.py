@@ -16,11 +16,13 @@ from e2e_dra.subtests.drivers._pools import Device, Devices
 class Grown:
     """The driver was restarted with one more device while claims were prepared: what it had
     before (``devices``, told ``num_devices``), and the device it added, which a later phase
-    takes away again once no claim holds it."""
+    takes away again once no claim holds it; ``resync_due``: when its helper has synced the pool
+    it updated once more, which the phase waits for before it ends (None: nothing to wait for)."""
 
     devices: Devices
     num_devices: int
     added: Device
+    resync_due: float | None = None
 
     @property
     def with_added(self) -> Devices:

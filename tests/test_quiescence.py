@@ -10,12 +10,12 @@ what the test itself writes must not.
 from __future__ import annotations
 
 import copy
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from unreachable import unreachable_kube
 
 from e2e_dra._suite._nets import Finding, VersionWatch, slice_collection
 from e2e_dra._suite._quiescence import (
@@ -581,17 +581,7 @@ def test_the_default_field_manager_is_the_user_agent_up_to_its_first_slash() -> 
 @pytest.fixture
 def nowhere(tmp_path: Path) -> Iterator[Kube]:
     """A client of an API server at a local port that nobody listens on."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
-        f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
-        "users: [{name: u, user: {token: t}}]\n"
-        "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
-    )
-    kube = Kube.from_kubeconfig(kubeconfig, user_agent="suite/1.0")
+    kube = unreachable_kube(tmp_path, user_agent="suite/1.0")
     yield kube
     kube.close()
 

@@ -10,13 +10,13 @@ real runs (claims of other namespaces, a restarting API server):
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from unreachable import unreachable_kube
 
 from e2e_dra._suite._nets import ClaimWatch, Finding, WatchHealth, claim_owner
 from e2e_dra._suite._oracle import Problem
@@ -126,17 +126,7 @@ def test_a_stopped_watch_keeps_nothing_more() -> None:
 @pytest.fixture
 def nowhere(tmp_path: Path) -> Iterator[Kube]:
     """A client of an API server at a local port that nobody listens on."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
-        f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
-        "users: [{name: u, user: {token: t}}]\n"
-        "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
-    )
-    kube = Kube.from_kubeconfig(kubeconfig)
+    kube = unreachable_kube(tmp_path)
     yield kube
     kube.close()
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import ast
 import inspect
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from unreachable import unreachable_kube
 
 from e2e_dra._suite import SUITES, UPGRADE_DOWNGRADE, ClusterStep, SubtestPhase
 from e2e_dra._suite._cluster_steps import ClusterSteps
@@ -32,17 +32,7 @@ from e2e_dra.waits import check_abort
 
 def _nowhere(tmp_path: Path) -> Kube:
     """A client of an API server at a local port that nobody listens on."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
-        f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
-        "users: [{name: u, user: {token: t}}]\n"
-        "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
-    )
-    return Kube.from_kubeconfig(kubeconfig)
+    return unreachable_kube(tmp_path)
 
 
 def _live(tmp_path: Path, findings: Findings) -> LiveCluster:

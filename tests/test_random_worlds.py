@@ -150,6 +150,28 @@ def test_a_request_for_all_devices_must_get_every_one_it_matches_and_tolerates()
     assert wrongs(world, c=[]) == []  # refused: whether a fit was free is the judge's
 
 
+def test_half_the_worlds_are_staggered_so_that_a_request_for_all_meets_devices_held_before() -> (
+    None
+):
+    """Made one at a time, a later claim for all devices of a model is allocated while an
+    earlier one holds a device it matches: it must be refused, not given the rest."""
+    worlds = [
+        draw(random.Random(f"{seed}/after-cluster-upgrade/0"), "acu-0") for seed in range(200)
+    ]
+    staggered = [w for w in worlds if w.staggered]
+    assert 60 < len(staggered) < 140
+    assert any(any(c.all for c in w.claims[1:]) for w in staggered)
+    held = Claim("c0", 1, None, "a", False)
+    every_a = Claim("c", 1, ("k1", "Exists"), "a", False, all=True)
+    world = _world(held, every_a, staggered=True)
+    assert world.fits(every_a, [DEVICES[0]]) is None
+    (problem,) = wrongs(world, c0=[_result("d0")], c=[_result("d1")])
+    assert problem == (
+        "claim c asks for all devices of model a, and was allocated ['d1'] without ['d0'], "
+        "which it tolerates"
+    )
+
+
 def test_admin_access_gets_held_devices_holds_none_and_is_said_on_each_result() -> None:
     admin = Claim("admin", 1, None, "b", False, admin=True)
     ordinary = Claim("ordinary", 1, None, "b", False)

@@ -138,6 +138,11 @@ class World:
     rules: tuple[Rule, ...] = ()
     counters: int | None = None  # the pool's shared counter; None: the pool has none
     changes: tuple[Change, ...] = ()  # made between its two rounds; none: one round
+    staggered: bool = False
+    """Its pods are made one at a time, in claim order, each once the one before was bound or
+    refused: the later claims are allocated while the earlier ones hold their devices (a request
+    for all devices of a model then meets a matching device in use, which must refuse it). Made
+    all at once, the scheduler's queue picks the order."""
 
     def taints(self, device: Device) -> set[str]:
         """The keys of the device's taints: its slice's and those of the rules that pick it."""
@@ -405,7 +410,7 @@ def draw(rng: random.Random, name: str) -> World:
             claims.append(Claim(f"c{i}", count, toleration, model, same))
         if not claims[-1].options and rng.random() < 0.15:  # subrequests have no admin access
             claims[-1] = replace(claims[-1], admin=True)
-    world = World(name, devices, tuple(claims), rules, counters)
+    world = World(name, devices, tuple(claims), rules, counters, staggered=rng.random() < 0.5)
     world = replace(world, changes=draw_changes(rng, world))
     return replace(world, claims=(*world.claims, *probes(rng, world)))
 

@@ -20,8 +20,10 @@ default (a selector on its name). A request that is not a ``firstAvailable`` one
 admin access (KEP-5018): the world's claims and pods are then made in a namespace labelled for
 it, made for the phase's first such world.
 
-A world has two rounds. In each, every claim gets a pod, all created at once (a world with rules
-a few seconds after its rules, so that the scheduler has them), judged, then deleted. Between
+A world has two rounds. In each, every claim gets a pod, all created at once, or, in half the
+worlds (``staggered``), one at a time in claim order, each once the one before was bound or
+refused, so that later claims meet the devices earlier ones hold (a world with rules a few
+seconds after its rules, so that the scheduler has them), judged, then deleted. Between
 them the world changes, as clusters change under a running scheduler (``Change``): one or two of
 a rule deleted, given the other key or moved to another device (updated, not made anew), or the
 pool republished by an update of its slices at the next generation, with a device untainted,
@@ -119,6 +121,8 @@ from e2e_dra.waits import WaitTimeout, eventually
 
 DECIDED_TIMEOUT = 60.0
 """Seconds every pod of a world gets to be bound or found unschedulable."""
+STAGGER_TIMEOUT = 10.0
+"""Seconds a staggered world's pod gets to be bound or refused before the next one is made."""
 SECOND_LOOK = 30.0
 """Seconds the scheduler gets to look again at a pod refused while a fit was free (it may have
 looked before the world's slice reached it)."""
@@ -261,7 +265,12 @@ def _round(
     _save(saved, record)
     there = b.in_namespace(namespace)
     stored_claims = b.create(*claims.values())
-    b.create(*pods.values())
+    if world.staggered:
+        for pod in pods.values():
+            b.create(pod)
+            _placed(there, pod)
+    else:
+        b.create(*pods.values())
     try:
         judged = as_stored(world, stored_slices, dict(zip(claims, stored_claims, strict=True)))
         if judged != world:
@@ -366,6 +375,22 @@ def _judge(
     if looked:  # what the second looks gave is held to the same rules
         problems = wrongs(world, now)
         assert not problems, f"{said}: " + "; ".join(problems)
+
+
+def _placed(b: Builder, pod: dict) -> None:
+    """Until ``pod`` is bound or refused, at most :data:`STAGGER_TIMEOUT` seconds: the next pod
+    of a staggered world comes after (one undecided by then is judged with the others)."""
+    try:
+        eventually(
+            lambda: _decided(b, pod),
+            what=f"pod {pod['metadata']['name']} to be bound or found unschedulable",
+            timeout=STAGGER_TIMEOUT,
+            until=bool,
+        )
+    except WaitTimeout:
+        b.log(
+            f"pod {pod['metadata']['name']}: undecided after {STAGGER_TIMEOUT:.0f}s, the next made"
+        )
 
 
 def _decided(b: Builder, pod: dict) -> bool:

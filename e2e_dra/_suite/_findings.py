@@ -29,10 +29,13 @@ from e2e_dra._suite._nets import (
     taint_rule_collection,
     wait_slices_removed,
 )
+from e2e_dra._suite._prepared import PreparedNet
 from e2e_dra._suite._quiescence import Quiescence, dra_owner
 from e2e_dra._suite._steps import Entry
 from e2e_dra.hostkit import Attempts
 from e2e_dra.kube import Kube
+from e2e_dra.provision import KUBELET_ROOT
+from e2e_dra.subtest_kit import CHECKPOINT
 
 AT_CLEANUP = "the cleanup"
 
@@ -49,6 +52,7 @@ class Findings:
         self.claim_watch: ClaimWatch | None = None
         self.lifecycle: ClaimLifecycle | None = None
         self.quiescence: Quiescence | None = None
+        self.prepared: PreparedNet | None = None
         self._version_watches: list[tuple[VersionWatch, Kube]] = []  # each on a client of its own
         self._watch_kube: Kube | None = None
         # Findings that belong to a subtest other than the test that saw them: they fail that
@@ -65,6 +69,9 @@ class Findings:
         self.lifecycle = ClaimLifecycle(lambda claim: claim_owner(claim, drivers))
         self.quiescence = Quiescence(
             lambda obj: dra_owner(obj, drivers), asked=self._watch_kube.field_managers
+        )
+        self.prepared = PreparedNet(
+            KUBELET_ROOT / CHECKPOINT, lambda claim: claim_owner(claim, drivers)
         )
         self.claim_watch = ClaimWatch(
             self._watch_kube,
@@ -87,6 +94,7 @@ class Findings:
             self.claim_watch.stop()
             self.claim_watch = None
         self.lifecycle = None
+        self.prepared = None
         for watch, client in self._version_watches:
             watch.stop()
             client.close()
@@ -117,6 +125,11 @@ class Findings:
                 found += self.lifecycle.judge(live(self._watch_kube))
             except Exception as exc:
                 found.append(Finding(None, f"could not judge the claims' lifecycle: {exc}"))
+        if self.prepared is not None and self._watch_kube is not None:
+            try:
+                found += self.prepared.look(self._watch_kube)
+            except Exception as exc:
+                found.append(Finding(None, f"could not hold the prepared devices to claims: {exc}"))
         found += self._quiescence_findings()
         found += self._more()
         return self.route(entry, found)

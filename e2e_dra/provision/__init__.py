@@ -5,6 +5,7 @@
 """
 
 from e2e_dra.provision._images import PAUSE_IMAGE, TEST_IMAGE
+from e2e_dra.provision._kubelet import KUBELET_ROOT
 from e2e_dra.provision._runtime import (
     NodeRuntime,
     NodeRuntimeIncomplete,
@@ -16,6 +17,7 @@ from e2e_dra.provision._runtime import (
 )
 
 __all__ = [
+    "KUBELET_ROOT",
     "PAUSE_IMAGE",
     "TEST_IMAGE",
     "NodeRuntime",

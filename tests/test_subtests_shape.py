@@ -1683,6 +1683,30 @@ def test_device_tolerations_tells_the_evicted_every_taint_pod_by_the_known_bugs_
             if matches(bug.releases, v)] == ["v1.36.5", "v1.37.2", "v1.38.0-alpha.0"]  # fmt: skip
 
 
+def test_device_tolerations_says_the_events_of_a_pod_evicted_before_its_exec(
+    tmp_path: Path,
+) -> None:
+    """Evicted as it started, the every-taint pod fails the exec that proves it runs; the failure
+    must carry its events, or kubernetes#143376 reads as a failure of its own."""
+    from e2e_dra.builder import KubeError
+    from e2e_dra.subtests import device_tolerations as m
+
+    class Evicting:
+        def test_pod(self, pod: dict) -> None:
+            raise KubeError(0, "ExecFailed", "Handshake status 404 Not Found", path="default/p")
+
+        def events_of(self, name: str) -> str:
+            return "; its events: Scheduled: ...; DeviceTaintManagerEviction: Marking for deletion"
+
+    ctx = _checkpoint_context(tmp_path, [])
+    what = m.TOLERATIONS["every-taint"][1]
+    with pytest.raises(AssertionError) as failed, ctx.step(m.stays_step(what)):
+        m._runs(Evicting(), {"metadata": {"name": "p"}})  # type: ignore[arg-type]
+    said = "\n".join([str(failed.value), *failed.value.__notes__])
+    assert "ExecFailed" in said
+    assert m.SUBTEST.known_bugs[0].seen_in(said) is not None
+
+
 def test_device_tolerations_times_the_bounded_toleration_from_the_taint() -> None:
     """The bounded toleration's pod is due for eviction tolerationSeconds after its device's
     taint's timeAdded, as the server answered the slice's creation."""

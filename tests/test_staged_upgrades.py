@@ -155,3 +155,31 @@ def test_a_subtest_says_which_kubelets_it_needs_apart_from_the_control_plane() -
         "needs Kubernetes >=1.37; v1.36.5 is not"
     )
     assert both.unmet_release(("v1.37.2",), ("v1.36.5", "v1.37.2")) is None
+
+
+def test_each_suite_is_of_a_kind_whose_phases_and_changes_its_plan_runs() -> None:
+    """A kind names its phases and the steps between them once (beside the summary's schema);
+    every suite's plan runs a prefix of its kind's phases, the changes in order between them."""
+    from e2e_dra._suite import SUITES
+    from e2e_dra._suite._steps import ClusterStep, SubtestPhase
+    from e2e_dra.report import SUITE_KINDS
+
+    for name, suite in SUITES.items():
+        assert suite.kind in SUITE_KINDS, name
+        plan = suite.plan(["a"], 1)
+        phases = [e.name for e in plan if isinstance(e, SubtestPhase)]
+        assert phases == list(suite.phases) == list(suite.kind.phases[: len(phases)]), name
+        steps = [e.name for e in plan if isinstance(e, ClusterStep)]
+        changes = [step for step in steps if step in suite.kind.changes]
+        assert changes == list(suite.kind.changes[: len(phases) - 1]), name
+
+
+def test_a_summary_tells_its_kind_by_its_suite_or_its_phases() -> None:
+    """A summary names its suite, not its kind; a renamed gate cycle still reads as one."""
+    from e2e_dra.report import GATE_CYCLE_KIND, UPGRADE_KIND, SuiteKind
+
+    assert SuiteKind.of("gate-cycle", []) is GATE_CYCLE_KIND
+    assert SuiteKind.of("renamed", ["phase-0-gate-on"]) is GATE_CYCLE_KIND
+    assert SuiteKind.of(KUBELET_LAST, UPGRADE_KIND.phases[:3]) is UPGRADE_KIND
+    assert SuiteKind.of("kubelet-last-1.35", []) is UPGRADE_KIND
+    assert GATE_CYCLE_KIND.takes(("SomeGate",)) and not UPGRADE_KIND.takes(("SomeGate",))

@@ -50,7 +50,8 @@ from e2e_dra.releases import (
     release_source,
     resolve_release,
 )
-from e2e_dra.subtest import PHASES, THREE_PHASES, Subtest, discover
+from e2e_dra.report import UPGRADE_KIND, SuiteKind
+from e2e_dra.subtest import Subtest, discover
 from e2e_dra.versions import parse_version
 
 logger = logging.getLogger(__name__)
@@ -119,7 +120,9 @@ class Variant:
 
     @property
     def phases(self) -> tuple[str, ...]:
-        return PHASES if self.re_upgrade else THREE_PHASES
+        """The upgrade's phases: before the upgrade, after it, after the downgrade, and after
+        the re-upgrade if there is one."""
+        return UPGRADE_KIND.phases[: 4 if self.re_upgrade else 3]
 
     def releases(self, versions: VersionsUnderTest) -> Releases:
         initial = dict.fromkeys(KUBE_CLUSTER_COMPONENTS, versions.previous)
@@ -323,7 +326,7 @@ class Upgrade(ClusterStep[UpgradeState]):
     """The moved components restart on the current release; what undoes it is kept."""
 
     variant: Variant
-    name: ClassVar[str] = "upgrade"
+    name: ClassVar[str] = UPGRADE_KIND.changes[0]
 
     def state_name(self, releases: Releases) -> str:
         return self.variant.upgraded_state(releases)
@@ -347,7 +350,7 @@ class Downgrade(ClusterStep[UpgradeState]):
     """What the upgrade changed, undone."""
 
     variant: Variant
-    name: ClassVar[str] = "downgrade"
+    name: ClassVar[str] = UPGRADE_KIND.changes[1]
 
     def run(self, cluster: ClusterOps[UpgradeState]) -> None:
         versions, releases, _ = cluster.state.inputs()
@@ -366,7 +369,7 @@ class ReUpgrade(Upgrade):
     """The downgraded cluster upgraded again: what the older release wrote is read by the newer
     one, where storage and validation-ratcheting bugs show."""
 
-    name: ClassVar[str] = "re-upgrade"
+    name: ClassVar[str] = UPGRADE_KIND.changes[2]
 
     def state_name(self, releases: Releases) -> str:
         return self.variant.re_upgraded_state(releases)
@@ -380,10 +383,11 @@ class UpgradeSuite:
     """One upgrade/downgrade variant: every subtest's chain around an upgrade and a downgrade."""
 
     variant: Variant
+    kind: ClassVar[SuiteKind] = UPGRADE_KIND
 
     def find_subtests(self, packages: SubtestPackages) -> list[Subtest]:
         """Every module of the upgrade subtests' package."""
-        return discover(packages.upgrade)
+        return discover(packages.upgrade, kind=self.kind)
 
     @property
     def name(self) -> str:
@@ -399,7 +403,7 @@ class UpgradeSuite:
         order, v = Order(subtests, seed), self.variant
 
         def phases(index: int) -> Phases:
-            return Phases(index, order.next(), names=PHASES)
+            return Phases(index, order.next(), names=self.kind.phases)
 
         steps: list[Step] = [
             *self.before_bring_up(subtests),

@@ -20,12 +20,17 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from e2e_dra.report import (
+    GATE_CYCLE_KIND,
+    GATE_CYCLE_PHASES,
     KEPS,
     NOTHING_TO_PROVE,
     PROVED,
     STEP_FAILED,
     STEP_INTERRUPTED,
     STEP_PASSED,
+    UPGRADE_KIND,
+    UPGRADE_PHASES,
+    SuiteKind,
 )
 from e2e_dra.versions import matches, release_specifier
 
@@ -34,17 +39,11 @@ if TYPE_CHECKING:
     from e2e_dra.driver import Driver, DriverKind, Pool, ProcessDriver
     from e2e_dra.kube import Kube
 
-PHASES = (
-    "after-cluster-creation",
-    "after-cluster-upgrade",
-    "after-cluster-downgrade",
-    "after-cluster-re-upgrade",
-)
-"""A chain's phases. Upstream's three, and the re-upgrade leg of ``upgrade-downgrade`` (previous ->
-current -> previous -> current), which the production-readiness review asks about: a chain whose
-after-downgrade phase returns None simply ends before it."""
+PHASES = UPGRADE_PHASES
+"""A chain's phases (:data:`~e2e_dra.report.UPGRADE_PHASES`, named once where the summary's
+schema is): upstream's three, and the re-upgrade leg of ``upgrade-downgrade``."""
 THREE_PHASES = PHASES[:3]
-CLUSTER_CHANGES = ("upgrade", "downgrade", "re-upgrade")
+CLUSTER_CHANGES = UPGRADE_KIND.changes
 """The cluster steps that restart components under the subtests' objects (``KnownBug.step``)."""
 
 
@@ -264,9 +263,6 @@ class Subtest:
         return _unmet_release(self.releases, self.kubelet_releases, control_plane, kubelet)
 
 
-GATE_CYCLE_PHASES = ("phase-0-gate-on", "phase-1-gate-off", "phase-2-gate-on-again")
-
-
 def _check_releases(name: str, releases: str | None) -> None:
     """A malformed specifier fails when the subtest module is imported, not mid-run."""
     if releases is not None:
@@ -448,12 +444,17 @@ DRIVER_SUBTEST_PREFIX = "driver-"
 subtest may be named so."""
 
 
-def discover(package: str = "e2e_dra.subtests", *, gate_cycle: bool = False) -> list[Subtest]:
+def discover(
+    package: str = "e2e_dra.subtests", *, gate_cycle: bool = False, kind: SuiteKind | None = None
+) -> list[Subtest]:
     """Every ``SUBTEST`` defined by a module of ``package``, by name.
 
-    Adding a subtest is adding a module; nothing else needs to know about it. A gate cycle's
-    subtests (``gate_cycle``) must name the gates they toggle; an upgrade chain's must not.
+    Adding a subtest is adding a module; nothing else needs to know about it. The suite ``kind``
+    (by default the gate cycle's if ``gate_cycle``, else the upgrade's) says which it takes: a gate
+    cycle's subtests must name the gates they toggle; an upgrade chain's must not.
     """
+    if kind is None:
+        kind = GATE_CYCLE_KIND if gate_cycle else UPGRADE_KIND
     found: dict[str, Subtest] = {}
     for module in _modules(importlib.import_module(package)):
         subtest = getattr(module, "SUBTEST", None)
@@ -461,8 +462,10 @@ def discover(package: str = "e2e_dra.subtests", *, gate_cycle: bool = False) -> 
             continue
         if not isinstance(subtest, Subtest):
             raise TypeError(f"{module.__name__}.SUBTEST is not an e2e_dra.subtest.Subtest")
-        if gate_cycle != bool(subtest.toggled_gates):
-            wanted = "must name" if gate_cycle else "is not in a gate cycle and must not name"
+        if not kind.takes(subtest.toggled_gates):
+            wanted = (
+                "must name" if kind.cycles_gates else "is not in a gate cycle and must not name"
+            )
             raise TypeError(f"{module.__name__}.SUBTEST {wanted} toggled_gates")
         if subtest.name in found:
             raise ValueError(f"two subtests are named {subtest.name!r}")

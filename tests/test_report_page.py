@@ -28,13 +28,13 @@ from synthetic_run import (
 
 from e2e_dra.cli import main
 from e2e_dra.errors import EXIT_BAD_INPUT, InputError
-from e2e_dra.report import load_summary, summaries_of, write_report
+from e2e_dra.report import GATE_CYCLE_KIND, load_summary, summaries_of, write_report
 from e2e_dra.report._headline import Headline
-from e2e_dra.report._load import GATE_CYCLE, GATE_CYCLE_PHASES
 from e2e_dra.report._runs import FAILED, PASSED, runs_of
 from e2e_dra.report._timeline import COLORS, LABEL_WIDTH, SETUP_GAP, SETUP_WIDTH, Timeline
 from e2e_dra.settings import use
 
+GATE_CYCLE, GATE_CYCLE_PHASES = GATE_CYCLE_KIND.name, GATE_CYCLE_KIND.phases
 FAILING_RUN = f"upgrade-downgrade {PREVIOUS} → {CURRENT}"
 PASSING_RUN = f"upgrade-downgrade {STABLE[0]} → {STABLE[1]}"
 BASE = "https://gcsweb.example.org/gcs/bucket/logs/job/42/artifacts"
@@ -427,9 +427,11 @@ def test_the_gate_cycle_has_its_own_table_and_its_cells_link_their_subtests_logs
 
 def test_the_report_knows_the_suites_name_for_the_gate_cycle() -> None:
     from e2e_dra._suite import GATE_CYCLE as SUITE_NAME
+    from e2e_dra._suite import SUITES
     from e2e_dra.subtest import GATE_CYCLE_PHASES as PHASES
 
-    assert SUITE_NAME == GATE_CYCLE and tuple(PHASES) == GATE_CYCLE_PHASES
+    assert SUITE_NAME == GATE_CYCLE and PHASES is GATE_CYCLE_PHASES  # named once
+    assert SUITES[GATE_CYCLE].kind is GATE_CYCLE_KIND
 
 
 # --- links under a base URL -----------------------------------------------------------------------

@@ -155,3 +155,59 @@ def test_a_subtest_says_which_kubelets_it_needs_apart_from_the_control_plane() -
         "needs Kubernetes >=1.37; v1.36.5 is not"
     )
     assert both.unmet_release(("v1.37.2",), ("v1.36.5", "v1.37.2")) is None
+
+
+def test_each_suite_is_of_a_kind_whose_phases_and_changes_its_plan_runs() -> None:
+    """A kind names its phases and the steps between them once (beside the summary's schema);
+    every suite's plan runs a prefix of its kind's phases, the changes in order between them."""
+    from e2e_dra._suite import SUITES
+    from e2e_dra._suite._steps import ClusterStep, SubtestPhase
+    from e2e_dra.report import SUITE_KINDS
+
+    for name, suite in SUITES.items():
+        assert suite.kind in SUITE_KINDS, name
+        plan = suite.plan(["a"], 1)
+        phases = [e.name for e in plan if isinstance(e, SubtestPhase)]
+        assert phases == list(suite.phases) == list(suite.kind.phases[: len(phases)]), name
+        steps = [e.name for e in plan if isinstance(e, ClusterStep)]
+        changes = [step for step in steps if step in suite.kind.changes]
+        assert changes == list(suite.kind.changes[: len(phases) - 1]), name
+
+
+def test_a_summary_tells_its_kind_by_its_suite_or_its_phases() -> None:
+    """A summary names its suite, not its kind; a renamed gate cycle still reads as one."""
+    from e2e_dra.report import GATE_CYCLE_KIND, UPGRADE_KIND, SuiteKind
+
+    assert SuiteKind.of("gate-cycle", []) is GATE_CYCLE_KIND
+    assert SuiteKind.of("renamed", ["phase-0-gate-on"]) is GATE_CYCLE_KIND
+    assert SuiteKind.of(KUBELET_LAST, UPGRADE_KIND.phases[:3]) is UPGRADE_KIND
+    assert SuiteKind.of("kubelet-last-1.35", []) is UPGRADE_KIND
+    assert GATE_CYCLE_KIND.takes(("SomeGate",)) and not UPGRADE_KIND.takes(("SomeGate",))
+
+
+def test_a_new_variant_is_a_value_that_plans_as_a_suite_of_its_own() -> None:
+    """A variant is a line (a value): its suite plans the same chains under its own name; one
+    that names its kubelet (``KubeletLast(skew=2)``) keeps it whatever the setting says."""
+    from e2e_dra._suite import SUITES, suite_of
+    from e2e_dra._suite._drivers import WithRealDrivers
+    from e2e_dra._suite._skew import cells_of
+    from e2e_dra._suite._upgrade import Variant
+
+    node_first = Variant("node-first", NODE, "node-")
+    skew_two = KubeletLast(suite="kubelet-skew-2", skew=2)
+    staged = [entry.id for entry in SUITES[KUBELET_LAST].plan(["a", "b"], 7)]
+    for variant in (node_first, skew_two):
+        plan = suite_of(variant).plan(["a", "b"], 7)
+        assert [entry.id for entry in plan] == staged
+        assert {entry.suite for entry in plan} == {variant.suite}
+    assert skew_two.kubelet_spec("v1.38.0") == "1.36"
+    [cell] = cells_of(suite_of(skew_two), "1.35")  # the setting moves the default one only
+    assert cell.id is None and cell.suite == suite_of(skew_two)
+    assert [type(suite_of(v)) is WithRealDrivers for v in VARIANTS.values()] == [
+        True,
+        False,
+        False,
+    ]
+    assert {name: SUITES[name] for name in VARIANTS} == {
+        name: suite_of(v) for name, v in VARIANTS.items()
+    }

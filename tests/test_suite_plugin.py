@@ -491,6 +491,30 @@ def test_a_chain_that_ends_after_the_downgrade_skips_only_its_re_upgrade_phase(
     assert suite.dry_steps("control-plane-first") == STAGED_STEPS
 
 
+def test_a_new_variant_is_a_line_and_a_small_module(
+    suite: Tiny, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A variant value under its name in SUITES (what its line of VARIANTS makes) and a module
+    declaring that name are a suite: its items, its folder, its summary."""
+    from e2e_dra._suite import suite_of
+    from e2e_dra._suite._upgrade import NODE, Variant
+
+    monkeypatch.setitem(SUITES, "node-first", suite_of(Variant("node-first", NODE, "node-")))
+    (suite.pytester.path / "test_node_first.py").write_text(
+        "from e2e_dra._suite._items import pytestmark, test_cluster_step, test_phase\n"
+        'E2E_DRA_SUITE = "node-first"\n'
+        '__all__ = ["pytestmark", "test_cluster_step", "test_phase"]\n'
+    )
+
+    result = suite.run("--e2e-dra-seed=3", suite="test_node_first.py")
+
+    result.assert_outcomes(passed=len(STAGED_STEPS) + len(TINY) * len(THREE_PHASES))
+    phases = [f"{name}/{phase}" for name in TINY for phase in THREE_PHASES]
+    results = {r["id"]: r["outcome"] for r in suite.summary("node-first")["results"]}
+    assert results == dict.fromkeys([*STAGED_STEPS, *phases], "passed")
+    assert suite.dry_steps("node-first") == STAGED_STEPS
+
+
 def _phase_order(summary: dict) -> list[str]:
     return [r["id"] for r in summary["results"] if "phase" in r]
 

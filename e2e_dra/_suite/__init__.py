@@ -23,16 +23,23 @@ from e2e_dra._suite._upgrade import (
     CONTROL_PLANE_FIRST,
     KUBELET_LAST,
     UPGRADE_DOWNGRADE,
-    UPGRADE_SUITES,
     VARIANTS,
+    UpgradeSuite,
+    Variant,
 )
 
+
+def suite_of(variant: Variant) -> UpgradeSuite:
+    """The suite that runs ``variant``: with a subtest per real driver if it asks for them."""
+    return WithRealDrivers(variant) if variant.real_drivers else UpgradeSuite(variant)
+
+
 SUITES: dict[str, Suite[Any]] = {
-    **UPGRADE_SUITES,
-    UPGRADE_DOWNGRADE: WithRealDrivers(VARIANTS[UPGRADE_DOWNGRADE]),
+    **{name: suite_of(variant) for name, variant in VARIANTS.items()},
     GATE_CYCLE: GateCycleSuite(),
 }
-"""Every suite by the name a suite module declares."""
+"""Every suite by the name a suite module declares: one per upgrade variant, and the gate
+cycle."""
 
 __all__ = [
     "CONTROL_PLANE_FIRST",
@@ -49,4 +56,5 @@ __all__ = [
     "SubtestPhase",
     "Suite",
     "needed",
+    "suite_of",
 ]

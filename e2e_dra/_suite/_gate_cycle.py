@@ -30,9 +30,12 @@ from e2e_dra._suite._steps import (
 )
 from e2e_dra._suite._upgrade import RUNTIME_CONFIG
 from e2e_dra.localupcluster import PROBED_BINARY, refusal
-from e2e_dra.subtest import GATE_CYCLE_PHASES, Subtest, discover
+from e2e_dra.report import GATE_CYCLE_KIND, SuiteKind
+from e2e_dra.subtest import Subtest, discover
 
-GATE_CYCLE = "gate-cycle"
+GATE_CYCLE = GATE_CYCLE_KIND.name
+GATE_CYCLE_PHASES = GATE_CYCLE_KIND.phases
+GATE_OFF, GATE_ON_AGAIN = GATE_CYCLE_KIND.changes
 
 
 @dataclass
@@ -131,7 +134,7 @@ class _Toggle(ClusterStep[GateCycleState]):
 class GatesOff(_Toggle):
     """The apiserver drops the gated fields from what is written while the gate is off."""
 
-    name: ClassVar[str] = "gate-off"
+    name: ClassVar[str] = GATE_OFF
     on: ClassVar[bool] = False
     state_name: ClassVar[str] = GATE_CYCLE_PHASES[1]
 
@@ -140,7 +143,7 @@ class GatesOff(_Toggle):
 class GatesOnAgain(_Toggle):
     """The fields are kept again; the driver publishes its slices whole again."""
 
-    name: ClassVar[str] = "gate-on-again"
+    name: ClassVar[str] = GATE_ON_AGAIN
     on: ClassVar[bool] = True
     state_name: ClassVar[str] = GATE_CYCLE_PHASES[2]
 
@@ -161,12 +164,13 @@ class GateCycleCleanup(Cleanup):
 class GateCycleSuite:
     """Every subtest in a cluster of its own, its gates cycled on, off, on."""
 
+    kind: ClassVar[SuiteKind] = GATE_CYCLE_KIND
     name: ClassVar[str] = GATE_CYCLE
     phases: ClassVar[tuple[str, ...]] = GATE_CYCLE_PHASES
 
     def find_subtests(self, packages: SubtestPackages) -> list[Subtest]:
         """The gate cycle's own package: each subtest names the gates it toggles."""
-        return discover(packages.gate_cycle, gate_cycle=True)
+        return discover(packages.gate_cycle, kind=self.kind)
 
     def plan(self, subtests: Sequence[str], seed: int) -> Plan:
         """Upstream's TestFeatureGateCycle: per subtest (in an order drawn from ``seed``) bring

@@ -108,11 +108,13 @@ def _checked(entry: str, text: str, *, single: bool = False) -> str:
 
 
 def cells_of(suite: Suite[Any], text: str | None) -> list[Cell]:
-    """The runs of ``suite`` a module's tests make: the suite itself, except for kubelet-last,
-    whose kubelet ``text`` (``E2E_DRA_KUBELET_VERSION``) names: one suite, or a matrix's cells
-    (resolved here, see the module's docstring). A matrix that cannot be resolved is one line
-    (:class:`~e2e_dra.errors.InputError`) naming the variable."""
+    """The runs of ``suite`` a module's tests make: the suite itself, except for a kubelet-last
+    that does not name its kubelet, whose kubelet ``text`` (``E2E_DRA_KUBELET_VERSION``) names:
+    one suite, or a matrix's cells (resolved here, see the module's docstring). A matrix that
+    cannot be resolved is one line (:class:`~e2e_dra.errors.InputError`) naming the variable."""
     if not (isinstance(suite, UpgradeSuite) and isinstance(suite.variant, KubeletLast)):
+        return [Cell(suite)]
+    if suite.variant.pinned:  # a variant that names its kubelet keeps it
         return [Cell(suite)]
     values = kubelet_values(text)
     if not is_matrix(text):

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from e2e_dra.driver import Driver
     from e2e_dra.localupcluster import ModifyOptions
     from e2e_dra.releases import VersionsUnderTest
+    from e2e_dra.report import SuiteKind
     from e2e_dra.subtest import Subtest
 
 S = TypeVar("S", bound=RunState)
@@ -312,6 +313,12 @@ class Suite(Protocol[S]):
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def kind(self) -> SuiteKind:
+        """Upgrade or gate cycle: the phases its chains may run, the steps that change the
+        cluster between them, which subtests it takes."""
+        ...
 
     @property
     def phases(self) -> tuple[str, ...]: ...

@@ -9,7 +9,10 @@ default the previous minor, at most three minors behind as the skew policy allow
 one, and the downgrade moves them back. The subtests are the same three-phase chains in every
 variant: before the change, after it, after undoing it. A :class:`Variant` is all that differs,
 and it is a value: kubelet-last's names its kubelet (:class:`KubeletLast`), so that a run of
-several kubelets (``_skew``, the skew matrix) is several values, each planned as a suite.
+several kubelets (``_skew``, the skew matrix) is several values, each planned as a suite. A new
+variant is one line of :data:`VARIANTS` (``KubeletLast(suite="kubelet-skew-2", skew=2)``) and a
+suite module declaring its name (``e2e_dra/test_kubelet_skew_2.py``: ``E2E_DRA_SUITE =
+"kubelet-skew-2"``).
 
 States name what moved and to which release (``0-initial-1.36``, ``1-cp-v1.37.2``,
 ``2-kubelet-restored-v1.36.5``), so each component's log file says which binary wrote it, and
@@ -50,7 +53,8 @@ from e2e_dra.releases import (
     release_source,
     resolve_release,
 )
-from e2e_dra.subtest import PHASES, THREE_PHASES, Subtest, discover
+from e2e_dra.report import UPGRADE_KIND, SuiteKind
+from e2e_dra.subtest import Subtest, discover
 from e2e_dra.versions import parse_version
 
 logger = logging.getLogger(__name__)
@@ -116,10 +120,14 @@ class Variant:
     """The commands of the current release the suite needs (None: all)."""
     re_upgrade: bool = False
     """After the downgrade, upgrade once more (a fourth state and phase)."""
+    real_drivers: bool = False
+    """Its subtests include one per real driver of ``E2E_DRA_DRIVERS`` (``_drivers``)."""
 
     @property
     def phases(self) -> tuple[str, ...]:
-        return PHASES if self.re_upgrade else THREE_PHASES
+        """The upgrade's phases: before the upgrade, after it, after the downgrade, and after
+        the re-upgrade if there is one."""
+        return UPGRADE_KIND.phases[: 4 if self.re_upgrade else 3]
 
     def releases(self, versions: VersionsUnderTest) -> Releases:
         initial = dict.fromkeys(KUBE_CLUSTER_COMPONENTS, versions.previous)
@@ -166,6 +174,11 @@ class KubeletLast(Variant):
         if self.skew is not None and not 1 <= self.skew <= MAX_KUBELET_SKEW:
             raise ValueError(f"skew={self.skew}: the skew policy allows 1 to {MAX_KUBELET_SKEW}")
 
+    @property
+    def pinned(self) -> bool:
+        """Whether the value names its kubelet: then ``E2E_DRA_KUBELET_VERSION`` does not."""
+        return self.kubelet is not None or self.skew is not None
+
     def kubelet_spec(self, current: str) -> str | None:
         """What names the kubelet's release under the version under test ``current``:
         ``kubelet``, or the minor ``skew`` behind it; None: the previous release."""
@@ -205,12 +218,17 @@ class KubeletLast(Variant):
 
 
 VARIANTS: dict[str, Variant] = {
-    UPGRADE_DOWNGRADE: AllAtOnce(UPGRADE_DOWNGRADE, KUBE_CLUSTER_COMPONENTS, "", re_upgrade=True),
-    CONTROL_PLANE_FIRST: Variant(
-        CONTROL_PLANE_FIRST, CONTROL_PLANE, "cp-", current_commands=CONTROL_PLANE_COMMANDS
-    ),
-    KUBELET_LAST: KubeletLast(),  # the previous release's kubelet
+    variant.suite: variant
+    for variant in (
+        AllAtOnce(
+            UPGRADE_DOWNGRADE, KUBE_CLUSTER_COMPONENTS, "", re_upgrade=True, real_drivers=True
+        ),
+        Variant(CONTROL_PLANE_FIRST, CONTROL_PLANE, "cp-", current_commands=CONTROL_PLANE_COMMANDS),
+        KubeletLast(),  # the previous release's kubelet, or E2E_DRA_KUBELET_VERSION's (``_skew``)
+    )
 }
+"""Every upgrade variant by its suite's name: a line each (``e2e_dra._suite.SUITES`` makes
+each a suite, and a suite module runs it)."""
 
 
 # --- the cluster's settings ----------------------------------------------------------------------
@@ -323,7 +341,7 @@ class Upgrade(ClusterStep[UpgradeState]):
     """The moved components restart on the current release; what undoes it is kept."""
 
     variant: Variant
-    name: ClassVar[str] = "upgrade"
+    name: ClassVar[str] = UPGRADE_KIND.changes[0]
 
     def state_name(self, releases: Releases) -> str:
         return self.variant.upgraded_state(releases)
@@ -347,7 +365,7 @@ class Downgrade(ClusterStep[UpgradeState]):
     """What the upgrade changed, undone."""
 
     variant: Variant
-    name: ClassVar[str] = "downgrade"
+    name: ClassVar[str] = UPGRADE_KIND.changes[1]
 
     def run(self, cluster: ClusterOps[UpgradeState]) -> None:
         versions, releases, _ = cluster.state.inputs()
@@ -366,7 +384,7 @@ class ReUpgrade(Upgrade):
     """The downgraded cluster upgraded again: what the older release wrote is read by the newer
     one, where storage and validation-ratcheting bugs show."""
 
-    name: ClassVar[str] = "re-upgrade"
+    name: ClassVar[str] = UPGRADE_KIND.changes[2]
 
     def state_name(self, releases: Releases) -> str:
         return self.variant.re_upgraded_state(releases)
@@ -380,10 +398,11 @@ class UpgradeSuite:
     """One upgrade/downgrade variant: every subtest's chain around an upgrade and a downgrade."""
 
     variant: Variant
+    kind: ClassVar[SuiteKind] = UPGRADE_KIND
 
     def find_subtests(self, packages: SubtestPackages) -> list[Subtest]:
         """Every module of the upgrade subtests' package."""
-        return discover(packages.upgrade)
+        return discover(packages.upgrade, kind=self.kind)
 
     @property
     def name(self) -> str:
@@ -399,7 +418,7 @@ class UpgradeSuite:
         order, v = Order(subtests, seed), self.variant
 
         def phases(index: int) -> Phases:
-            return Phases(index, order.next(), names=PHASES)
+            return Phases(index, order.next(), names=self.kind.phases)
 
         steps: list[Step] = [
             *self.before_bring_up(subtests),
@@ -439,6 +458,8 @@ class UpgradeSuite:
 
 
 UPGRADE_SUITES = {name: UpgradeSuite(variant) for name, variant in VARIANTS.items()}
+"""Each variant planned as a plain upgrade suite (``SUITES`` adds the real drivers where a
+variant asks for them)."""
 
 
 # --- helpers -------------------------------------------------------------------------------------

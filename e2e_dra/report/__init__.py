@@ -32,6 +32,8 @@ from e2e_dra.report._load import (
 )
 from e2e_dra.report._metadata import METADATA_FILE
 from e2e_dra.report._schema import (
+    GATE_CYCLE_KIND,
+    GATE_CYCLE_PHASES,
     KEPS_BY_SUBTEST,
     NOTHING_TO_PROVE,
     PROVED,
@@ -41,7 +43,11 @@ from e2e_dra.report._schema import (
     STEP_INTERRUPTED,
     STEP_OUTCOMES,
     STEP_PASSED,
+    SUITE_KINDS,
     SUMMARY_FILE,
+    UPGRADE_KIND,
+    UPGRADE_PHASES,
+    SuiteKind,
     artifact_logs,
     dump_file_name,
     safe_name,
@@ -52,6 +58,8 @@ from e2e_dra.report._write import REPORT_FILE, TRACE_FILE, Written, summaries_of
 
 __all__ = [
     "EVIDENCE_FILE",
+    "GATE_CYCLE_KIND",
+    "GATE_CYCLE_PHASES",
     "KEPS",
     "KEPS_BY_SUBTEST",
     "MAX_SUMMARY_BYTES",
@@ -65,13 +73,17 @@ __all__ = [
     "STEP_INTERRUPTED",
     "STEP_OUTCOMES",
     "STEP_PASSED",
+    "SUITE_KINDS",
     "SUMMARY_FILE",
     "TRACE_FILE",
+    "UPGRADE_KIND",
+    "UPGRADE_PHASES",
     "Evidence",
     "JUnitCase",
     "JUnitSuite",
     "Result",
     "StepResult",
+    "SuiteKind",
     "SuiteRecord",
     "SummaryError",
     "Written",

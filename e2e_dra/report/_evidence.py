@@ -31,23 +31,34 @@ from pathlib import Path
 from e2e_dra.report._keps import KEPS, kep_url
 from e2e_dra.report._limits import MAX_EVIDENCE_TEXT
 from e2e_dra.report._load import Result, SuiteRecord
-from e2e_dra.report._schema import KEPS_BY_SUBTEST, STEP_PASSED
+from e2e_dra.report._schema import GATE_CYCLE_KIND, KEPS_BY_SUBTEST, STEP_PASSED, UPGRADE_KIND
 
 EVIDENCE_FILE = "prr-evidence.md"
 
-UPGRADE_QUESTIONS = (
-    ("after-cluster-upgrade", "Upgrade tested"),
-    ("after-cluster-downgrade", "Rollback (downgrade) tested"),
-    ("after-cluster-re-upgrade", "Upgrade -> downgrade -> upgrade tested"),
+UPGRADE_QUESTIONS = tuple(
+    zip(
+        UPGRADE_KIND.phases[1:],
+        (
+            "Upgrade tested",
+            "Rollback (downgrade) tested",
+            "Upgrade -> downgrade -> upgrade tested",
+        ),
+        strict=True,
+    )
 )
 """(phase, the PRR question its passing answers) of the upgrade suites: the phase that runs
-after each cluster change, as the suites name them (``e2e_dra.subtest.PHASES``; a test keeps the
-two in step, since this layer may not import that one)."""
-GATE_QUESTIONS = (
-    ("phase-1-gate-off", "Feature gate switched off after use tested"),
-    ("phase-2-gate-on-again", "Feature gate switched on again tested"),
+after each cluster change (:data:`~._schema.UPGRADE_KIND`)."""
+GATE_QUESTIONS = tuple(
+    zip(
+        GATE_CYCLE_KIND.phases[1:],
+        (
+            "Feature gate switched off after use tested",
+            "Feature gate switched on again tested",
+        ),
+        strict=True,
+    )
 )
-"""The same for the gate cycle (``e2e_dra.subtest.GATE_CYCLE_PHASES``)."""
+"""The same for the gate cycle (:data:`~._schema.GATE_CYCLE_KIND`)."""
 
 NOT_RUN = "did not run"
 NOTHING_PROVED = "passed with nothing to prove"

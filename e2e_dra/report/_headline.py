@@ -91,10 +91,10 @@ def _distinct(values: Iterable[str]) -> tuple[str, ...]:
 def _pairs(runs: list[Run]) -> tuple[str, ...]:
     """The pairs of the upgrade suites, each once; a gate cycle's release only when no upgrade
     suite ran it (it is the current release of their pair otherwise)."""
-    pairs = _distinct(run.releases for run in runs if run.releases and not run.gate_cycle)
-    currents = {run.record.current for run in runs if not run.gate_cycle}
+    pairs = _distinct(run.releases for run in runs if run.releases and not run.kind.cycles_gates)
+    currents = {run.record.current for run in runs if not run.kind.cycles_gates}
     alone = _distinct(
-        run.releases for run in runs if run.gate_cycle and run.record.current not in currents
+        run.releases for run in runs if run.kind.cycles_gates and run.record.current not in currents
     )
     return (*pairs, *alone)
 

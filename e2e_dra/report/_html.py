@@ -140,8 +140,8 @@ class Page:
         """The page: what failed first (headline, counts, failures, known bugs), then where to
         go from there (contents, matrix, timelines, evidence), then each run's details."""
         when = time.strftime("%Y-%m-%d %H:%M:%S %z")
-        upgrades = [run for run in self.runs if not run.gate_cycle]
-        cycles = [run for run in self.runs if run.gate_cycle]
+        upgrades = [run for run in self.runs if not run.kind.cycles_gates]
+        cycles = [run for run in self.runs if run.kind.cycles_gates]
         headline = Headline.of(self.runs)
         body = [
             "<h1>e2e-dra report</h1>",

@@ -119,7 +119,7 @@ class Explainer:
         self._usable: dict[tuple[Path, bool], bool] = {}
         self._links: dict[int, list[Link]] = {}
         self._by_convention: dict[tuple[tuple[Path, str] | None, str | None], list[Link]] = {}
-        self._places = _gate_cycle_places(record) if record.gate_cycle else _states(record)
+        self._places = _gate_cycle_places(record) if record.kind.cycles_gates else _states(record)
 
     def place(self, result: Result) -> tuple[Path, str] | None:
         """(the folder of its cluster's logs, the state) ``result`` ran in; None when that cannot

@@ -44,15 +44,9 @@ from e2e_dra.report._schema import (
     NOTHING_TO_PROVE,
     STEP_OUTCOMES,
     SUMMARY_FILE,
+    SuiteKind,
 )
 
-GATE_CYCLE = "gate-cycle"
-"""The suite name of the feature-gate cycle (``e2e_dra._suite.GATE_CYCLE``; a test keeps the two
-in step, since this layer may not import that one). Its subtests each bring up a cluster of their
-own, in a folder of their own, so the report shows them apart from the upgrade suites."""
-GATE_CYCLE_PHASES = ("phase-0-gate-on", "phase-1-gate-off", "phase-2-gate-on-again")
-"""The gate cycle's phases (``e2e_dra.subtest.GATE_CYCLE_PHASES``): a summary whose phases are
-these is a gate cycle whatever its suite is called."""
 ENVIRONMENT = (
     ("machine", ("environment", "machine")),
     ("e2e-dra", ("environment", "e2e_dra")),
@@ -148,10 +142,12 @@ class SuiteRecord:
         return self.path.parent
 
     @property
-    def gate_cycle(self) -> bool:
-        """Whether this is a run of the feature-gate cycle: each subtest its own cluster, in
-        ``<suite folder>/<subtest>/``, its states named after its phases."""
-        return self.suite == GATE_CYCLE or bool(set(self.phases()) & set(GATE_CYCLE_PHASES))
+    def kind(self) -> SuiteKind:
+        """Upgrade or gate cycle, told by the suite's name or its phases (a summary names no
+        kind). A gate cycle's subtests each have their own cluster, in
+        ``<suite folder>/<subtest>/``, its states named after its phases, so the report shows
+        them apart from the upgrade suites."""
+        return SuiteKind.of(self.suite, self.phases())
 
     def phases(self) -> list[str]:
         """The phases of this suite, in the order they first ran."""

@@ -5,7 +5,7 @@ Columns are keyed by run, never by suite: two runs of one suite (the default pai
 pair) have columns of their own, so a cell holds one outcome and says which pair it was. A row
 whose subtest failed (or was interrupted) in any run is red, so a reader scanning the subtests
 finds the broken ones without reading every cell. The gate cycle has a table of its own
-(:attr:`~._runs.Run.gate_cycle`): its subtests each run their own cluster through other phases,
+(:attr:`~._runs.Run.kind`): its subtests each run their own cluster through other phases,
 and a row named like an upgrade suite's subtest would mean another test.
 """
 
@@ -106,7 +106,7 @@ def _columns(run: Run) -> list[str]:
     subtest's own cluster steps too (``bring-up``, ``gate-off``...: a cycle that broke there
     shows where)."""
     results = run.record.results
-    if run.gate_cycle:
+    if run.kind.cycles_gates:
         names = [_column(r) for r in results if r.subtest is not None]
     else:
         names = [r.phase for r in results if r.phase is not None and r.subtest is not None]

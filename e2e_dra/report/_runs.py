@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from e2e_dra.report._load import OUTCOMES, Result, SuiteRecord
+from e2e_dra.report._schema import SuiteKind
 
 FAILING = ("failed", "interrupted")
 """The outcomes that make a run, a row or the report fail (an expected failure, ``xfailed``, is
@@ -39,7 +40,7 @@ class Run:
     pair: str  # the releases: "v1.37.2 → v1.38.0-beta.0", "…, kubelet v1.37.2"; "" if unknown
     verdict: str  # PASSED, FAILED, INTERRUPTED or UNFINISHED
     counts: tuple[tuple[str, int], ...]  # (outcome, how many entries ended so), in OUTCOMES order
-    gate_cycle: bool
+    kind: SuiteKind  # upgrade or gate cycle: which table shows it
 
     @property
     def releases(self) -> str:
@@ -95,7 +96,7 @@ def runs_of(records: list[SuiteRecord]) -> list[Run]:
                 pair=pair_of(record),
                 verdict=_verdict(record),
                 counts=_counts(record),
-                gate_cycle=record.gate_cycle,
+                kind=record.kind,
             )
         )
     return runs
@@ -105,7 +106,7 @@ def pair_of(record: SuiteRecord) -> str:
     """The releases a run went through: previous → current (the gate cycle runs the current one
     only), and the kubelet's first release when the suite starts it apart (kubelet-last)."""
     current = record.current if record.current != "unknown" else ""
-    if record.gate_cycle or not record.previous:
+    if record.kind.cycles_gates or not record.previous:
         pair = current
     else:
         pair = f"{record.previous} → {current or 'unknown'}"

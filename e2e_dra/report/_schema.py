@@ -3,13 +3,15 @@
 The suite writes a summary; the report (maybe on another machine, maybe a later release of
 e2e-dra) reads it. The names both sides must agree on live here, below both: the schema's
 version, the file name of a failure's dump, which paths of a failure's notes are artifacts, and
-the fact a phase with nothing to prove leaves.
+the fact a phase with nothing to prove leaves, and the kinds of suite (:class:`SuiteKind`) with
+the names of their phases, which the results' ids and ``phase`` fields carry.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -46,6 +48,60 @@ PROVED = "proved"
 NOTHING_TO_PROVE = "nothing_to_prove"
 """A subtest's facts key prefix, ``nothing_to_prove/<phase>``: why that phase, though green,
 did not exercise what the subtest exists for."""
+
+UPGRADE_PHASES = (
+    "after-cluster-creation",
+    "after-cluster-upgrade",
+    "after-cluster-downgrade",
+    "after-cluster-re-upgrade",
+)
+"""An upgrade chain's phases. Upstream's three, and the re-upgrade leg of ``upgrade-downgrade``
+(previous -> current -> previous -> current), which the production-readiness review asks about: a
+chain whose after-downgrade phase returns None simply ends before it."""
+GATE_CYCLE_PHASES = ("phase-0-gate-on", "phase-1-gate-off", "phase-2-gate-on-again")
+"""The gate cycle's phases: one per state of the subtest's gates."""
+
+
+@dataclass(frozen=True)
+class SuiteKind:
+    """A kind of suite: the phases its subtests' chains run, the cluster steps between them that
+    change what runs under the subtests' objects, and which subtests it takes.
+
+    ``name`` is the suite's name where the kind has one suite (the gate cycle); an upgrade's
+    suites are its variants, each named apart. A summary names its suite, not its kind: a reader
+    tells the kind with :meth:`of`."""
+
+    name: str
+    phases: tuple[str, ...]
+    changes: tuple[str, ...]
+    """The steps, in order, each between two of ``phases``."""
+    cycles_gates: bool
+    """Its subtests each bring up a cluster of their own and name the gates they toggle (the
+    gate cycle); the others run together on one cluster and toggle none."""
+
+    def takes(self, toggled_gates: tuple[str, ...]) -> bool:
+        """Whether a subtest toggling ``toggled_gates`` belongs to a suite of this kind."""
+        return self.cycles_gates == bool(toggled_gates)
+
+    @staticmethod
+    def of(suite: str, phases: list[str] | tuple[str, ...]) -> SuiteKind:
+        """The kind of a suite named ``suite`` whose results ran ``phases``: the gate cycle by
+        its name, or, whatever its name, by a phase of its own."""
+        if suite == GATE_CYCLE_KIND.name or set(phases) & set(GATE_CYCLE_KIND.phases):
+            return GATE_CYCLE_KIND
+        return UPGRADE_KIND
+
+
+UPGRADE_KIND = SuiteKind(
+    "upgrade", UPGRADE_PHASES, ("upgrade", "downgrade", "re-upgrade"), cycles_gates=False
+)
+"""Upstream's TestUpgradeDowngrade and its staged variants: one cluster, changed under every
+subtest's objects at once."""
+GATE_CYCLE_KIND = SuiteKind(
+    "gate-cycle", GATE_CYCLE_PHASES, ("gate-off", "gate-on-again"), cycles_gates=True
+)
+"""Upstream's TestFeatureGateCycle: a cluster per subtest, its gates on, off, on again."""
+SUITE_KINDS = (UPGRADE_KIND, GATE_CYCLE_KIND)
 
 _PATH = re.compile(r"(?<![\w.])(/[^\s'\"<>]+)")
 

@@ -194,6 +194,15 @@ def feed(quiescence: Quiescence, versions: list[dict], clock: Clock, every: floa
         quiescence.seen("MODIFIED", version)
 
 
+def settled() -> tuple[Clock, Quiescence, Claim]:
+    """A net that has seen :func:`settled_claim` get there, its clock, and the claim."""
+    clock = Clock()
+    quiescence = net(clock)
+    claim, versions = settled_claim()
+    feed(quiescence, versions, clock)
+    return clock, quiescence, claim
+
+
 def toggled(claim: Claim, manager: str, times: int, *, second: int = 0) -> list[dict]:
     """``manager`` writes the parity annotation ``times`` times, each time the other value (the
     first: "even", unless it is that already)."""
@@ -261,10 +270,7 @@ def test_a_settled_claim_rewritten_back_and_forth_is_a_flap_naming_the_field_and
 
 
 def test_one_return_less_is_no_flap() -> None:
-    clock = Clock()
-    quiescence = net(clock)
-    claim, versions = settled_claim()
-    feed(quiescence, versions, clock)
+    clock, quiescence, claim = settled()
     feed(quiescence, toggled(claim, CONTROLLER, FLAP_RETURNS + 1), clock)
     assert quiescence.take() == []
     feed(quiescence, toggled(claim, CONTROLLER, 1), clock)
@@ -274,10 +280,7 @@ def test_one_return_less_is_no_flap() -> None:
 def test_a_flapping_status_condition_is_a_flap_though_its_transition_time_is_new_each_time() -> (
     None
 ):
-    clock = Clock()
-    quiescence = net(clock)
-    claim, versions = settled_claim()
-    feed(quiescence, versions, clock)
+    clock, quiescence, claim = settled()
     device = {"driver": DRIVERS["core-dra"], "pool": "p", "device": "d0"}
     key = 'k:{"device":"d0","driver":"core-dra.example.com","pool":"p"}'
     ready = {".": {}, "f:type": {}, "f:status": {}, "f:lastTransitionTime": {}, "f:reason": {},
@@ -299,10 +302,7 @@ def test_a_flapping_status_condition_is_a_flap_though_its_transition_time_is_new
 
 
 def test_writes_by_the_test_in_between_restart_the_story() -> None:
-    clock = Clock()
-    quiescence = net(clock)
-    claim, versions = settled_claim()
-    feed(quiescence, versions, clock)
+    clock, quiescence, claim = settled()
     for i in range(3 * FLAP_RETURNS):
         feed(quiescence, toggled(claim, CONTROLLER, 1), clock)
         side = "odd" if i % 2 else "even"  # no news either: two values by turns
@@ -313,19 +313,13 @@ def test_writes_by_the_test_in_between_restart_the_story() -> None:
 
 
 def test_the_tests_own_flapping_is_asked_for() -> None:
-    clock = Clock()
-    quiescence = net(clock)
-    claim, versions = settled_claim()
-    feed(quiescence, versions, clock)
+    clock, quiescence, claim = settled()
     feed(quiescence, toggled(claim, SUITE, 3 * FLAP_RETURNS), clock)
     assert quiescence.take() == []
 
 
 def test_changes_further_apart_than_the_window_do_not_add_up() -> None:
-    clock = Clock()
-    quiescence = net(clock)
-    claim, versions = settled_claim()
-    feed(quiescence, versions, clock)
+    clock, quiescence, claim = settled()
     feed(quiescence, toggled(claim, CONTROLLER, 3 * FLAP_RETURNS), clock, every=WINDOW / 2)
     assert quiescence.take() == []
 
@@ -334,10 +328,7 @@ def test_changes_further_apart_than_the_window_do_not_add_up() -> None:
 
 
 def test_two_managers_taking_a_field_from_each_other_is_a_fight_naming_both() -> None:
-    clock = Clock()
-    quiescence = net(clock)
-    claim, versions = settled_claim()
-    feed(quiescence, versions, clock)
+    clock, quiescence, claim = settled()
     owned = {"f:metadata": {"f:annotations": {".": {}, f"f:{PARITY}": {}}}}
     writes = []
     for i in range(FIGHT_HANDOVERS + 2):
@@ -351,10 +342,7 @@ def test_two_managers_taking_a_field_from_each_other_is_a_fight_naming_both() ->
 
 
 def test_a_fight_over_ever_new_timestamps_is_a_fight_and_no_flap() -> None:
-    clock = Clock()
-    quiescence = net(clock)
-    claim, versions = settled_claim()
-    feed(quiescence, versions, clock)
+    clock, quiescence, claim = settled()
     owned = {"f:metadata": {"f:annotations": {".": {}, "f:example.com/heartbeat": {}}}}
     writes = [
         claim.write(
@@ -391,10 +379,7 @@ def test_a_version_two_managers_stamped_at_once_tells_no_writer() -> None:
 
 
 def test_one_manager_writing_ever_new_timestamps_is_neither() -> None:
-    clock = Clock()
-    quiescence = net(clock)
-    claim, versions = settled_claim()
-    feed(quiescence, versions, clock)
+    clock, quiescence, claim = settled()
     owned = {"f:metadata": {"f:annotations": {".": {}, "f:example.com/heartbeat": {}}}}
     writes = [
         claim.write(
@@ -445,10 +430,7 @@ def test_the_same_pods_allocation_written_and_withdrawn_again_and_again_is_a_fla
 
 
 def test_a_device_status_written_once_and_a_deleted_claim_are_no_finding() -> None:
-    clock = Clock()
-    quiescence = net(clock)
-    claim, versions = settled_claim()
-    feed(quiescence, versions, clock)
+    clock, quiescence, claim = settled()
     device = {"driver": DRIVERS["core-dra"], "pool": "p", "device": "d0", "data": {"a": 1}}
     key = 'k:{"device":"d0","driver":"core-dra.example.com","pool":"p"}'
     owned = {"f:status": {"f:devices": {".": {}, key: {".": {}, "f:data": {}}}}}
@@ -510,10 +492,7 @@ def test_two_releases_republishing_each_their_devices_is_a_flap_of_the_slice() -
 
 
 def test_each_object_and_rule_is_said_once() -> None:
-    clock = Clock()
-    quiescence = net(clock)
-    claim, versions = settled_claim()
-    feed(quiescence, versions, clock)
+    clock, quiescence, claim = settled()
     feed(quiescence, toggled(claim, CONTROLLER, 4 * FLAP_RETURNS), clock)
     assert len(quiescence.take()) == 1
     feed(quiescence, toggled(claim, CONTROLLER, 4 * FLAP_RETURNS), clock)
@@ -521,10 +500,7 @@ def test_each_object_and_rule_is_said_once() -> None:
 
 
 def test_a_new_api_version_or_a_deletion_restarts_the_story() -> None:
-    clock = Clock()
-    quiescence = net(clock)
-    claim, versions = settled_claim()
-    feed(quiescence, versions, clock)
+    clock, quiescence, claim = settled()
     flips = toggled(claim, CONTROLLER, FLAP_RETURNS + 2)
     feed(quiescence, flips[:3], clock)
     other = copy.deepcopy(flips[3])
@@ -548,10 +524,7 @@ def test_objects_beyond_the_bound_are_forgotten_oldest_first() -> None:
 
 
 def test_a_field_keeps_a_bounded_history() -> None:
-    clock = Clock()
-    quiescence = net(clock)
-    claim, versions = settled_claim()
-    feed(quiescence, versions, clock)
+    clock, quiescence, claim = settled()
     feed(quiescence, toggled(claim, CONTROLLER, 5 * HISTORY), clock)
     stories = list(quiescence._stories.values())
     assert max(len(kept) for story in stories for kept in story.changes.values()) == HISTORY

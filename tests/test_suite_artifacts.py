@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -102,3 +103,26 @@ def test_a_rerun_sets_the_last_run_aside_and_keeps_the_newest(tmp_path: Path) ->
     assert set_aside(a_run(tmp_path, "kubelet-last", day, "x"), 0) is None
     assert not (tmp_path / "kubelet-last").exists()
     assert not (tmp_path / "earlier" / "kubelet-last").exists()
+
+
+def test_pod_logs_of_a_pod_whose_directory_goes_while_they_are_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kubelet removes a deleted pod's log directory at any time: one that is listed, then
+    gone when it is read, has no logs, and the others are copied (a race seen in an upgrade step:
+    ``Path.glob`` raised FileNotFoundError there)."""
+    pods = tmp_path / "pods"
+    for pod in ("default_kept_uid1", "default_gone_uid2"):
+        (pods / pod / "c").mkdir(parents=True)
+        (pods / pod / "c" / "0.log").write_text("x")
+    (pods / "default_kept_uid1" / "c" / "notes.txt").write_text("not a log")
+    real_scandir = os.scandir
+
+    def removed_meanwhile(path: Any) -> Any:
+        if "default_gone_uid2" in str(path):
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", removed_meanwhile)
+    assert _nodelogs.pod_log_files(pods) == [pods / "default_kept_uid1" / "c" / "0.log"]
+    assert _nodelogs.pod_log_files(tmp_path / "no-pods") == []

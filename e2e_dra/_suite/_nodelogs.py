@@ -12,6 +12,7 @@ cluster state ends (a restart, or the end of the suite) its part of containerd's
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from e2e_dra.hostkit import atomic_copy_tail
@@ -57,7 +58,7 @@ class StateLogs:
                 self.containerd_log, target, since=self._since, limit=MAX_BYTES
             )
             copied.append(target)
-        sources = sorted(self.pod_logs.glob("*/*/*.log")) if self.pod_logs.is_dir() else []
+        sources = pod_log_files(self.pod_logs)
         if len(sources) > MAX_FILES:
             logger.info(f"{self.pod_logs}: {len(sources)} pod logs, copying the first {MAX_FILES}")
         for source in sources[:MAX_FILES]:
@@ -69,6 +70,28 @@ class StateLogs:
                 continue
             copied.append(target)
         return copied
+
+
+def pod_log_files(root: Path) -> list[Path]:
+    """The kubelet's container logs under ``root`` (``<pod>/<container>/<n>.log``), sorted. The
+    kubelet removes a deleted pod's directory whenever it likes, also while this looks: a
+    directory gone meanwhile has no logs (``Path.glob`` raises there)."""
+    return sorted(
+        log
+        for pod in _entries(root)
+        for container in _entries(pod)
+        for log in _entries(container)
+        if log.name.endswith(".log")
+    )
+
+
+def _entries(directory: Path) -> list[Path]:
+    """What ``directory`` holds but hidden entries; nothing when it is gone or no directory."""
+    try:
+        with os.scandir(directory) as entries:
+            return [Path(entry.path) for entry in entries if not entry.name.startswith(".")]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def _size(path: Path) -> int:

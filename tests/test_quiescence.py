@@ -595,3 +595,30 @@ def test_a_version_the_net_cannot_follow_is_said_once_and_breaks_no_watch() -> N
     found = quiescence.take()
     assert len(found) == 1 and found[0].owner is None
     assert "the quiescence net could not follow a version of ResourceClaim c" in found[0].message
+
+
+def test_the_tests_own_finalizer_written_through_another_version_is_asked_for() -> None:
+    """The test adds a finalizer beside the scheduler's and takes it away, again and again within
+    one second, through ``v1beta2``: its managed-fields entry is of another version than the
+    watched object (so it names no field the net compares), keeps its time (whole seconds) but
+    not its fields. Each of those versions is a write of the test's, not a flap."""
+    clock, quiescence, claim = settled()
+    label = {"f:metadata": {"f:labels": {".": {}, "f:mine": {}}}}
+    finalizer = {"f:metadata": {"f:finalizers": {'v:"test.example/x"': {}}}}
+    protection = ["resource.kubernetes.io/delete-protection"]
+
+    def through_v1beta2(version: dict) -> dict:
+        for managed in version["metadata"]["managedFields"]:
+            if managed["manager"] == SUITE:
+                managed["apiVersion"] = "resource.k8s.io/v1beta2"
+        return version
+
+    versions = [through_v1beta2(claim.write(SUITE, {"metadata": {"labels": {"mine": "x"}}}, label))]
+    for _ in range(2 * FLAP_RETURNS):
+        with_it = {"metadata": {"finalizers": [*protection, "test.example/x"]}}
+        owned = {"f:metadata": {**label["f:metadata"], **finalizer["f:metadata"]}}
+        versions.append(through_v1beta2(claim.write(SUITE, with_it, owned, second=0)))
+        without = {"metadata": {"finalizers": protection}}
+        versions.append(through_v1beta2(claim.write(SUITE, without, label, second=0)))
+    feed(quiescence, versions, clock)
+    assert quiescence.take() == []

@@ -224,11 +224,14 @@ def _canonical(value: Any) -> str:
 
 
 def stamps(obj: Mapping[str, Any]) -> dict[tuple[str, str, str], str]:
-    """Each managed-fields entry (manager, operation, subresource) with its time."""
+    """Each managed-fields entry (manager, operation, subresource) with its time and the fields
+    it owns: a write changes its entry's time, or within the same second (times are whole
+    seconds) what it owns."""
     return {
         (e.get("manager") or "", e.get("operation") or "", e.get("subresource") or ""): str(
             e.get("time") or ""
         )
+        + _canonical(e.get("fieldsV1"))
         for e in (obj.get("metadata") or {}).get("managedFields") or []
     }
 
@@ -361,6 +364,8 @@ class Quiescence:
     ) -> None:
         """Put down what ``obj`` changed since the story's last version, and judge it."""
         stamped = frozenset(k[0] for k, t in stamped_now.items() if story.stamps.get(k) != t)
+        # a manager whose write left it owning nothing has no entry any more: it wrote, too
+        stamped |= frozenset(k[0] for k in story.stamps.keys() - stamped_now.keys())
         changed: dict[Path, Change] = {}
         now = self._clock()
         for path in story.fields.keys() | fields.keys():

@@ -443,7 +443,11 @@ def kubelet_checkpoint(ctx: Context) -> dict[str, Any]:
     the kubelet recorded of each claim it prepares, which it hands the runtime and reads back
     after a restart."""
     registry = ctx.real_driver.site.registry_dir if ctx.real_driver else ctx.driver.registry_dir
-    path = registry.parent / CHECKPOINT
+    return checkpoint_data(registry.parent / CHECKPOINT)
+
+
+def checkpoint_data(path: Path) -> dict[str, Any]:
+    """The kubelet's DRA checkpoint at ``path``, ``Data`` decoded (too big: AssertionError)."""
     with path.open("rb") as file:
         raw = file.read(MAX_CHECKPOINT_BYTES + 1)
     if len(raw) > MAX_CHECKPOINT_BYTES:

@@ -21,7 +21,6 @@ decode is looked at again at the next entry's end, and said in the log.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Any
 
 from e2e_dra._suite._nets import RESOURCE_V1, Finding
 from e2e_dra.kube import Kube, KubeError, path, retrying
-from e2e_dra.subtest_kit import MAX_CHECKPOINT_BYTES
+from e2e_dra.subtest_kit import checkpoint_data
 
 logger = logging.getLogger(__name__)
 
@@ -40,17 +39,11 @@ def read_checkpoint(file: Path) -> list[dict[str, Any]] | None:
     """The claims of the kubelet's checkpoint ``file`` (``{"Data": "<JSON>", ...}``); [] when
     there is none yet; None when it cannot be decoded now (the kubelet may be writing it)."""
     try:
-        with file.open("rb") as opened:
-            raw = opened.read(MAX_CHECKPOINT_BYTES + 1)
+        data = checkpoint_data(file)
     except FileNotFoundError:
         return []
-    if len(raw) > MAX_CHECKPOINT_BYTES:
-        logger.warning(f"{file} is over {MAX_CHECKPOINT_BYTES} bytes: not read")
-        return None
-    try:
-        data = json.loads(json.loads(raw)["Data"])
-    except (ValueError, KeyError, TypeError) as exc:
-        logger.info(f"{file}: not decoded now ({type(exc).__name__}: {exc}); looked at again later")
+    except (AssertionError, ValueError, KeyError, TypeError) as exc:  # too big, or mid-write
+        logger.info(f"{file}: not read now ({type(exc).__name__}: {exc}); looked at again later")
         return None
     return list(data.get("ClaimInfoStateList") or [])
 

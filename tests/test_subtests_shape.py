@@ -1715,7 +1715,8 @@ def test_device_tolerations_times_the_bounded_toleration_from_the_taint() -> Non
 
     b = builder("device-tolerations")
     created = valid(m.tainted_slice(b.driver_name, "s"))
-    assert [d["name"] for d in created["spec"]["devices"]] == ["by-key", "every-taint", "bounded"]
+    names = [d["name"] for d in created["spec"]["devices"]]
+    assert names == ["by-key", "every-taint", "bounded", "cancelled"]
     assert all(d["taints"] == [m.TAINT] for d in created["spec"]["devices"])
     claim = valid(b.external_claim(requests=[request(tolerations=[m.BOUNDED_TOLERATION])]))
     (asked,) = claim["spec"]["devices"]["requests"][0]["exactly"]["tolerations"]

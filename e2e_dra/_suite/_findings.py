@@ -18,12 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
+from e2e_dra._suite._evictions import EvictionNet
 from e2e_dra._suite._lifecycle import ClaimLifecycle, live
 from e2e_dra._suite._nets import (
     ClaimWatch,
     Finding,
     VersionWatch,
     claim_owner,
+    pod_collection,
     slice_collection,
     slice_removal_timeout,
     taint_rule_collection,
@@ -53,6 +55,7 @@ class Findings:
         self.lifecycle: ClaimLifecycle | None = None
         self.quiescence: Quiescence | None = None
         self.prepared: PreparedNet | None = None
+        self.evictions: EvictionNet | None = None
         self._version_watches: list[tuple[VersionWatch, Kube]] = []  # each on a client of its own
         self._watch_kube: Kube | None = None
         # Findings that belong to a subtest other than the test that saw them: they fail that
@@ -73,19 +76,27 @@ class Findings:
         self.prepared = PreparedNet(
             KUBELET_ROOT / CHECKPOINT, lambda claim: claim_owner(claim, drivers)
         )
+        self.evictions = evictions = EvictionNet(lambda claim: claim_owner(claim, drivers))
+        quiescence = self.quiescence
+
+        def followed(event: str, obj: dict) -> None:  # by both nets that follow versions
+            quiescence.seen(event, obj)
+            evictions.seen(event, obj)
+
         self.claim_watch = ClaimWatch(
             self._watch_kube,
             lambda claim: claim_owner(claim, drivers),
             also=self.lifecycle.seen,
-            versions=self.quiescence.seen,
+            versions=followed,
         )
         self.claim_watch.start()
-        for kind, collection in (
-            ("ResourceSlice", slice_collection),
-            ("DeviceTaintRule", taint_rule_collection),
+        for kind, collection, versions in (
+            ("ResourceSlice", slice_collection, followed),
+            ("DeviceTaintRule", taint_rule_collection, followed),
+            ("Pod", pod_collection, evictions.seen),
         ):
             client = kube.fresh()
-            watch = VersionWatch(client, kind, collection, self.quiescence.seen)
+            watch = VersionWatch(client, kind, collection, versions)
             self._version_watches.append((watch, client))
             watch.start()
 
@@ -95,6 +106,7 @@ class Findings:
             self.claim_watch = None
         self.lifecycle = None
         self.prepared = None
+        self.evictions = None
         for watch, client in self._version_watches:
             watch.stop()
             client.close()
@@ -130,6 +142,11 @@ class Findings:
                 found += self.prepared.look(self._watch_kube)
             except Exception as exc:
                 found.append(Finding(None, f"could not hold the prepared devices to claims: {exc}"))
+        if self.evictions is not None and self._watch_kube is not None:
+            try:
+                found += self.evictions.look(self._watch_kube)
+            except Exception as exc:
+                found.append(Finding(None, f"could not judge the pods' evictions: {exc}"))
         found += self._quiescence_findings()
         found += self._more()
         return self.route(entry, found)

@@ -444,6 +444,10 @@ def slice_collection(kube: Kube) -> str:
     return path(RESOURCE_V1, "resourceslices")
 
 
+def pod_collection(kube: Kube) -> str:
+    return path("v1", "pods")
+
+
 def taint_rule_collection(kube: Kube) -> str | None:
     """Where DeviceTaintRules are listed now: the newest version served (None: none is)."""
     version = next((v for v in RULE_VERSIONS if kube.served(v, "devicetaintrules")), None)

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 
 from e2e_dra.builder._api import ObjectClient
 from e2e_dra.builder._objects import DEFAULT_ENV, event_time, is_unschedulable
+from e2e_dra.builder._views import container_views
 from e2e_dra.errors import E2EDRAError, ExecError
 from e2e_dra.kube import KubeError, NotFound, retrying
 from e2e_dra.waits import WaitTimeout, eventually
@@ -162,14 +163,31 @@ class Pods(ObjectClient):
     def test_pod(
         self, pod: dict, env: Sequence[str] = DEFAULT_ENV, timeout: float = POD_START_TIMEOUT
     ) -> None:
-        """The pod runs and every container's environment holds each ``k=v`` line of ``env``."""
+        """The pod runs, every container's environment holds each ``k=v`` line of ``env``, and
+        each container sees the requests of its claims it names and no other
+        (:func:`~e2e_dra.builder._views.container_views`)."""
         name = pod["metadata"]["name"]
         self.wait_running(name, timeout)
-        for container in pod["spec"]["containers"]:
-            self.check_container_env(name, container["name"], env)
+        printed = {
+            container["name"]: self.check_container_env(name, container["name"], env)
+            for container in pod["spec"]["containers"]
+        }
+        now = retrying(self.read_pod)(name)
+        claims = {}
+        for claimed in [
+            *(now["spec"].get("resourceClaims") or []),
+            *((now.get("status") or {}).get("resourceClaimStatuses") or []),
+        ]:
+            if claimed.get("resourceClaimName"):
+                claim = retrying(self.get)("resourceclaims", claimed["resourceClaimName"])
+                claims[claimed["resourceClaimName"]] = claim
+        problems = container_views(now, claims, printed)
+        if problems:
+            raise AssertionError("; ".join(problems))
 
-    def check_container_env(self, pod_name: str, container: str, env: Iterable[str]) -> None:
-        """``env`` in the container prints each ``k=v`` line (as a substring, like upstream)."""
+    def check_container_env(self, pod_name: str, container: str, env: Iterable[str]) -> str:
+        """``env`` in the container prints each ``k=v`` line (as a substring, like upstream);
+        what it printed."""
         # Right after a kubelet restart, exec answers "pod does not exist" for a pod the API
         # shows as Running until the kubelet has synced it again: retry that, as upstream does.
         stdout, stderr = retrying(self.exec)(pod_name, container, ["env"])
@@ -180,6 +198,7 @@ class Pods(ObjectClient):
             raise AssertionError(
                 f"container {pod_name}/{container} lacks env {missing}; env output:\n{stdout}"
             )
+        return stdout
 
     def exec(self, pod_name: str, container: str, command: list[str]) -> tuple[str, str]:
         """Run ``command`` in a container; (stdout, stderr).

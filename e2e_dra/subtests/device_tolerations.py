@@ -16,9 +16,14 @@ tolerationSeconds``, whenever the pod started. So the pod must still run, not be
 half that time, and be evicted once it is over (not before, by the time on its
 ``DisruptionTarget`` condition). The wait overlaps the other two pods' checks.
 
+A fourth claim tolerates the taint just as long, but its device's taint is taken out of the
+slice while the toleration still runs: KEP-5055 has that cancel the pending eviction, as a node
+taint removed does for a pod. Its pod must still run, the same pod, :data:`CANCELLED_LOOK`
+seconds after the toleration would have ended.
+
 Every phase checks the components of that state anew, with objects of its own: a cluster-wide
-slice of three devices, all tainted NoExecute, three claims and three pods, two that must run
-and stay and one that must run and go when its toleration ends.
+slice of four devices, all tainted NoExecute, four claims and four pods, two that must run and
+stay, one that must run and go when its toleration ends and one whose eviction is called off.
 No driver resources: the subtest publishes the slice itself (no kubelet serves a cluster-wide
 pool, so it waits for nothing after a restart).
 """
@@ -51,6 +56,10 @@ STAYS = 5.0  # the eviction controller acts as the claim is allocated: a pod tha
 # after it started was let be
 
 BOUNDED = "bounded"  # the device of the claim whose toleration ends
+CANCELLED = "cancelled"  # the device whose taint goes before that claim's toleration ends
+CANCELLED_LOOK = 5.0
+"""Seconds past the end of the toleration for which the pod whose eviction was called off must
+still run: the controller would have evicted it at the end (it queues the eviction for then)."""
 TOLERATION_SECONDS = 20
 """How long the bounded toleration lets its pod stay, from the taint's ``timeAdded``: short,
 as every phase waits it out, and long enough that its pod runs before half of it is over."""
@@ -81,7 +90,7 @@ def tainted_slice(driver: str, name: str) -> dict:
             },
             "taints": [TAINT],
         }
-        for device in [*TOLERATIONS, BOUNDED]
+        for device in [*TOLERATIONS, BOUNDED, CANCELLED]
     ]
     return cluster_slice(driver, name, devices)
 
@@ -95,7 +104,7 @@ def tolerated(ctx: Context) -> None:
     b.defer(lambda b: b.delete("resourceslices", name, missing_ok=True))
 
     wanted: dict[str, Mapping[str, object]] = {d: t for d, (t, _) in TOLERATIONS.items()}
-    wanted[BOUNDED] = BOUNDED_TOLERATION
+    wanted[BOUNDED] = wanted[CANCELLED] = BOUNDED_TOLERATION
     claims, pods = {}, {}
     for device, toleration in wanted.items():
         selector = (
@@ -111,6 +120,9 @@ def tolerated(ctx: Context) -> None:
     # First: half of its toleration is over soon after the pods start.
     with ctx.step(f"{BOUNDED_WHAT}: its pod runs, not evicted at half of it"):
         bounded.stays_until_half(ctx, b)
+    cancelled = Bounded(pods[CANCELLED], claims[CANCELLED], taint_added(created, CANCELLED))
+    with ctx.step(f"{BOUNDED_WHAT}, its device's taint removed before that is over"):
+        called_off = cancelled.taint_removed_in_time(ctx, b, name)
     for device, (toleration, what) in TOLERATIONS.items():
         with ctx.step(stays_step(what)):
             _runs(b, pods[device])
@@ -119,7 +131,10 @@ def tolerated(ctx: Context) -> None:
             _carries(b, claims[device]["metadata"]["name"], toleration)
     with ctx.step(f"{BOUNDED_WHAT}: its pod is evicted once that is over"):
         bounded.evicted_when_due(b)
-    remove(b, [pods[device] for device in TOLERATIONS], [])
+    if called_off:
+        with ctx.step(f"{BOUNDED_WHAT}, its device's taint removed: its pod stays past its end"):
+            cancelled.stays_past_due(b)
+    remove(b, [pods[device] for device in [*TOLERATIONS, CANCELLED]], [])
     b.wait_pod_gone(bounded.name)
     remove(b, [], list(claims.values()))
     b.delete("resourceslices", name)
@@ -156,6 +171,7 @@ class Bounded:
         self.name, self.uid = pod["metadata"]["name"], pod["metadata"]["uid"]
         self.claim = claim["metadata"]["name"]
         self.due = tainted_at + timedelta(seconds=TOLERATION_SECONDS)
+        self.called_off = tainted_at  # when its taint was removed, if it was
 
     def stays_until_half(self, ctx: Context, b: Builder) -> None:
         """The pod runs with the toleration in its allocation, and still runs, not being
@@ -190,6 +206,51 @@ class Bounded:
             events = "" if "; its events: " in str(exc) else b.events_of(self.name)
             problem = "did not run until half of its toleration was over"
             raise AssertionError(f"{self._said(b, problem)}{events}: {exc}") from exc
+
+    def taint_removed_in_time(self, ctx: Context, b: Builder, slice_name: str) -> bool:
+        """The pod runs, then its device's taint is taken out of the slice while its toleration
+        still runs; False (nothing to prove) when the pod ran too late for that."""
+        _runs(b, self.pod)
+        if datetime.now(UTC) > self.due - timedelta(seconds=TOO_LATE):
+            ctx.nothing_to_prove(
+                f"pod {self.name} ran only at {_clock(datetime.now(UTC))}, too close to the end "
+                f"of its toleration ({_clock(self.due)}) to call its eviction off before then"
+            )
+            return False
+        current = b.get("resourceslices", slice_name)
+        for device in current["spec"]["devices"]:
+            if device["name"] == CANCELLED:
+                device.pop("taints", None)
+        b.update("resourceslices", slice_name, current)
+        self.called_off = datetime.now(UTC)
+        return True
+
+    def stays_past_due(self, b: Builder) -> None:
+        """The pod whose device's taint went before its toleration ended still runs, the same
+        pod and not being deleted, :data:`CANCELLED_LOOK` seconds past that end."""
+        uid = self.uid
+
+        def seen() -> tuple[str, str | None, str | None]:
+            pod = b.read_pod(self.name)
+            phase = (pod.get("status") or {}).get("phase")
+            return pod["metadata"]["uid"], phase, pod["metadata"].get("deletionTimestamp")
+
+        until = self.due + timedelta(seconds=CANCELLED_LOOK)
+        try:
+            consistently(
+                seen,
+                what=f"pod {self.name} running, not being deleted (uid, phase, deletionTimestamp)",
+                duration=max((until - datetime.now(UTC)).total_seconds(), 0.0),
+                holds=lambda pod: pod == (uid, "Running", None),
+            )
+        except (AssertionError, NotFound) as exc:
+            problem = (
+                f"was evicted though its device's taint was removed at "
+                f"{_clock(self.called_off)}, before its toleration ended"
+            )
+            raise AssertionError(
+                f"{self._said(b, problem)}{b.events_of(self.name)}: {exc}"
+            ) from exc
 
     def evicted_when_due(self, b: Builder) -> None:
         """The controller evicts the pod once its toleration is over: not before (by the time it
@@ -314,7 +375,12 @@ SUBTEST = Subtest(
                 "says it matches every effect, and evicts its pod at once (fixed in "
                 "1.38.0-beta.0 by kubernetes#143376)"
             ),
-            sign=r"(?s)DeviceTaintManagerEviction.*in step 'a toleration with no key and an empty",
+            # The subtest's step, or the eviction net, which holds the eviction to the
+            # allocation's tolerations and finds nothing there that makes it due.
+            sign=(
+                r"(?s)DeviceTaintManagerEviction.*in step 'a toleration with no key and an empty"
+                r"|eviction net, rule 'due': .* tolerating \[\{'operator': 'Exists'\}\]"
+            ),
             confined=True,  # it evicts this subtest's pod, on this subtest's own slice
         ),
     ),

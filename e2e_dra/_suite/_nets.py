@@ -39,6 +39,7 @@ RETRY_SECONDS = 1.0
 LIST_GRACE = 20.0
 """How long :meth:`ClaimWatch.take` waits for a failing watch to list again: the suite restarts
 the API server between phases, and a watch that recovers from that has lost nothing."""
+LISTED = "LISTED"  # the event a list's item is handed on with, beside a watch's ADDED, ...
 SLICE_REMOVAL_POLL = 1.0
 UNSERVED_WAIT = 10.0
 """Seconds a watch of a kind the server does not serve now waits before it asks again (a feature
@@ -225,16 +226,23 @@ class ClaimWatch:
         self._found: list[Finding] = []
         self._reported: set[tuple[str, str]] = set()
         self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.events = 0
+        self._watch = VersionWatch(
+            kube,
+            "ResourceClaim",
+            lambda kube: self.collection,
+            self._seen,
+            grace=grace,
+            health=self.health,
+            listed=self._listed,
+        )
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="claim-watch", daemon=True)
-        self._thread.start()
+        self._watch.start()
 
     def stop(self) -> None:
         """Stop watching (the thread ends with its watch; nothing it sees counts any more)."""
         self._stopping.set()
+        self._watch.stop()
 
     def sweep(self) -> None:
         """List the claims now and check each (what the watch may not have delivered yet)."""
@@ -301,54 +309,22 @@ class ClaimWatch:
         except Exception as exc:
             return None, f"; its owner lookup failed: {type(exc).__name__}: {exc}"
 
-    def _run(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                answer = self._kube.request("GET", self.collection)
-            except Exception as exc:  # the API server restarts: list again
-                self._failed(exc)
-                continue
-            self.health.listed()
-            try:
-                for claim in answer.get("items") or []:
-                    claim.setdefault("kind", "ResourceClaim")  # a list's items leave it out
-                    claim.setdefault("apiVersion", answer.get("apiVersion"))
-                    self._versions("LISTED", claim)
-                    self.check(claim)
-                if not self._stopping.is_set():
-                    self.judged(self.oracle.listed(answer.get("items") or []))
-                self._follow(answer["metadata"]["resourceVersion"])
-            except Exception as exc:  # the watch broke: list and watch again
-                self._failed(exc)
+    def _seen(self, event: str, claim: dict) -> None:
+        """One version from the watch (or its list): to the nets that follow versions, then
+        checked, and to the oracle, in the server's order."""
+        if self._stopping.is_set():
+            return
+        self._versions(event, claim)
+        if event == "DELETED":
+            self.oracle.gone(claim)
+            return
+        self.check(claim)
+        if event != LISTED:  # a list's claims go to the oracle together (:meth:`_listed`)
+            self.judged(self.oracle.seen(claim))
 
-    def _failed(self, exc: BaseException) -> None:
-        """Count a failure (not one that stopping the watch caused: its client is closed), and
-        wait a moment before the next list."""
+    def _listed(self, claims: list[dict]) -> None:
         if not self._stopping.is_set():
-            self.health.failed(exc)
-            self._stopping.wait(RETRY_SECONDS)
-
-    def _follow(self, resource_version: str) -> None:
-        """Check what the watch delivers from ``resource_version`` until it ends."""
-        events = self._kube.watch(
-            self.collection, resource_version=resource_version, timeout_seconds=WATCH_SECONDS
-        )
-        try:
-            for event in events:
-                if self._stopping.is_set():
-                    return
-                self.events += 1
-                if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
-                    self._versions(event["type"], event["object"])
-                if event.get("type") in ("ADDED", "MODIFIED"):
-                    self.check(event["object"])
-                    self.judged(self.oracle.seen(event["object"]))
-                elif event.get("type") == "DELETED":
-                    self.oracle.gone(event["object"])
-                elif event.get("type") == "ERROR":  # e.g. 410 Gone: list again
-                    return
-        finally:
-            events.close()
+            self.judged(self.oracle.listed(claims))
 
 
 class VersionWatch:
@@ -371,14 +347,17 @@ class VersionWatch:
         *,
         grace: float = LIST_GRACE,
         unserved_wait: float = UNSERVED_WAIT,
+        health: WatchHealth | None = None,
+        listed: Callable[[list[dict]], None] = lambda items: None,
     ) -> None:
         self._kube = kube
         self._kind = kind
         self._collection = collection
         self._versions = versions
+        self._listed = listed  # each list's items, once each was handed to ``versions``
         self._grace = grace
         self._unserved_wait = unserved_wait
-        self.health = WatchHealth(kind=kind, unnoticed=f"A {kind} written back and forth")
+        self.health = health or WatchHealth(kind=kind, unnoticed=f"A {kind} written back and forth")
         self._stopping = threading.Event()
 
     def start(self) -> None:
@@ -414,7 +393,9 @@ class VersionWatch:
                     item.setdefault("apiVersion", answer.get("apiVersion"))
                     if self._stopping.is_set():
                         return
-                    self._versions("LISTED", item)
+                    self._versions(LISTED, item)
+                if not self._stopping.is_set():
+                    self._listed(answer.get("items") or [])
                 self._follow(collection, answer["metadata"]["resourceVersion"])
             except Exception as exc:  # the watch broke: list and watch again
                 self._failed(exc)

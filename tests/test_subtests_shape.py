@@ -13,7 +13,7 @@ import math
 import pkgutil
 import re
 import time
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -1705,6 +1705,48 @@ def test_device_tolerations_says_the_events_of_a_pod_evicted_before_its_exec(
     said = "\n".join([str(failed.value), *failed.value.__notes__])
     assert "ExecFailed" in said
     assert m.SUBTEST.known_bugs[0].seen_in(said) is not None
+
+
+def test_device_tolerations_calls_an_eviction_off_only_while_the_toleration_runs(
+    tmp_path: Path,
+) -> None:
+    """The cancelled pod's device loses its taint (the others keep theirs) once the pod runs;
+    a pod that ran too close to the end of its toleration calls nothing off, and says so."""
+    from e2e_dra.subtests import device_tolerations as m
+
+    class Slices:
+        def __init__(self) -> None:
+            self.updated: list[dict] = []
+
+        def test_pod(self, pod: dict) -> None:
+            pass
+
+        def get(self, resource: str, name: str) -> dict:
+            return copy.deepcopy(m.tainted_slice("d.example.com", name))
+
+        def update(self, resource: str, name: str, body: dict) -> dict:
+            self.updated.append(body)
+            return body
+
+    pod = {"metadata": {"name": "p", "uid": "u"}, "spec": {"containers": []}}
+    claim = {"metadata": {"name": "c"}}
+    now = datetime.now(UTC)
+    b, ctx = Slices(), _checkpoint_context(tmp_path, [])
+    assert m.Bounded(pod, claim, now).taint_removed_in_time(ctx, b, "s")  # type: ignore[arg-type]
+    (updated,) = b.updated
+    taints = {d["name"]: d.get("taints") for d in updated["spec"]["devices"]}
+    assert taints == {
+        "by-key": [m.TAINT],
+        "every-taint": [m.TAINT],
+        "bounded": [m.TAINT],
+        "cancelled": None,
+    }
+
+    late = now - timedelta(seconds=m.TOLERATION_SECONDS - 1)
+    b, ctx = Slices(), _checkpoint_context(tmp_path, [])
+    assert not m.Bounded(pod, claim, late).taint_removed_in_time(ctx, b, "s")  # type: ignore[arg-type]
+    assert b.updated == []
+    assert "too close to the end of its toleration" in ctx.facts["nothing_to_prove/phase"]
 
 
 def test_device_tolerations_times_the_bounded_toleration_from_the_taint() -> None:

@@ -16,8 +16,8 @@ tolerationSeconds``, whenever the pod started. So the pod must still run, not be
 half that time, and be evicted once it is over (not before, by the time on its
 ``DisruptionTarget`` condition). The wait overlaps the other two pods' checks.
 
-A fourth claim tolerates the taint just as long, but its device's taint is taken out of the
-slice while the toleration still runs: KEP-5055 has that cancel the pending eviction, as a node
+A fourth claim tolerates the taint for :data:`CANCELLED_SECONDS`, and its device's taint is
+taken out of the slice as soon as its pod runs, while the toleration still runs: KEP-5055 has that cancel the pending eviction, as a node
 taint removed does for a pod. Its pod must still run, the same pod, :data:`CANCELLED_LOOK`
 seconds after the toleration would have ended.
 
@@ -57,6 +57,10 @@ STAYS = 5.0  # the eviction controller acts as the claim is allocated: a pod tha
 
 BOUNDED = "bounded"  # the device of the claim whose toleration ends
 CANCELLED = "cancelled"  # the device whose taint goes before that claim's toleration ends
+CANCELLED_SECONDS = 30
+"""How long the toleration of the pod whose eviction is called off lasts: longer than the bounded
+one's, for its pod must run, and its taint go, well before the end (pods start slowly right
+after a restart)."""
 CANCELLED_LOOK = 5.0
 """Seconds past the end of the toleration for which the pod whose eviction was called off must
 still run: the controller would have evicted it at the end (it queues the eviction for then)."""
@@ -65,6 +69,8 @@ TOLERATION_SECONDS = 20
 as every phase waits it out, and long enough that its pod runs before half of it is over."""
 BOUNDED_TOLERATION = {**TOLERATIONS["by-key"][0], "tolerationSeconds": TOLERATION_SECONDS}
 BOUNDED_WHAT = f"a toleration of the NoExecute taint for {TOLERATION_SECONDS}s"
+CANCELLED_TOLERATION = {**BOUNDED_TOLERATION, "tolerationSeconds": CANCELLED_SECONDS}
+CANCELLED_WHAT = f"a toleration of the NoExecute taint for {CANCELLED_SECONDS}s"
 TOO_LATE = 5.0
 """A pod that runs only this close to the end of its toleration cannot show that it was let be:
 its eviction may be due while it is looked at."""
@@ -104,7 +110,8 @@ def tolerated(ctx: Context) -> None:
     b.defer(lambda b: b.delete("resourceslices", name, missing_ok=True))
 
     wanted: dict[str, Mapping[str, object]] = {d: t for d, (t, _) in TOLERATIONS.items()}
-    wanted[BOUNDED] = wanted[CANCELLED] = BOUNDED_TOLERATION
+    wanted[BOUNDED] = BOUNDED_TOLERATION
+    wanted[CANCELLED] = CANCELLED_TOLERATION
     claims, pods = {}, {}
     for device, toleration in wanted.items():
         selector = (
@@ -117,12 +124,14 @@ def tolerated(ctx: Context) -> None:
         pod = b.pod_external(claims[device]["metadata"]["name"])
         _, pods[device] = b.create(claims[device], pod)
     bounded = Bounded(pods[BOUNDED], claims[BOUNDED], taint_added(created, BOUNDED))
-    # First: half of its toleration is over soon after the pods start.
+    # First the two whose toleration runs: its end comes soon after the pods start.
+    cancelled = Bounded(
+        pods[CANCELLED], claims[CANCELLED], taint_added(created, CANCELLED), CANCELLED_TOLERATION
+    )
+    with ctx.step(f"{CANCELLED_WHAT}, its device's taint removed before that is over"):
+        called_off = cancelled.taint_removed_in_time(ctx, b, name)
     with ctx.step(f"{BOUNDED_WHAT}: its pod runs, not evicted at half of it"):
         bounded.stays_until_half(ctx, b)
-    cancelled = Bounded(pods[CANCELLED], claims[CANCELLED], taint_added(created, CANCELLED))
-    with ctx.step(f"{BOUNDED_WHAT}, its device's taint removed before that is over"):
-        called_off = cancelled.taint_removed_in_time(ctx, b, name)
     for device, (toleration, what) in TOLERATIONS.items():
         with ctx.step(stays_step(what)):
             _runs(b, pods[device])
@@ -132,9 +141,13 @@ def tolerated(ctx: Context) -> None:
     with ctx.step(f"{BOUNDED_WHAT}: its pod is evicted once that is over"):
         bounded.evicted_when_due(b)
     if called_off:
-        with ctx.step(f"{BOUNDED_WHAT}, its device's taint removed: its pod stays past its end"):
+        with ctx.step(f"{CANCELLED_WHAT}, its device's taint removed: its pod stays past its end"):
             cancelled.stays_past_due(b)
-    remove(b, [pods[device] for device in [*TOLERATIONS, CANCELLED]], [])
+    remove(b, [pods[device] for device in TOLERATIONS], [])
+    if called_off:
+        remove(b, [cancelled.pod], [])
+    else:  # its taint stayed: it is evicted as the bounded one is
+        b.wait_pod_gone(cancelled.name)
     b.wait_pod_gone(bounded.name)
     remove(b, [], list(claims.values()))
     b.delete("resourceslices", name)
@@ -166,11 +179,14 @@ class Bounded:
     """The pod (as created) of ``claim``, whose toleration lasts :data:`TOLERATION_SECONDS`
     from its device's taint's ``timeAdded`` (``tainted_at``), and what its failures say."""
 
-    def __init__(self, pod: dict, claim: dict, tainted_at: datetime) -> None:
+    def __init__(
+        self, pod: dict, claim: dict, tainted_at: datetime, toleration: dict = BOUNDED_TOLERATION
+    ) -> None:
         self.pod, self.tainted_at = pod, tainted_at
         self.name, self.uid = pod["metadata"]["name"], pod["metadata"]["uid"]
         self.claim = claim["metadata"]["name"]
-        self.due = tainted_at + timedelta(seconds=TOLERATION_SECONDS)
+        self.toleration = toleration
+        self.due = tainted_at + timedelta(seconds=toleration["tolerationSeconds"])
         self.called_off = tainted_at  # when its taint was removed, if it was
 
     def stays_until_half(self, ctx: Context, b: Builder) -> None:
@@ -303,7 +319,7 @@ class Bounded:
             after = (evicted - self.tainted_at).total_seconds()
             when = f"evicted at {_clock(evicted)}, {after:.0f}s after the taint was added"
         return (
-            f"pod {self.name} (claim {self.claim}, toleration {BOUNDED_TOLERATION}) {problem} "
+            f"pod {self.name} (claim {self.claim}, toleration {self.toleration}) {problem} "
             f"({when}; its device's taint was added at {_clock(self.tainted_at)}, so the "
             f"toleration ends at {_clock(self.due)})"
         )

@@ -17,9 +17,9 @@ half that time, and be evicted once it is over (not before, by the time on its
 ``DisruptionTarget`` condition). The wait overlaps the other two pods' checks.
 
 A fourth claim tolerates the taint for :data:`CANCELLED_SECONDS`, and its device's taint is
-taken out of the slice as soon as its pod runs, while the toleration still runs: KEP-5055 has that cancel the pending eviction, as a node
-taint removed does for a pod. Its pod must still run, the same pod, :data:`CANCELLED_LOOK`
-seconds after the toleration would have ended.
+taken out of the slice as soon as its pod runs, while the toleration still runs: KEP-5055 has
+that cancel the pending eviction, as a node taint removed does for a pod. Its pod must still
+run, the same pod, :data:`CANCELLED_LOOK` seconds after the toleration would have ended.
 
 Every phase checks the components of that state anew, with objects of its own: a cluster-wide
 slice of four devices, all tainted NoExecute, four claims and four pods, two that must run and
@@ -202,19 +202,7 @@ class Bounded:
                     f"toleration ({_clock(self.due)}) to show that it was let be until then"
                 )
                 return
-            half = self.tainted_at + timedelta(seconds=TOLERATION_SECONDS / 2)
-
-            def seen() -> tuple[str, str | None, str | None]:
-                pod = b.read_pod(self.name)
-                phase = (pod.get("status") or {}).get("phase")
-                return pod["metadata"]["uid"], phase, pod["metadata"].get("deletionTimestamp")
-
-            consistently(
-                seen,
-                what=f"pod {self.name} running, not being deleted (uid, phase, deletionTimestamp)",
-                duration=max((half - now).total_seconds(), 0.0),
-                holds=lambda pod: pod == (self.uid, "Running", None),
-            )
+            self._runs_until(b, self.tainted_at + timedelta(seconds=TOLERATION_SECONDS / 2))
         except ComponentCrashed:
             raise  # the run stops on it: it stays what it is
         except Exception as exc:
@@ -244,21 +232,8 @@ class Bounded:
     def stays_past_due(self, b: Builder) -> None:
         """The pod whose device's taint went before its toleration ended still runs, the same
         pod and not being deleted, :data:`CANCELLED_LOOK` seconds past that end."""
-        uid = self.uid
-
-        def seen() -> tuple[str, str | None, str | None]:
-            pod = b.read_pod(self.name)
-            phase = (pod.get("status") or {}).get("phase")
-            return pod["metadata"]["uid"], phase, pod["metadata"].get("deletionTimestamp")
-
-        until = self.due + timedelta(seconds=CANCELLED_LOOK)
         try:
-            consistently(
-                seen,
-                what=f"pod {self.name} running, not being deleted (uid, phase, deletionTimestamp)",
-                duration=max((until - datetime.now(UTC)).total_seconds(), 0.0),
-                holds=lambda pod: pod == (uid, "Running", None),
-            )
+            self._runs_until(b, self.due + timedelta(seconds=CANCELLED_LOOK))
         except (AssertionError, NotFound) as exc:
             problem = (
                 f"was evicted though its device's taint was removed at "
@@ -267,6 +242,22 @@ class Bounded:
             raise AssertionError(
                 f"{self._said(b, problem)}{b.events_of(self.name)}: {exc}"
             ) from exc
+
+    def _runs_until(self, b: Builder, until: datetime) -> None:
+        """The pod is still this pod, running and not being deleted, at every look until
+        ``until``."""
+
+        def seen() -> tuple[str, str | None, str | None]:
+            pod = b.read_pod(self.name)
+            phase = (pod.get("status") or {}).get("phase")
+            return pod["metadata"]["uid"], phase, pod["metadata"].get("deletionTimestamp")
+
+        consistently(
+            seen,
+            what=f"pod {self.name} running, not being deleted (uid, phase, deletionTimestamp)",
+            duration=max((until - datetime.now(UTC)).total_seconds(), 0.0),
+            holds=lambda pod: pod == (self.uid, "Running", None),
+        )
 
     def evicted_when_due(self, b: Builder) -> None:
         """The controller evicts the pod once its toleration is over: not before (by the time it

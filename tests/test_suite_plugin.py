@@ -1437,7 +1437,8 @@ def test_the_console_shows_headlines_and_the_narrative_keeps_every_line(
 
     result.assert_outcomes(passed=16, failed=1, skipped=2)
     folder = suite.tmp_path / "artifacts" / "upgrade-downgrade"
-    shown = live_lines(result.stdout.str())
+    # How long each part took depends on the machine: a loaded one says 1s where another says 0s.
+    shown = [re.sub(r" in \d+s\b", " in 0s", line) for line in live_lines(result.stdout.str())]
     head = "[1/1] upgrade-downgrade"
     expected = [
         f"{head}: cluster step versions (0/19 done)",

@@ -4,6 +4,7 @@ them and events as the controller writes them."""
 
 from __future__ import annotations
 
+import copy
 from datetime import UTC, datetime
 
 import pytest
@@ -235,3 +236,22 @@ def test_the_net_names_kubernetes_143376_as_device_tolerations_declares_it() -> 
     assert bug.seen_in(every_taint)
     (by_key,) = _evicted(Clock(), [TAINT], [{"key": "k", "operator": "Exists"}], 1)[1]
     assert not bug.seen_in(by_key)
+
+
+def test_the_claim_made_for_extended_resources_counts_as_the_pods() -> None:
+    """A pod that got its device through an extended resource (KEP-5004) names its claim only
+    in ``status.extendedResourceClaimStatus``: its eviction is judged by that claim too."""
+    clock = Clock()
+    net = _net(clock)
+    pod = _pod()
+    pod["spec"]["resourceClaims"] = []
+    pod["status"]["extendedResourceClaimStatus"] = {"resourceClaimName": "c"}
+    for obj in (_claim([{"operator": "Exists"}]), _slice([TAINT]), pod):
+        net.seen("ADDED", obj)
+    clock.now = T0 + 1
+    gone = copy.deepcopy(pod)
+    gone["metadata"]["deletionTimestamp"] = _at(1)
+    net.seen("DELETED", gone)
+    found = net.judge([_event(1)])
+    assert [f.owner for f in found] == ["sub", "sub"]  # not due, and no condition
+    assert "rule 'due'" in found[0].message and "rule 'condition'" in found[1].message

@@ -158,10 +158,10 @@ class EvictionNet:
         """The pod's claims as allocated when it was marked (their last allocated version)."""
         namespace = pod["metadata"].get("namespace", "")
         names = {s.get("resourceClaimName") for s in pod["spec"].get("resourceClaims") or []}
-        names |= {
-            s.get("resourceClaimName")
-            for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
-        }
+        status = pod.get("status") or {}
+        names |= {s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []}
+        # The claim the scheduler made for the pod's extended resources (KEP-5004).
+        names.add((status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName"))
         end = (at if at is not None else self._clock()) + AFTER
         claims = []
         with self._lock:

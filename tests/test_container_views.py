@@ -79,3 +79,12 @@ def test_a_request_no_container_shows_is_a_driver_that_writes_no_lines() -> None
     env = _env(both=[A, B], whole=[A, B], none=[])
     env["only-a"] = A
     assert container_views(POD, subrequest, env) == []
+
+
+def test_a_pods_claims_are_named_by_its_spec_or_made_from_its_templates() -> None:
+    from e2e_dra.builder._views import claim_names
+
+    pod = _pod(template=True)
+    pod["spec"]["resourceClaims"].append({"name": "direct", "resourceClaimName": "d"})
+    pod["spec"]["resourceClaims"].append({"name": "not-made", "resourceClaimTemplateName": "t"})
+    assert claim_names(pod) == {"pc": "c-x1", "direct": "d"}

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 
 from e2e_dra.builder._api import ObjectClient
 from e2e_dra.builder._objects import DEFAULT_ENV, event_time, is_unschedulable
-from e2e_dra.builder._views import container_views
+from e2e_dra.builder._views import claim_names, container_views
 from e2e_dra.errors import E2EDRAError, ExecError
 from e2e_dra.kube import KubeError, NotFound, retrying
 from e2e_dra.waits import WaitTimeout, eventually
@@ -134,13 +134,8 @@ class Pods(ObjectClient):
 
     def _given(self, pod: dict) -> str:
         """``", given claim c: pool/device"`` for each claim of ``pod`` (what was allocated)."""
-        names = [
-            c.get("resourceClaimName") for c in pod.get("spec", {}).get("resourceClaims") or []
-        ]
-        statuses = pod.get("status", {}).get("resourceClaimStatuses") or []
-        names += [s.get("resourceClaimName") for s in statuses]
         given = []
-        for claim_name in dict.fromkeys(n for n in names if n):
+        for claim_name in dict.fromkeys(claim_names(pod).values()):
             try:
                 claim = self.get("resourceclaims", claim_name)
             except KubeError:
@@ -173,14 +168,10 @@ class Pods(ObjectClient):
             for container in pod["spec"]["containers"]
         }
         now = retrying(self.read_pod)(name)
-        claims = {}
-        for claimed in [
-            *(now["spec"].get("resourceClaims") or []),
-            *((now.get("status") or {}).get("resourceClaimStatuses") or []),
-        ]:
-            if claimed.get("resourceClaimName"):
-                claim = retrying(self.get)("resourceclaims", claimed["resourceClaimName"])
-                claims[claimed["resourceClaimName"]] = claim
+        claims = {
+            claim: retrying(self.get)("resourceclaims", claim)
+            for claim in set(claim_names(now).values())
+        }
         problems = container_views(now, claims, printed)
         if problems:
             raise AssertionError("; ".join(problems))

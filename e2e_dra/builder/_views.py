@@ -26,18 +26,28 @@ def _base(request: str) -> str:
     return request.split("/", 1)[0]  # a subrequest's result is its parent request's
 
 
-def container_views(pod: dict, claims: Mapping[str, dict], env: Mapping[str, str]) -> list[str]:
-    """What breaks the rule above in ``pod`` (as read, with its status), whose claims are
-    ``claims`` (by their names) and whose containers printed ``env`` (by container name)."""
-    by_pod_name = {
-        c["name"]: c.get("resourceClaimName") for c in pod["spec"].get("resourceClaims") or []
+def claim_names(pod: dict) -> dict[str, str]:
+    """The ResourceClaim each of the pod's claims is (pod's name for it -> the claim's name): the
+    claim it names, or the one made from its template (``status.resourceClaimStatuses``); a
+    claim not made yet is left out."""
+    names = {
+        c["name"]: c["resourceClaimName"]
+        for c in pod["spec"].get("resourceClaims") or []
+        if c.get("resourceClaimName")
     }
     for status in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
         if status.get("resourceClaimName"):
-            by_pod_name[status["name"]] = status["resourceClaimName"]
+            names[status["name"]] = status["resourceClaimName"]
+    return names
+
+
+def container_views(pod: dict, claims: Mapping[str, dict], env: Mapping[str, str]) -> list[str]:
+    """What breaks the rule above in ``pod`` (as read, with its status), whose claims are
+    ``claims`` (by their names) and whose containers printed ``env`` (by container name)."""
+    by_pod_name = claim_names(pod)
     lines = {name: set(text.splitlines()) for name, text in env.items()}
     problems = []
-    for claim_name in sorted({n for n in by_pod_name.values() if n}):
+    for claim_name in sorted(set(by_pod_name.values())):
         claim = claims.get(claim_name)
         if claim is None:
             continue

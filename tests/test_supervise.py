@@ -168,7 +168,8 @@ def test_a_frozen_group_answers_nothing_until_thawed_and_a_frozen_one_still_stop
         assert eventually(lambda: ticks.exists() and ticks.stat().st_size > 0)
 
         process.signal_group(signal.SIGSTOP)
-        assert eventually(lambda: _state(child) == "T" and _state(process.pid or 0) == "T")
+        frozen = eventually(lambda: _state(child) == "T" and _state(process.pid or 0) == "T")
+        assert frozen, f"states: leader {_state(process.pid or 0)}, child {_state(child)}"
         size = ticks.stat().st_size
         time.sleep(0.3)
         assert ticks.stat().st_size == size  # nothing runs while frozen

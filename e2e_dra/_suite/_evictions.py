@@ -37,6 +37,7 @@ from typing import Any
 
 from e2e_dra._suite._nets import Finding
 from e2e_dra._suite._taint_rules import TaintRule, timestamp, tolerates
+from e2e_dra.builder import claim_names
 from e2e_dra.kube import Kube, KubeError, retrying
 
 logger = logging.getLogger(__name__)
@@ -157,11 +158,10 @@ class EvictionNet:
     def _claims_of(self, pod: dict, at: float | None) -> list[dict]:
         """The pod's claims as allocated when it was marked (their last allocated version)."""
         namespace = pod["metadata"].get("namespace", "")
-        names = {s.get("resourceClaimName") for s in pod["spec"].get("resourceClaims") or []}
-        status = pod.get("status") or {}
-        names |= {s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []}
+        names: set[str | None] = set(claim_names(pod).values())
         # The claim the scheduler made for the pod's extended resources (KEP-5004).
-        names.add((status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName"))
+        extended = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
+        names.add(extended.get("resourceClaimName"))
         end = (at if at is not None else self._clock()) + AFTER
         claims = []
         with self._lock:

@@ -55,7 +55,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from e2e_dra._suite._nets import Finding, claim_owner
+from e2e_dra._suite._nets import LISTED, Finding, claim_owner
 from e2e_dra.builder import SUBTEST_LABEL
 
 WINDOW = 300.0
@@ -325,7 +325,7 @@ class Quiescence:
     def _seen(self, event: str, obj: dict) -> None:
         meta = obj.get("metadata") or {}
         uid, kind = meta.get("uid"), obj.get("kind") or "object"
-        if not uid or event not in ("LISTED", "ADDED", "MODIFIED", "DELETED"):
+        if not uid or event not in (LISTED, "ADDED", "MODIFIED", "DELETED"):
             return  # a bookmark, or an error
         key = (kind, uid)
         with self._lock:

@@ -70,6 +70,7 @@ from e2e_dra.builder._teardown import (
     made_for,
     wait_torn_down,
 )
+from e2e_dra.builder._views import claim_names
 from e2e_dra.kube import KubeError, NotFound, retrying
 
 __all__ = [
@@ -103,6 +104,7 @@ __all__ = [
     "SubtestObjects",
     "Sweeper",
     "Written",
+    "claim_names",
     "cluster_slice",
     "compact_json",
     "driver_name",

@@ -124,14 +124,15 @@ def tolerated(ctx: Context) -> None:
         pod = b.pod_external(claims[device]["metadata"]["name"])
         _, pods[device] = b.create(claims[device], pod)
     bounded = Bounded(pods[BOUNDED], claims[BOUNDED], taint_added(created, BOUNDED))
-    # First the two whose toleration runs: its end comes soon after the pods start.
+    # First the bounded one: half of its toleration is over soon after the pods start. Then the
+    # one to call off, whose longer toleration leaves time for that.
+    with ctx.step(f"{BOUNDED_WHAT}: its pod runs, not evicted at half of it"):
+        bounded.stays_until_half(ctx, b)
     cancelled = Bounded(
         pods[CANCELLED], claims[CANCELLED], taint_added(created, CANCELLED), CANCELLED_TOLERATION
     )
     with ctx.step(f"{CANCELLED_WHAT}, its device's taint removed before that is over"):
         called_off = cancelled.taint_removed_in_time(ctx, b, name)
-    with ctx.step(f"{BOUNDED_WHAT}: its pod runs, not evicted at half of it"):
-        bounded.stays_until_half(ctx, b)
     for device, (toleration, what) in TOLERATIONS.items():
         with ctx.step(stays_step(what)):
             _runs(b, pods[device])
